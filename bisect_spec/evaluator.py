@@ -1,0 +1,374 @@
+"""Construct SGLang's real ``ServerArgs`` in-process, exactly as ``launch_server`` does.
+
+This module runs inside an evaluation worker (see ``worker.py``), under the Python of a
+per-release environment. It is, with ``simulated_gpu.py``, the only code that imports
+SGLang, so it may use the standard library and what SGLang's environment has — never
+click or hypothesis.
+
+Invariants:
+
+* **Official path.** ``prepare_server_args(argv)`` is called for real; the only change
+  is that the argparse parser it builds is handed a parser built once (rebuilding it is
+  ~85% of the call). From releases that have it (found by feature: ``resolve_once``),
+  ``resolve_once()`` follows, as ``launch_server`` does.
+* **Independence.** Each evaluation starts from the same process state: ``os.environ``
+  is restored, logging handlers are restored, every ``lru_cache`` in SGLang is cleared
+  and the platform singleton reset. Evaluating A then B gives B's result as if alone.
+* **Facts, not judgements.** The result is a plain dict of what happened (exception,
+  innermost SGLang frame, failing statement with its guard, resolved values). Signatures
+  and findings are computed by the orchestrator, which can be upgraded without
+  rebuilding environments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import contextlib
+import io
+import linecache
+import logging
+import os
+import sys
+import time
+import traceback
+import types
+from typing import Any, Iterator
+
+#: Fields reported for passing configurations when present in the release.
+RESOLVED_FIELDS = (
+    "speculative_algorithm",
+    "speculative_draft_model_path",
+    "speculative_num_steps",
+    "speculative_eagle_topk",
+    "speculative_num_draft_tokens",
+    "attention_backend",
+    "prefill_attention_backend",
+    "decode_attention_backend",
+    "speculative_attention_mode",
+    "speculative_draft_attention_backend",
+    "page_size",
+    "tp_size",
+    "dp_size",
+    "pp_size",
+    "enable_dp_attention",
+    "disable_cuda_graph",
+    "cuda_graph_max_bs",
+    "max_running_requests",
+    "mem_fraction_static",
+    "chunked_prefill_size",
+    "disable_overlap_schedule",
+    "kv_cache_dtype",
+    "quantization",
+    "moe_a2a_backend",
+    "moe_runner_backend",
+    "grammar_backend",
+    "enable_mixed_chunk",
+    "device",
+)
+
+
+def _jsonable(value: Any) -> Any:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    return repr(value) if not hasattr(value, "value") else _jsonable(value.value)
+
+
+class _ParserFactory:
+    """Stands in for the ``argparse`` module inside ``server_args`` for one call."""
+
+    def __init__(self, parser: argparse.ArgumentParser) -> None:
+        self._parser = parser
+
+    def ArgumentParser(self, *args: Any, **kwargs: Any) -> argparse.ArgumentParser:  # noqa: N802
+        return self._parser
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(argparse, name)
+
+
+def _statement_at(source: str, lineno: int) -> tuple[ast.AST | None, ast.AST | None]:
+    """The innermost statement containing *lineno* and the nearest ``if`` guarding it."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None, None
+    best: ast.AST | None = None
+    guard: ast.AST | None = None
+    stack: list[tuple[ast.AST, ast.AST | None]] = [(tree, None)]
+    while stack:
+        node, enclosing_if = stack.pop()
+        for child in ast.iter_child_nodes(node):
+            if not isinstance(child, ast.stmt):
+                continue
+            start, end = child.lineno, getattr(child, "end_lineno", child.lineno) or child.lineno
+            if not (start <= lineno <= end):
+                continue
+            header_end = _header_end(child)
+            if header_end is not None and lineno <= header_end:
+                best, guard = child, enclosing_if
+                continue
+            best, guard = child, enclosing_if
+            stack.append((child, child if isinstance(child, ast.If) else enclosing_if))
+    return best, guard
+
+
+def _header_end(node: ast.AST) -> int | None:
+    """Last line of a compound statement's header (``if cond:``), None for simple ones."""
+    for attr in ("test", "iter", "items", "context_expr"):
+        part = getattr(node, attr, None)
+        if part is None:
+            continue
+        parts = part if isinstance(part, list) else [part]
+        return max(getattr(p, "end_lineno", 0) or getattr(getattr(p, "context_expr", p), "end_lineno", 0) for p in parts)
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Try)):
+        return node.lineno
+    return None
+
+
+def _statement_text(node: ast.AST) -> str:
+    """Normal form of a statement: ``ast.unparse``; compound statements by header only."""
+    if isinstance(node, ast.If):
+        return f"if {ast.unparse(node.test)}:"
+    if isinstance(node, ast.While):
+        return f"while {ast.unparse(node.test)}:"
+    if isinstance(node, (ast.For, ast.AsyncFor)):
+        return f"for {ast.unparse(node.target)} in {ast.unparse(node.iter)}:"
+    if isinstance(node, (ast.With, ast.AsyncWith)):
+        return "with " + ", ".join(ast.unparse(i) for i in node.items) + ":"
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Try)):
+        return ast.unparse(node).splitlines()[0]
+    return ast.unparse(node)
+
+
+def describe_frame(filename: str, lineno: int, function: str, package_root: str) -> dict[str, Any]:
+    """Where a frame is, with the whole failing statement and its guard, for reports."""
+    lines = linecache.getlines(filename)
+    source = "".join(lines)
+    node, guard = _statement_at(source, lineno)
+    relative = os.path.relpath(filename, package_root) if filename.startswith(package_root) else filename
+    frame: dict[str, Any] = {"file": relative.replace(os.sep, "/"), "line": lineno, "function": function}
+    if node is not None:
+        start = node.lineno
+        end = _header_end(node) or getattr(node, "end_lineno", start) or start
+        frame["statement"] = _statement_text(node)
+        frame["statement_lines"] = [start, end]
+        frame["source"] = "".join(lines[start - 1 : end]).rstrip("\n")
+        context_start = max(1, (guard.lineno if guard is not None and guard.lineno >= start - 12 else start - 3))
+        frame["context"] = [[n, lines[n - 1].rstrip("\n")] for n in range(context_start, min(len(lines), end + 2) + 1)]
+    else:
+        frame["statement"] = lines[lineno - 1].strip() if 0 < lineno <= len(lines) else ""
+        frame["statement_lines"] = [lineno, lineno]
+        frame["source"] = frame["statement"]
+        frame["context"] = []
+    if guard is not None:
+        frame["guard"] = {"line": guard.lineno, "text": _statement_text(guard)}
+    return frame
+
+
+@contextlib.contextmanager
+def _restored_process_state() -> Iterator[None]:
+    """Undo what resolution writes into the process: environment, logging, argv."""
+    environ = dict(os.environ)
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    argv = list(sys.argv)
+    try:
+        yield
+    finally:
+        if dict(os.environ) != environ:
+            os.environ.clear()
+            os.environ.update(environ)
+        root.handlers[:] = handlers
+        root.setLevel(level)
+        sys.argv[:] = argv
+
+
+class Evaluator:
+    """One imported SGLang release, ready to resolve configurations on request.
+
+    :param hardware: a hardware profile record, or None for the honest CPU machine.
+    :param gpus: number of simulated GPUs.
+    """
+
+    def __init__(self, hardware: dict[str, Any] | None, gpus: int) -> None:
+        started = time.perf_counter()
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        with contextlib.redirect_stdout(sys.stderr):
+            import sglang
+            import sglang.srt.server_args as server_args_module
+
+            # Modules resolution imports lazily must be imported on the CPU first.
+            for lazy in ("sglang.srt.configs.model_config", "sglang.srt.arg_groups.pipeline",
+                         "sglang.srt.arg_groups.overrides", "sglang.srt.utils.hf_transformers_utils"):
+                with contextlib.suppress(Exception):
+                    __import__(lazy)
+        self.import_seconds = time.perf_counter() - started
+        self.sglang_version: str = getattr(sglang, "__version__", "unknown")
+        self.package_root = os.path.dirname(os.path.abspath(sglang.__file__))
+        self.module: types.ModuleType = server_args_module
+        self.server_args_cls: Any = server_args_module.ServerArgs
+        self.has_resolve_once = hasattr(self.server_args_cls, "resolve_once")
+        overrides = sys.modules.get("sglang.srt.arg_groups.overrides")
+        self._resolving_view = getattr(overrides, "resolving_view", None)
+        self.parser = argparse.ArgumentParser(prog="sglang serve")
+        self.server_args_cls.add_cli_args(self.parser)
+        self.hardware_mode = "cpu"
+        if hardware is not None:
+            import torch
+
+            if hardware.get("name") == "real":
+                self.hardware_mode = "real" if torch.cuda.is_available() else "cpu"
+            else:
+                from bisect_spec import simulated_gpu
+
+                simulated_gpu.install(hardware, gpus)
+                self.hardware_mode = f"simulated:{hardware['name']}x{gpus}"
+        from bisect_spec import simulated_gpu as memo
+
+        self._memo = memo
+        self._caches = memo.sglang_caches()
+        self._modules_seen = len(sys.modules)
+        self._option_dest = {
+            option: action.dest for action in self.parser._actions for option in action.option_strings
+        }
+        self.plugin: Any = None
+        plugin_path = os.environ.get("BISECT_SPEC_WORKER_PLUGIN")
+        if plugin_path:
+            import importlib.util
+
+            spec = importlib.util.spec_from_file_location("bisect_spec_worker_plugin", plugin_path)
+            assert spec is not None and spec.loader is not None
+            self.plugin = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(self.plugin)
+
+    def info(self) -> dict[str, Any]:
+        """What this worker is: release, python, features, hardware."""
+        return {
+            "sglang_version": self.sglang_version,
+            "python": ".".join(map(str, sys.version_info[:3])),
+            "has_resolve_once": self.has_resolve_once,
+            "has_resolving_view": self._resolving_view is not None,
+            "hardware": self.hardware_mode,
+            "import_seconds": round(self.import_seconds, 3),
+            "caches": len(self._caches),
+        }
+
+    def flags(self) -> list[dict[str, Any]]:
+        """The release's CLI flags, read from its own parser (for building sweep spaces)."""
+        out = []
+        for action in self.parser._actions:
+            if not action.option_strings or action.dest == "help":
+                continue
+            kind = "bool" if isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction)) else "value"
+            type_name = getattr(action.type, "__name__", None) if action.type else None
+            out.append({
+                "option": max(action.option_strings, key=len),
+                "aliases": list(action.option_strings),
+                "dest": action.dest,
+                "kind": kind,
+                "type": type_name,
+                "choices": [_jsonable(c) for c in action.choices] if action.choices else None,
+                "default": _jsonable(action.default),
+                "nargs": action.nargs if isinstance(action.nargs, (int, str, type(None))) else str(action.nargs),
+                "help": (action.help or "")[:300],
+            })
+        return out
+
+    def source_of(self, relative_file: str, function: str) -> dict[str, Any]:
+        """Source text of ``function`` in ``relative_file`` (for cross-release diffs)."""
+        path = os.path.join(self.package_root, relative_file)
+        text = "".join(linecache.getlines(path))
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == function:
+                lines = text.splitlines()[node.lineno - 1 : node.end_lineno]
+                return {"file": relative_file, "line": node.lineno, "source": "\n".join(lines)}
+        return {"file": relative_file, "line": None, "source": None}
+
+    def _given(self, argv: list[str]) -> dict[str, Any]:
+        """dest -> parsed value, for the flags the user wrote explicitly."""
+        dests = set()
+        for token in argv:
+            if token.startswith("--"):
+                option = token.split("=", 1)[0]
+                if option in self._option_dest:
+                    dests.add(self._option_dest[option])
+        try:
+            with contextlib.redirect_stderr(io.StringIO()):
+                parsed = self.parser.parse_args(argv)
+        except BaseException:  # noqa: BLE001 - parse errors surface in evaluate()
+            return {}
+        return {d: _jsonable(getattr(parsed, d, None)) for d in sorted(dests)}
+
+    def evaluate(self, argv: list[str]) -> dict[str, Any]:
+        """Resolve ``argv`` as ``launch_server`` would; return what happened."""
+        record: dict[str, Any] = {"argv": list(argv)}
+        started = time.perf_counter()
+        stderr = io.StringIO()
+        with _restored_process_state():
+            if len(sys.modules) != self._modules_seen:
+                self._caches = self._memo.sglang_caches()
+                self._modules_seen = len(sys.modules)
+            self._memo.reset_hardware_memo(self._caches)
+            if self.plugin is not None and hasattr(self.plugin, "before_evaluate"):
+                argv = list(self.plugin.before_evaluate(argv))
+            try:
+                with contextlib.redirect_stderr(stderr), contextlib.redirect_stdout(stderr):
+                    args = self._construct(argv)
+                    view = self._resolving_view(args) if self._resolving_view is not None else args
+                    resolved = {f: _jsonable(getattr(view, f)) for f in RESOLVED_FIELDS if hasattr(view, f)}
+                record["status"] = "passed"
+                record["resolved"] = resolved
+            except SystemExit as exc:
+                record.update(self._failure(exc, stderr.getvalue()))
+                record["status"] = "usage" if exc.code == 2 else "crashed"
+                record["crash"] = f"sys.exit({exc.code!r})"
+            except MemoryError as exc:
+                record.update(self._failure(exc, stderr.getvalue()))
+                record["status"] = "crashed"
+                record["crash"] = "MemoryError"
+            except Exception as exc:  # noqa: BLE001 - every exception is a result here
+                record.update(self._failure(exc, stderr.getvalue()))
+                record["status"] = "failed"
+            record["given"] = self._given(argv)
+        record["seconds"] = round(time.perf_counter() - started, 6)
+        return record
+
+    def _construct(self, argv: list[str]) -> Any:
+        module, cls = self.module, self.server_args_cls
+        original_argparse = module.argparse
+        original_add = cls.__dict__["add_cli_args"]
+        module.argparse = _ParserFactory(self.parser)
+        cls.add_cli_args = staticmethod(lambda parser: None)
+        try:
+            args = module.prepare_server_args(list(argv))
+        finally:
+            module.argparse = original_argparse
+            cls.add_cli_args = original_add
+        if self.has_resolve_once:
+            args.resolve_once()
+        return args
+
+    def _failure(self, exc: BaseException, stderr: str) -> dict[str, Any]:
+        frames = traceback.extract_tb(exc.__traceback__)
+        inner = None
+        for frame in frames:
+            if os.path.abspath(frame.filename).startswith(self.package_root + os.sep):
+                inner = frame
+        failure: dict[str, Any] = {
+            "exception": {
+                "type": type(exc).__name__,
+                "module": type(exc).__module__,
+                "message": str(exc),
+            },
+            "traceback_tail": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)[-12:])[-4000:],
+            "stderr_tail": stderr[-2000:],
+        }
+        if inner is not None and inner.lineno is not None:
+            failure["frame"] = describe_frame(os.path.abspath(inner.filename), inner.lineno, inner.name, self.package_root)
+        return failure

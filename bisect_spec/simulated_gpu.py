@@ -1,0 +1,191 @@
+"""Make an imported SGLang believe it runs on a given NVIDIA GPU box.
+
+Runs *inside* an evaluation worker only, after SGLang has been imported honestly
+on the CPU (faking CUDA before the import makes modules reach for ``sgl_kernel``).
+Standard library and torch only: the worker's environment has no click/hypothesis.
+
+Why each piece exists:
+
+* ``torch.cuda.*`` probes and ``torch.version.cuda``: argument resolution asks for
+  device count, capability, name, properties and free memory.
+* ``nvidia-smi``: ``get_nvgpu_memory_capacity`` shells out on *every* resolution;
+  we answer it from the profile instead of starting a process.
+* ``lru_cache``d hardware answers (~40 in recent releases) and the lazy platform
+  singleton were computed on the CPU during import: they are cleared/reset so the
+  next call recomputes them against the simulated GPU.
+
+Known limit: module-level constants computed at import time (``_is_cuda = is_cuda()``)
+keep their CPU values; the README lists the ones that matter.
+"""
+
+from __future__ import annotations
+
+import functools
+import shutil
+import subprocess
+import sys
+import types
+from typing import Any
+
+
+class _DeviceProperties:
+    """Duck-typed stand-in for ``torch.cuda._CudaDeviceProperties``."""
+
+    def __init__(self, profile: dict[str, Any]) -> None:
+        major, minor = profile["capability"]
+        self.name: str = profile["gpu_name"]
+        self.major: int = major
+        self.minor: int = minor
+        self.total_memory: int = int(profile["memory_mib"]) * 1024 * 1024
+        self.multi_processor_count: int = int(profile["sm_count"])
+        self.L2_cache_size: int = int(profile.get("l2_cache_bytes", 50 * 1024 * 1024))
+        self.is_integrated: bool = False
+        self.is_multi_gpu_board: bool = False
+        self.gcnArchName: str = ""
+        self.uuid: str = "GPU-00000000-0000-0000-0000-000000000000"
+
+    def __repr__(self) -> str:
+        return (
+            f"_CudaDeviceProperties(name='{self.name}', major={self.major}, "
+            f"minor={self.minor}, total_memory={self.total_memory // (1024 * 1024)}MB, "
+            f"multi_processor_count={self.multi_processor_count})"
+        )
+
+
+def _nvidia_smi_answer(argv: list[str], profile: dict[str, Any], count: int) -> str | None:
+    """Text nvidia-smi would print for the queries SGLang makes, or None if unknown."""
+    joined = " ".join(argv)
+    major, minor = profile["capability"]
+    if "--query-gpu=memory.total" in joined:
+        return "\n".join(str(profile["memory_mib"]) for _ in range(count)) + "\n"
+    if "--query-gpu=compute_cap" in joined:
+        return "\n".join(f"{major}.{minor}" for _ in range(count)) + "\n"
+    if "--query-gpu=name" in joined:
+        return "\n".join(profile["gpu_name"] for _ in range(count)) + "\n"
+    if "--query-gpu=driver_version" in joined:
+        return "\n".join(profile.get("driver", "580.00") for _ in range(count)) + "\n"
+    if "topo" in argv:
+        return "GPU0\tX\n"
+    return None
+
+
+def _is_nvidia_smi(cmd: Any) -> list[str] | None:
+    if isinstance(cmd, (list, tuple)) and cmd and str(cmd[0]).endswith("nvidia-smi"):
+        return [str(c) for c in cmd]
+    if isinstance(cmd, str) and cmd.strip().startswith("nvidia-smi"):
+        return cmd.split()
+    return None
+
+
+def install(profile: dict[str, Any], count: int) -> None:
+    """Install the simulated GPU box described by *profile* with *count* GPUs.
+
+    :param profile: a hardware profile record (see ``bisect_spec/data/hardware``).
+    :param count: number of GPUs visible to the server.
+    """
+    import torch
+
+    props = _DeviceProperties(profile)
+    capability = tuple(profile["capability"])
+    total = props.total_memory
+    cuda = torch.cuda
+    cuda.is_available = lambda: True
+    cuda.device_count = lambda: count
+    cuda.is_initialized = lambda: True
+    cuda.current_device = lambda: 0
+    cuda.get_device_capability = lambda device=None: capability
+    cuda.get_device_name = lambda device=None: props.name
+    cuda.get_device_properties = lambda device=None: props
+    cuda.mem_get_info = lambda device=None: (int(total * 0.985), total)
+    cuda.get_arch_list = lambda: [f"sm_{capability[0]}{capability[1]}"]
+    cuda.set_device = lambda device: None
+    cuda.synchronize = lambda device=None: None
+    torch.version.cuda = str(profile.get("cuda_version", "12.9"))
+    torch.version.hip = None  # type: ignore[attr-defined]
+    if hasattr(torch.backends, "cuda"):
+        torch.backends.cuda.is_built = lambda: True
+
+    real_run = subprocess.run
+    real_check_output = subprocess.check_output
+
+    def fake_run(cmd: Any, *args: Any, **kwargs: Any) -> Any:
+        argv = _is_nvidia_smi(cmd)
+        if argv is not None:
+            text = _nvidia_smi_answer(argv, profile, count)
+            if text is not None:
+                out: Any = text if (kwargs.get("text") or kwargs.get("universal_newlines")) else text.encode()
+                return subprocess.CompletedProcess(argv, 0, out, "" if isinstance(out, str) else b"")
+        return real_run(cmd, *args, **kwargs)
+
+    def fake_check_output(cmd: Any, *args: Any, **kwargs: Any) -> Any:
+        argv = _is_nvidia_smi(cmd)
+        if argv is not None:
+            text = _nvidia_smi_answer(argv, profile, count)
+            if text is not None:
+                return text if (kwargs.get("text") or kwargs.get("universal_newlines")) else text.encode()
+        return real_check_output(cmd, *args, **kwargs)
+
+    subprocess.run = fake_run  # type: ignore[assignment]
+    subprocess.check_output = fake_check_output  # type: ignore[assignment]
+    real_which = shutil.which
+    shutil.which = lambda name, *a, **k: "/usr/bin/nvidia-smi" if name == "nvidia-smi" else real_which(name, *a, **k)  # type: ignore[assignment]
+    reset_hardware_memo()
+
+
+#: The type of ``functools.lru_cache``/``functools.cache`` wrappers. Checking the type,
+#: not ``hasattr``, matters: attribute access on lazy-import proxies imports modules.
+_LRU_WRAPPER = type(functools.lru_cache(maxsize=None)(lambda: None))
+
+
+def sglang_caches() -> list[Any]:
+    """Every ``functools.lru_cache``/``cache`` wrapper defined in an imported SGLang module."""
+    found: dict[int, Any] = {}
+    for name, module in list(sys.modules.items()):
+        if not (name == "sglang" or name.startswith("sglang.")) or not isinstance(module, types.ModuleType):
+            continue
+        for value in list(vars(module).values()):
+            candidates = [value]
+            if isinstance(value, type) and getattr(value, "__module__", "").startswith("sglang"):
+                candidates = [v.__func__ if isinstance(v, (staticmethod, classmethod)) else v for v in vars(value).values()]
+            for candidate in candidates:
+                if isinstance(candidate, _LRU_WRAPPER):
+                    found[id(candidate)] = candidate
+    return list(found.values())
+
+
+def reset_hardware_memo(caches: list[Any] | None = None) -> int:
+    """Clear SGLang's memoised answers and its lazy platform singleton.
+
+    :return: how many caches were cleared.
+    """
+    caches = sglang_caches() if caches is None else caches
+    for cached in caches:
+        cached.cache_clear()
+    platforms = sys.modules.get("sglang.srt.platforms")
+    if platforms is not None and hasattr(platforms, "_current_platform"):
+        old = platforms._current_platform
+        platforms._current_platform = None
+        if old is not None:
+            _rebind_platform(old, platforms)
+    return len(caches)
+
+
+def _rebind_platform(old: Any, platforms: types.ModuleType) -> None:
+    """Point module-level ``current_platform`` references captured at import to the new one."""
+    holders = [
+        module
+        for name, module in list(sys.modules.items())
+        if (name.startswith("sglang.")) and isinstance(module, types.ModuleType)
+        and any(value is old for value in vars(module).values())
+    ]
+    if not holders:
+        return
+    try:
+        new = platforms.current_platform
+    except Exception:  # noqa: BLE001 - resolution of the platform is SGLang's business
+        return
+    for module in holders:
+        for key, value in list(vars(module).items()):
+            if value is old:
+                setattr(module, key, new)
+
