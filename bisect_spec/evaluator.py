@@ -78,6 +78,25 @@ def _jsonable(value: Any) -> Any:
     return repr(value) if not hasattr(value, "value") else _jsonable(value.value)
 
 
+def _failing_expression(frame: traceback.FrameSummary) -> str | None:
+    """The exact sub-expression that raised (Python 3.11+ column positions), normalised."""
+    colno, end_colno = getattr(frame, "colno", None), getattr(frame, "end_colno", None)
+    end_lineno = getattr(frame, "end_lineno", None)
+    if colno is None or end_colno is None or end_lineno is None or frame.lineno is None:
+        return None
+    lines = linecache.getlines(frame.filename)
+    if not (0 < frame.lineno <= end_lineno <= len(lines)):
+        return None
+    if frame.lineno == end_lineno:
+        text = lines[frame.lineno - 1][colno:end_colno]
+    else:
+        text = lines[frame.lineno - 1][colno:] + "".join(lines[frame.lineno:end_lineno - 1]) + lines[end_lineno - 1][:end_colno]
+    try:
+        return ast.unparse(ast.parse(text.strip(), mode="eval"))
+    except SyntaxError:
+        return " ".join(text.split())
+
+
 class _ParserFactory:
     """Stands in for the ``argparse`` module inside ``server_args`` for one call."""
 
@@ -222,7 +241,7 @@ class Evaluator:
         if hardware is not None:
             import torch
 
-            if hardware.get("name") == "real":
+            if hardware.get("name") == "real" or (hardware.get("auto") and torch.cuda.is_available()):
                 self.hardware_mode = "real" if torch.cuda.is_available() else "cpu"
             else:
                 from bisect_spec import simulated_gpu
@@ -237,6 +256,7 @@ class Evaluator:
         self._option_dest = {
             option: action.dest for action in self.parser._actions for option in action.option_strings
         }
+        self.cpu_imports: list[str] = []
         self.plugin: Any = None
         plugin_path = os.environ.get("BISECT_SPEC_WORKER_PLUGIN")
         if plugin_path:
@@ -257,6 +277,7 @@ class Evaluator:
             "hardware": self.hardware_mode,
             "import_seconds": round(self.import_seconds, 3),
             "caches": len(self._caches),
+            "cpu_imports": list(self.cpu_imports),
         }
 
     def flags(self) -> list[dict[str, Any]]:
@@ -268,7 +289,8 @@ class Evaluator:
             kind = "bool" if isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction)) else "value"
             type_name = getattr(action.type, "__name__", None) if action.type else None
             out.append({
-                "option": max(action.option_strings, key=len),
+                "option": min((o for o in action.option_strings if o.startswith("--")), key=len,
+                              default=action.option_strings[0]),
                 "aliases": list(action.option_strings),
                 "dest": action.dest,
                 "kind": kind,
@@ -305,7 +327,18 @@ class Evaluator:
             return {}
         return {d: _jsonable(getattr(parsed, d, None)) for d in sorted(dests)}
 
-    def evaluate(self, argv: list[str]) -> dict[str, Any]:
+    def _lazy_module(self, exc: BaseException) -> str | None:
+        """The outermost SGLang module whose lazy import failed on a CUDA-only dependency."""
+        if not isinstance(exc, ImportError) or self.hardware_mode.startswith("cpu"):
+            return None
+        for frame in traceback.extract_tb(exc.__traceback__):
+            path = os.path.abspath(frame.filename)
+            if frame.name == "<module>" and path.startswith(self.package_root + os.sep):
+                relative = os.path.relpath(path, os.path.dirname(self.package_root))
+                return relative.removesuffix(".py").replace(os.sep, ".").removesuffix(".__init__")
+        return None
+
+    def evaluate(self, argv: list[str], _retries: int = 0) -> dict[str, Any]:
         """Resolve ``argv`` as ``launch_server`` would; return what happened."""
         record: dict[str, Any] = {"argv": list(argv)}
         started = time.perf_counter()
@@ -326,6 +359,9 @@ class Evaluator:
                 record["resolved"] = resolved
             except SystemExit as exc:
                 record.update(self._failure(exc, stderr.getvalue()))
+                errors = [ln for ln in stderr.getvalue().splitlines() if "error:" in ln]
+                if errors:
+                    record["exception"]["message"] = errors[-1].split("error:", 1)[1].strip()
                 record["status"] = "usage" if exc.code == 2 else "crashed"
                 record["crash"] = f"sys.exit({exc.code!r})"
             except MemoryError as exc:
@@ -333,6 +369,15 @@ class Evaluator:
                 record["status"] = "crashed"
                 record["crash"] = "MemoryError"
             except Exception as exc:  # noqa: BLE001 - every exception is a result here
+                lazy = self._lazy_module(exc)
+                if lazy is not None and lazy not in self.cpu_imports and _retries < 8:
+                    self.cpu_imports.append(lazy)
+                    try:
+                        self._memo.import_on_cpu(lazy)
+                    except Exception:  # noqa: BLE001 - then the original failure stands
+                        pass
+                    else:
+                        return self.evaluate(argv, _retries=_retries + 1)
                 record.update(self._failure(exc, stderr.getvalue()))
                 record["status"] = "failed"
             record["given"] = self._given(argv)
@@ -370,5 +415,13 @@ class Evaluator:
             "stderr_tail": stderr[-2000:],
         }
         if inner is not None and inner.lineno is not None:
-            failure["frame"] = describe_frame(os.path.abspath(inner.filename), inner.lineno, inner.name, self.package_root)
+            frame = describe_frame(os.path.abspath(inner.filename), inner.lineno, inner.name, self.package_root)
+            expression = _failing_expression(inner)
+            if expression:
+                frame["expression"] = expression
+            failure["frame"] = frame
+        elif frames:
+            last = frames[-1]
+            failure["frame"] = {"file": last.filename, "line": last.lineno, "function": last.name,
+                                "statement": (last.line or "").strip(), "outside_sglang": True}
         return failure

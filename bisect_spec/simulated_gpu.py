@@ -85,6 +85,7 @@ def install(profile: dict[str, Any], count: int) -> None:
     """
     import torch
 
+    _remember(torch)
     props = _DeviceProperties(profile)
     capability = tuple(profile["capability"])
     total = props.total_memory
@@ -129,7 +130,58 @@ def install(profile: dict[str, Any], count: int) -> None:
     subprocess.check_output = fake_check_output  # type: ignore[assignment]
     real_which = shutil.which
     shutil.which = lambda name, *a, **k: "/usr/bin/nvidia-smi" if name == "nvidia-smi" else real_which(name, *a, **k)  # type: ignore[assignment]
+    _SIMULATED.clear()
+    _SIMULATED.update(_snapshot(torch))
     reset_hardware_memo()
+
+
+_CUDA_NAMES = ("is_available", "device_count", "is_initialized", "current_device", "get_device_capability",
+               "get_device_name", "get_device_properties", "mem_get_info", "get_arch_list", "set_device", "synchronize")
+_ORIGINAL: dict[str, Any] = {}
+_SIMULATED: dict[str, Any] = {}
+
+
+def _snapshot(torch: Any) -> dict[str, Any]:
+    state = {f"cuda.{n}": getattr(torch.cuda, n) for n in _CUDA_NAMES if hasattr(torch.cuda, n)}
+    state.update({"version.cuda": torch.version.cuda, "version.hip": getattr(torch.version, "hip", None),
+                  "subprocess.run": subprocess.run, "subprocess.check_output": subprocess.check_output,
+                  "shutil.which": shutil.which})
+    return state
+
+
+def _remember(torch: Any) -> None:
+    if not _ORIGINAL:
+        _ORIGINAL.update(_snapshot(torch))
+
+
+def _apply(torch: Any, state: dict[str, Any]) -> None:
+    for key, value in state.items():
+        owner, name = key.split(".", 1)
+        target = {"cuda": torch.cuda, "version": torch.version, "subprocess": subprocess, "shutil": shutil}[owner]
+        setattr(target, name, value)
+
+
+def import_on_cpu(module: str) -> None:
+    """Import ``module`` with the simulation suspended, then restore it.
+
+    Modules SGLang imports lazily during resolution (model classes, layers) reach for
+    CUDA-only packages (``sgl_kernel``) when they believe a GPU is present. Importing
+    them honestly on the CPU first is what a plain ``import sglang`` does for the rest.
+    """
+    import importlib
+
+    import torch
+
+    if not _SIMULATED:
+        importlib.import_module(module)
+        return
+    _apply(torch, _ORIGINAL)
+    reset_hardware_memo()
+    try:
+        importlib.import_module(module)
+    finally:
+        _apply(torch, _SIMULATED)
+        reset_hardware_memo()
 
 
 #: The type of ``functools.lru_cache``/``functools.cache`` wrappers. Checking the type,

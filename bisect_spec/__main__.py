@@ -1,0 +1,5 @@
+"""``python -m bisect_spec``."""
+
+from bisect_spec.cli import run
+
+run()

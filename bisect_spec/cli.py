@@ -1,0 +1,204 @@
+"""Command line: parse input, call :mod:`bisect_spec.api`, map errors to one line.
+
+Library errors (:class:`~bisect_spec.errors.BisectSpecError`) become
+``click.ClickException`` in exactly one place, :meth:`_Group.invoke`; ``--debug`` shows
+the traceback instead. Exit codes: 0 ok, 1 runtime error, 2 bad usage, 3 the probed
+configuration fails in SGLang (a verdict, not an error).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import traceback
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from . import __version__, api, environments, profiles, render
+from .errors import BisectSpecError
+from .session import Session
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+EXIT_VERDICT_FAILS = 3
+
+
+class _Failure(click.ClickException):
+    """A one-line error with the exit code the library error asked for."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+class _Group(click.Group):
+    """The one place where library errors turn into CLI errors."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        debug = bool(os.environ.get("BISECT_SPEC_DEBUG")) or "--debug" in sys.argv[1:2]
+        try:
+            return super().invoke(ctx)
+        except BisectSpecError as exc:
+            if debug:
+                traceback.print_exc()
+            raise _Failure(str(exc), exc.exit_code) from exc
+        except (click.ClickException, click.exceptions.Exit, click.Abort, KeyboardInterrupt):
+            raise
+        except Exception as exc:  # noqa: BLE001 - a bug: one line unless --debug
+            if debug:
+                traceback.print_exc()
+            raise _Failure(f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)", 1) from exc
+
+
+def target_options(func: F) -> F:
+    """Options shared by every command that evaluates configurations."""
+    options = [
+        click.option("--sglang", "release", metavar="VER", help="SGLang release (default: newest installed; 'current' = this Python's sglang)."),
+        click.option("--model", default=api.DEFAULT_MODEL, show_default=True, metavar="NAME",
+                     help=f"Model profile: {', '.join(profiles.model_names())}."),
+        click.option("--draft", default=api.DEFAULT_DRAFT, show_default=True, metavar="NAME",
+                     help=f"Draft profile: {', '.join(profiles.draft_names())}, or none."),
+        click.option("--model-path", type=click.Path(), help="Your own model directory holding config.json."),
+        click.option("--draft-path", type=click.Path(), help="Your own draft directory holding config.json."),
+        click.option("--hardware", default="auto", show_default=True, metavar="NAME",
+                     help=f"auto (real GPUs, else {profiles.DEFAULT_HARDWARE}), none (CPU), real, or: {', '.join(profiles.hardware_names())}."),
+        click.option("--gpus", default=profiles.DEFAULT_GPUS, show_default=True, type=int, help="GPUs in the simulated box."),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def spec_from(kwargs: dict[str, Any]) -> api.TargetSpec:
+    draft = kwargs.pop("draft")
+    return api.TargetSpec(release=kwargs.pop("release"), model=kwargs.pop("model"),
+                          draft=None if draft == "none" else draft, hardware=kwargs.pop("hardware"),
+                          gpus=kwargs.pop("gpus"), model_path=kwargs.pop("model_path"), draft_path=kwargs.pop("draft_path"))
+
+
+def announce_hardware(session: Session) -> None:
+    """Say once, on stderr, when a default profile stands in for missing GPUs."""
+    hardware = session.target.hardware
+    if hardware.record and hardware.record.get("auto"):
+        mode = session.info.get("hardware", "")
+        if str(mode).startswith("simulated"):
+            click.echo(f"no GPU here: simulating {hardware.label} "
+                       f"({hardware.record.get('gpu_name')}); choose with --hardware", err=True)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="bisect-spec")
+@click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
+def main(debug: bool) -> None:
+    """Find the hidden constraints of SGLang's speculative decoding flags, without a GPU.
+
+    Runs SGLang's real argument resolution in-process for a model profile, a draft,
+    a hardware profile and an SGLang release.
+
+    Example:
+
+        bisect-spec env install 0.5.23
+
+        bisect-spec probe --model kimi-k2.6 --draft eagle3 -- --speculative-algorithm EAGLE3 --speculative-num-draft-tokens 3
+    """
+
+
+@main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@target_options
+@click.option("--json", "as_json", is_flag=True, help="Print the documented JSON record (schema bisect-spec/probe/1).")
+@click.option("--timeout", default=120.0, show_default=True, help="Seconds before an evaluation counts as hung.")
+@click.argument("flags", nargs=-1, type=click.UNPROCESSED)
+def probe(as_json: bool, timeout: float, flags: tuple[str, ...], **kwargs: Any) -> None:
+    """Resolve one configuration and show the verdict, signature and failing source.
+
+    FLAGS are SGLang flags after --, or a whole pasted launch command
+    (python -m sglang.launch_server ..., sglang serve ..., ExecStart=...).
+    Exit status: 0 passes, 3 fails in SGLang, 1/2 errors.
+
+    Example:
+
+        bisect-spec probe --sglang 0.5.23 --model kimi-k2.6 --draft eagle3 -- --tp 8 --speculative-algorithm EAGLE3 --speculative-num-steps 1 --speculative-num-draft-tokens 3
+    """
+    spec = spec_from(kwargs)
+    result = api.probe(list(flags), spec, on_start=announce_hardware, timeout=timeout)
+    if as_json:
+        click.echo(json.dumps(result.to_dict(), indent=2, sort_keys=True))
+    else:
+        for note in result.notes:
+            click.echo(f"note: {note}", err=True)
+        click.echo(render.probe_text(result))
+    if not result.outcome.passed:
+        sys.exit(EXIT_VERDICT_FAILS)
+
+
+@main.group()
+def env() -> None:
+    """Manage per-release evaluation environments (one shared base + a thin overlay each).
+
+    Example:
+
+        bisect-spec env install 0.5.9 0.5.23
+    """
+
+
+@env.command("install")
+@click.argument("releases", nargs=-1, required=True)
+def env_install(releases: tuple[str, ...]) -> None:
+    """Install SGLang releases (pins recorded in the package; torch stays the CPU build).
+
+    Example:
+
+        bisect-spec env install 0.5.23
+    """
+    for release in releases:
+        environments.check_release_name(release)
+    for release in releases:
+        environments.install(release, progress=lambda line: click.echo(f"  {line}", err=True))
+        info = environments.describe(release)
+        click.echo(f"{release}: ready ({info['size_bytes'] / 1e6:.0f} MB overlay, {info['install_seconds']} s)")
+
+
+@env.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable list.")
+def env_list(as_json: bool) -> None:
+    """List installed releases and the releases with recorded pins.
+
+    Example:
+
+        bisect-spec env list --json
+    """
+    rows = []
+    installed = set(environments.installed())
+    for release in sorted(installed | set(environments.known_releases()), key=environments.version_key):
+        info = environments.describe(release) if release in installed else {}
+        rows.append({"release": release, "installed": release in installed,
+                     "pinned": release in environments.known_releases(),
+                     "size_mb": round(info.get("size_bytes", 0) / 1e6, 1) if info else None})
+    if as_json:
+        click.echo(json.dumps({"schema": "bisect-spec/envs/1", "home": str(environments.home()), "releases": rows}, indent=2))
+        return
+    click.echo(render.table(["release", "installed", "pins recorded", "overlay MB"],
+                            [[r["release"], "yes" if r["installed"] else "-", "yes" if r["pinned"] else "-",
+                              r["size_mb"] if r["size_mb"] is not None else "-"] for r in rows]))
+
+
+@env.command("remove")
+@click.argument("releases", nargs=-1, required=True)
+def env_remove(releases: tuple[str, ...]) -> None:
+    """Remove installed releases (the shared base stays).
+
+    Example:
+
+        bisect-spec env remove 0.5.11
+    """
+    for release in releases:
+        environments.remove(release)
+        click.echo(f"{release}: removed")
+
+
+def run() -> None:
+    """Console-script entry point."""
+    main(prog_name="bisect-spec")

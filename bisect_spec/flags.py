@@ -1,0 +1,186 @@
+"""Configurations: canonical, hashable sets of SGLang flags, and pasted launch commands.
+
+A :class:`Config` is what a user would write after ``python -m sglang.launch_server``
+minus the model: ``{"--speculative-algorithm": ("EAGLE3",), "--disable-cuda-graph": ()}``.
+It is frozen and canonically ordered (by flag name), so ``key()`` identifies it across
+runs and processes; ``argv()`` renders it back.
+
+:func:`parse_command` accepts what people paste: a bare flag list, ``python -m
+sglang.launch_server ...``, ``sglang serve ...``, a systemd ``ExecStart=`` line, with
+``\\`` line continuations and ``VAR=value`` prefixes.
+
+Pure: no I/O, no processes.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from .errors import UsageError
+
+#: Flags that name the model or draft location (replaced by profiles when pasted).
+MODEL_FLAGS = ("--model-path", "--model")
+DRAFT_FLAGS = ("--speculative-draft-model-path", "--speculative-draft")
+#: Flags that only matter once the server runs: kept, but free to drop when shrinking.
+RUNTIME_FLAGS = frozenset({
+    "--host", "--port", "--log-level", "--log-level-http", "--log-requests", "--api-key", "--served-model-name",
+    "--nccl-port", "--dist-init-addr", "--node-rank", "--nnodes", "--enable-metrics", "--show-time-cost",
+    "--download-dir", "--log-requests-level", "--tokenizer-path", "--random-seed", "--watchdog-timeout",
+})
+
+Value = tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Config:
+    """A canonical set of flags; ``()`` is the value of a boolean switch."""
+
+    items: tuple[tuple[str, Value], ...] = ()
+
+    def __post_init__(self) -> None:
+        ordered = tuple(sorted(self.items))
+        if ordered != self.items:
+            object.__setattr__(self, "items", ordered)
+
+    @classmethod
+    def of(cls, mapping: Mapping[str, Value | str | None]) -> Config:
+        """Build from ``{"--flag": "value" | ("v1", "v2") | () | None}`` (None/() = switch)."""
+        items = []
+        for flag, value in mapping.items():
+            if value is None:
+                items.append((flag, ()))
+            elif isinstance(value, str):
+                items.append((flag, (value,)))
+            else:
+                items.append((flag, tuple(value)))
+        return cls(tuple(items))
+
+    @classmethod
+    def from_argv(cls, argv: Sequence[str]) -> Config:
+        """Parse a flag list; ``--flag=value`` and multi-value flags are understood.
+
+        :raises UsageError: a stray positional value or a flag given twice.
+        """
+        items: dict[str, list[str]] = {}
+        current: str | None = None
+        for token in argv:
+            if token.startswith("--") and len(token) > 2:
+                flag, eq, inline = token.partition("=")
+                if flag in items:
+                    raise UsageError(f"flag {flag} is given twice; keep one")
+                items[flag] = [inline] if eq else []
+                current = None if eq else flag
+            elif current is not None:
+                items[current].append(token)
+            else:
+                raise UsageError(f"'{token}' is not a flag: SGLang options start with --")
+        return cls(tuple((flag, tuple(values)) for flag, values in items.items()))
+
+    def as_dict(self) -> dict[str, Value]:
+        return dict(self.items)
+
+    def argv(self) -> list[str]:
+        out: list[str] = []
+        for flag, value in self.items:
+            out.append(flag)
+            out.extend(value)
+        return out
+
+    def key(self) -> str:
+        """Canonical text of this configuration (stable across processes and runs)."""
+        return json.dumps([[flag, list(value)] for flag, value in self.items], separators=(",", ":"))
+
+    def flags(self) -> list[str]:
+        return [flag for flag, _ in self.items]
+
+    def get(self, flag: str) -> Value | None:
+        return self.as_dict().get(flag)
+
+    def without(self, *flags: str) -> Config:
+        drop = set(flags)
+        return Config(tuple(item for item in self.items if item[0] not in drop))
+
+    def with_(self, flag: str, value: Value | str | None) -> Config:
+        mapping: dict[str, Value | str | None] = dict(self.as_dict())
+        mapping[flag] = value
+        return Config.of(mapping)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __str__(self) -> str:
+        return shlex.join(self.argv())
+
+
+@dataclass(frozen=True)
+class PastedCommand:
+    """A launch command split into its model, draft and remaining flags."""
+
+    config: Config
+    model_path: str | None = None
+    draft_path: str | None = None
+    notes: tuple[str, ...] = field(default=())
+
+
+_LAUNCHERS = ("sglang.launch_server", "sglang.launch_server.py")
+
+
+def _join_continuations(text: str) -> str:
+    return text.replace("\\\r\n", " ").replace("\\\n", " ")
+
+
+def parse_command(tokens: Sequence[str]) -> PastedCommand:
+    """Understand a pasted launch command or a bare flag list.
+
+    :raises UsageError: the text is a command, but not an SGLang launch, or is empty.
+    """
+    if len(tokens) == 1 and (" " in tokens[0] or "\n" in tokens[0]):
+        tokens = shlex.split(_join_continuations(tokens[0]))
+    else:
+        tokens = [t for t in tokens if t not in ("\\", "\\\n")]
+    tokens = list(tokens)
+    if tokens and tokens[0].startswith("ExecStart="):
+        first = tokens[0].removeprefix("ExecStart=").lstrip("-@+!")
+        tokens = ([first] if first else []) + tokens[1:]
+    while tokens and "=" in tokens[0] and not tokens[0].startswith("-"):
+        tokens = tokens[1:]  # VAR=value environment prefixes
+    if not tokens:
+        raise UsageError("no SGLang flags given: pass them after --, e.g. -- --speculative-algorithm EAGLE3")
+    if not tokens[0].startswith("--"):
+        tokens = _strip_launcher(tokens)
+    config = Config.from_argv(tokens)
+    mapping = dict(config.as_dict())
+    model_path = draft_path = None
+    for flag in MODEL_FLAGS:
+        if flag in mapping:
+            value = mapping.pop(flag)
+            model_path = value[0] if value else None
+    for flag in DRAFT_FLAGS:
+        if flag in mapping:
+            value = mapping.pop(flag)
+            draft_path = value[0] if value else None
+    return PastedCommand(Config.of(mapping), model_path, draft_path)
+
+
+def _strip_launcher(tokens: list[str]) -> list[str]:
+    """Drop ``python -m sglang.launch_server`` / ``sglang serve`` in front of the flags."""
+    for index, token in enumerate(tokens):
+        name = token.rsplit("/", 1)[-1]
+        if token == "-m" and index + 1 < len(tokens) and tokens[index + 1] in _LAUNCHERS:
+            return tokens[index + 2 :]
+        if name in _LAUNCHERS or name.endswith("launch_server.py"):
+            return tokens[index + 1 :]
+        if name == "sglang" and index + 1 < len(tokens) and tokens[index + 1] in ("serve", "launch-server"):
+            return tokens[index + 2 :]
+        if token.startswith("--"):
+            break
+    shown = " ".join(tokens[:3])
+    raise UsageError(f"'{shown}' is not an SGLang launch: paste 'python -m sglang.launch_server ...', "
+                     "'sglang serve ...' or just the flags")
+
+
+def render(flags: Iterable[str]) -> str:
+    return shlex.join(list(flags))

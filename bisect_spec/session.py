@@ -1,0 +1,190 @@
+"""An evaluation session: one release, one model, one draft, one hardware box.
+
+It owns the worker pool for the release environment, turns :class:`~bisect_spec.flags.Config`
+objects into the argv ``prepare_server_args`` receives (``@model``/``@draft`` become the
+materialised profile directories), validates flags against the release's own parser, and
+wraps worker records into :class:`~bisect_spec.outcome.Outcome` objects.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import logging
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import environments
+from .errors import UsageError
+from .flags import DRAFT_FLAGS, Config
+from .outcome import Outcome
+from .profiles import DraftProfile, HardwareProfile, ModelProfile
+from .worker import WorkerPool
+
+log = logging.getLogger(__name__)
+
+#: File caching a release's flag table; bump the suffix when the table's shape changes.
+FLAGS_CACHE = "flags-v2.json"
+MODEL = "@model"
+DRAFT = "@draft"
+
+
+@dataclass(frozen=True)
+class Target:
+    """What configurations are evaluated against."""
+
+    release: str
+    model: ModelProfile
+    draft: DraftProfile | None
+    hardware: HardwareProfile
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "release": self.release,
+            "model": self.model.name,
+            "model_architecture": self.model.architecture,
+            "draft": self.draft.name if self.draft else None,
+            "draft_algorithm": self.draft.algorithm if self.draft else None,
+            "hardware": self.hardware.label,
+        }
+
+
+class Session:
+    """Workers for one :class:`Target`; use as a context manager.
+
+    :param jobs: parallel workers (each imports SGLang once).
+    :param timeout: seconds one evaluation may take before the worker is killed.
+    """
+
+    def __init__(self, target: Target, *, jobs: int = 1, timeout: float = 60.0, log_dir: Path | None = None,
+                 extra_env: tuple[tuple[str, str], ...] = ()) -> None:
+        self.target = target
+        self.environment = environments.get(target.release)
+        log_path = str(log_dir / f"worker-{target.release}.log") if log_dir else None
+        spec = self.environment.worker_spec(hardware=target.hardware.record, gpus=target.hardware.gpus,
+                                            log_path=log_path, extra_env=extra_env)
+        self.pool = WorkerPool(spec, jobs=jobs, timeout=timeout)
+        self.info: dict[str, Any] = {}
+        self._flags: list[dict[str, Any]] | None = None
+
+    def __enter__(self) -> Session:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def start(self) -> dict[str, Any]:
+        self.info = self.pool.start()
+        if self.target.release == environments.CURRENT:
+            self.target = Target(self.info["sglang_version"], self.target.model, self.target.draft, self.target.hardware)
+        return self.info
+
+    def close(self) -> None:
+        self.pool.close()
+
+    @property
+    def hardware_label(self) -> str:
+        return str(self.info.get("hardware", self.target.hardware.label))
+
+    # -- flags -----------------------------------------------------------------
+
+    def flags(self) -> list[dict[str, Any]]:
+        """The release's flag table, read from its parser once and cached on disk."""
+        if self._flags is None:
+            cache = self.environment.path / FLAGS_CACHE if self.environment.path else None
+            if cache is not None and cache.is_file():
+                self._flags = json.loads(cache.read_text())
+            else:
+                self._flags = self.pool.request({"op": "flags"})["flags"]
+                if cache is not None:
+                    cache.write_text(json.dumps(self._flags))
+        assert self._flags is not None
+        return self._flags
+
+    def option_table(self) -> dict[str, dict[str, Any]]:
+        return {alias: flag for flag in self.flags() for alias in flag["aliases"]}
+
+    def canonical(self, config: Config) -> Config:
+        """Spell every flag the way this release names it (aliases and argparse prefixes resolved).
+
+        ``--tp 8`` becomes ``--tp-size 8``: argparse accepts unique prefixes, and one
+        spelling per flag keeps cache keys and reproducers stable.
+        :raises UsageError: unknown flag (with the closest names and the installed releases
+            that have it) or an ambiguous prefix.
+        """
+        table = self.option_table()
+        mapping: dict[str, tuple[str, ...]] = {}
+        for flag, value in config.items:
+            entry = table.get(flag)
+            if entry is None:
+                matches = {table[o]["option"]: table[o] for o in table if o.startswith(flag)}
+                if len(matches) == 1:
+                    entry = next(iter(matches.values()))
+                elif len(matches) > 1:
+                    raise UsageError(f"flag {flag} is ambiguous in SGLang {self.target.release}: "
+                                     f"it could be {', '.join(sorted(matches)[:4])}")
+            if entry is None:
+                close = difflib.get_close_matches(flag, list(table), n=2, cutoff=0.75)
+                hint = f"did you mean {' or '.join(close)}? " if close else ""
+                others = [r for r in environments.installed() if r != self.target.release and flag in _cached_options(r)]
+                where = f"it exists in {', '.join(others)}" if others else "no installed release has it"
+                raise UsageError(f"SGLang {self.target.release} has no flag {flag}: {hint}{where}")
+            mapping[entry["option"]] = value
+        return Config(tuple(mapping.items()))
+
+    # -- evaluation ------------------------------------------------------------
+
+    def with_draft(self, config: Config) -> Config:
+        """Add ``--speculative-draft-model-path @draft`` when speculation is asked for without one."""
+        draft = self.target.draft
+        if draft is None or draft.path is None or "--speculative-algorithm" not in config.flags():
+            return config
+        if any(flag in config.flags() for flag in DRAFT_FLAGS):
+            return config
+        return config.with_("--speculative-draft-model-path", DRAFT)
+
+    def argv(self, config: Config) -> list[str]:
+        """The argv SGLang receives for ``config`` (profiles substituted)."""
+        draft_path = str(self.target.draft.path) if self.target.draft and self.target.draft.path else None
+        out = ["--model-path", str(self.target.model.path), *self.target.model.extra_args]
+        for token in config.argv():
+            if token == MODEL:
+                out.append(str(self.target.model.path))
+            elif token == DRAFT:
+                if draft_path is None:
+                    raise UsageError(f"draft '{self.target.draft.name if self.target.draft else 'none'}' has no draft "
+                                     "model path; pick --draft eagle3/eagle/standalone or --draft-path DIR")
+                out.append(draft_path)
+            else:
+                out.append(token)
+        return out
+
+    def outcome(self, config: Config, record: dict[str, Any]) -> Outcome:
+        return Outcome.from_record(config, record, release=self.target.release,
+                                   python=str(self.info.get("python", "?")), hardware=self.hardware_label)
+
+    def evaluate(self, config: Config) -> Outcome:
+        """Resolve one configuration."""
+        return self.outcome(config, self.pool.evaluate(self.argv(config)))
+
+    def evaluate_many(self, configs: Iterable[Config]) -> Iterator[Outcome]:
+        """Resolve many configurations in parallel; outcomes arrive in completion order."""
+        pairs = ((config, self.argv(config)) for config in configs)
+        for config, record in self.pool.imap_unordered(pairs):
+            yield self.outcome(config, record)
+
+    def source_of(self, file: str, function: str) -> dict[str, Any]:
+        return self.pool.request({"op": "source", "file": file, "function": function})
+
+
+def _cached_options(release: str) -> set[str]:
+    try:
+        path = environments.get(release).path
+    except Exception:  # noqa: BLE001 - a broken environment simply has no answer
+        return set()
+    if path is None or not (path / FLAGS_CACHE).is_file():
+        return set()
+    return {alias for flag in json.loads((path / FLAGS_CACHE).read_text()) for alias in flag["aliases"]}

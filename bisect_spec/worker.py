@@ -1,0 +1,407 @@
+"""Evaluation workers: the only module that starts processes.
+
+A worker is one long-lived Python process per release environment: it imports SGLang
+once (5-8 s), builds the parser once, installs the hardware profile, then resolves
+configurations on request (``worker_main.py`` is its entry point). Faults inside a
+worker never take the run down: a segfault, ``os._exit``, a hang past the timeout or a
+worker killed from outside each become an outcome record of their own (``crashed`` /
+``timeout``), the worker is replaced, and evaluation goes on.
+
+Package installs (``pip``) also run from here, so "who starts processes" has one answer.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import queue
+import select
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import psutil
+
+from .errors import WorkerError
+
+log = logging.getLogger(__name__)
+
+WORKER_SCRIPT = Path(__file__).with_name("worker_main.py")
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """How to start a worker: which Python, which import path, which hardware.
+
+    :param python: interpreter of the release environment.
+    :param pythonpath: directories put first on the import path (the release overlay).
+    :param hardware: hardware profile record; ``None`` = the honest CPU machine;
+        ``{"name": "real"}`` = whatever GPUs the machine really has.
+    """
+
+    python: str
+    pythonpath: tuple[str, ...] = ()
+    hardware: dict[str, Any] | None = None
+    gpus: int = 8
+    torchvision_shim: bool = True
+    log_path: str | None = None
+    extra_env: tuple[tuple[str, str], ...] = ()
+    start_timeout: float = 240.0
+
+    def environment(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+        if self.pythonpath:
+            env["PYTHONPATH"] = os.pathsep.join(self.pythonpath)
+        env.update(
+            HF_HUB_OFFLINE="1",
+            TRANSFORMERS_OFFLINE="1",
+            HF_DATASETS_OFFLINE="1",
+            PYTHONNOUSERSITE="1",
+            PYTHONDONTWRITEBYTECODE="1",
+            TOKENIZERS_PARALLELISM="false",
+            OMP_NUM_THREADS="1",
+        )
+        env.update(dict(self.extra_env))
+        return env
+
+
+class WorkerDied(Exception):
+    """The worker process ended while a request was outstanding."""
+
+    def __init__(self, description: str) -> None:
+        super().__init__(description)
+        self.description = description
+
+
+class WorkerTimedOut(Exception):
+    """The worker did not answer within the timeout; it has been killed."""
+
+
+def describe_exit(returncode: int | None) -> str:
+    """Human and machine readable reason a worker process ended."""
+    if returncode is None:
+        return "still running"
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        kind = {"SIGSEGV": "segfault", "SIGKILL": "killed", "SIGABRT": "abort", "SIGBUS": "bus error"}.get(name, "signal")
+        return f"{kind} ({name})"
+    return f"exit({returncode})"
+
+
+def kill_tree(pid: int, *, grace: float = 2.0) -> None:
+    """Terminate a process and all its descendants; SIGKILL whatever ignores SIGTERM."""
+    try:
+        root = psutil.Process(pid)
+    except psutil.NoSuchProcess:
+        return
+    procs = [root, *root.children(recursive=True)]
+    for proc in procs:
+        try:
+            proc.terminate()
+        except psutil.NoSuchProcess:
+            pass
+    _, alive = psutil.wait_procs(procs, timeout=grace)
+    for proc in alive:
+        try:
+            proc.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(alive, timeout=grace)
+
+
+class WorkerProcess:
+    """One evaluation worker process and its line protocol."""
+
+    def __init__(self, spec: WorkerSpec) -> None:
+        self.spec = spec
+        self.process: subprocess.Popen[bytes] | None = None
+        self.info: dict[str, Any] = {}
+        self._buffer = b""
+        self._next_id = 0
+        self._log: IO[bytes] | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process else None
+
+    def start(self) -> dict[str, Any]:
+        """Start the process and wait until SGLang is imported; return its self-description."""
+        config = {"hardware": self.spec.hardware, "gpus": self.spec.gpus, "torchvision_shim": self.spec.torchvision_shim}
+        if self.spec.log_path:
+            Path(self.spec.log_path).parent.mkdir(parents=True, exist_ok=True)
+            self._log = open(self.spec.log_path, "ab")  # noqa: SIM115 - lives as long as the worker
+        try:
+            self.process = subprocess.Popen(
+                [self.spec.python, "-u", str(WORKER_SCRIPT), json.dumps(config)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=self._log if self._log else subprocess.DEVNULL,
+                env=self.spec.environment(),
+                start_new_session=True,
+                cwd=os.path.dirname(self.spec.log_path) if self.spec.log_path else None,
+            )
+        except OSError as exc:
+            raise WorkerError(f"cannot start evaluation worker {self.spec.python}: {exc.strerror}") from exc
+        try:
+            hello = self._read_reply(self.spec.start_timeout)
+        except (WorkerDied, WorkerTimedOut) as exc:
+            self.close()
+            raise WorkerError(f"evaluation worker failed to start: {exc}; see {self.spec.log_path or 'its stderr'}") from exc
+        if not hello.get("ok"):
+            self.close()
+            raise WorkerError(f"SGLang is not importable in this environment: {hello.get('error')}")
+        self.info = hello["info"]
+        return self.info
+
+    def request(self, payload: dict[str, Any], timeout: float) -> dict[str, Any]:
+        """Send one request and wait for its reply.
+
+        :raises WorkerDied: the process ended (segfault, ``os._exit``, killed).
+        :raises WorkerTimedOut: no reply within ``timeout``; the process was killed.
+        """
+        if self.process is None or self.process.stdin is None:
+            raise WorkerDied("not started")
+        self._next_id += 1
+        payload = {**payload, "id": self._next_id}
+        try:
+            self.process.stdin.write((json.dumps(payload) + "\n").encode())
+            self.process.stdin.flush()
+        except (BrokenPipeError, OSError):
+            self.process.wait(timeout=5)
+            raise WorkerDied(describe_exit(self.process.returncode)) from None
+        return self._read_reply(timeout)
+
+    def _read_reply(self, timeout: float) -> dict[str, Any]:
+        assert self.process is not None and self.process.stdout is not None
+        fd = self.process.stdout.fileno()
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self._buffer:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                self.close()
+                raise WorkerTimedOut(f"no answer within {timeout:g} s")
+            ready, _, _ = select.select([fd], [], [], remaining)
+            if not ready:
+                continue
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                try:
+                    self.process.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    self.close()
+                raise WorkerDied(describe_exit(self.process.returncode))
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        try:
+            reply = json.loads(line)
+            if not isinstance(reply, dict):
+                raise ValueError("not an object")
+            return reply
+        except ValueError:
+            self.close()
+            raise WorkerDied(f"protocol error (garbage on the worker pipe: {line[:60]!r})") from None
+
+    def evaluate(self, argv: Sequence[str], timeout: float) -> dict[str, Any]:
+        """Resolve one configuration; worker faults become records, never exceptions."""
+        started = time.perf_counter()
+        try:
+            return self.request({"op": "eval", "argv": list(argv)}, timeout)
+        except WorkerTimedOut:
+            return {"argv": list(argv), "status": "timeout", "crash": f"no answer within {timeout:g} s",
+                    "seconds": round(time.perf_counter() - started, 6)}
+        except WorkerDied as exc:
+            return {"argv": list(argv), "status": "crashed", "crash": exc.description,
+                    "seconds": round(time.perf_counter() - started, 6)}
+
+    @property
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def close(self) -> None:
+        """Stop the worker and everything it started."""
+        if self.process is not None:
+            if self.process.poll() is None:
+                try:
+                    if self.process.stdin:
+                        self.process.stdin.close()
+                except OSError:
+                    pass
+                try:
+                    self.process.wait(timeout=0.5)
+                except subprocess.TimeoutExpired:
+                    kill_tree(self.process.pid, grace=1.0)
+                    self.process.wait(timeout=5)
+            for stream in (self.process.stdin, self.process.stdout):
+                try:
+                    if stream:
+                        stream.close()
+                except OSError:
+                    pass
+        if self._log:
+            self._log.close()
+            self._log = None
+
+
+@dataclass
+class WorkerPool:
+    """``jobs`` workers of one spec, evaluating configurations in parallel.
+
+    A worker that crashes or times out is replaced before its next evaluation.
+    """
+
+    spec: WorkerSpec
+    jobs: int = 1
+    timeout: float = 60.0
+    _idle: queue.Queue[WorkerProcess] = field(default_factory=queue.Queue, init=False)
+    _all: list[WorkerProcess] = field(default_factory=list, init=False)
+    info: dict[str, Any] = field(default_factory=dict, init=False)
+    replaced: int = field(default=0, init=False)
+
+    def start(self) -> dict[str, Any]:
+        """Start every worker (in parallel); return the first one's self-description."""
+        errors: list[BaseException] = []
+        workers = [WorkerProcess(self.spec) for _ in range(max(1, self.jobs))]
+
+        def boot(worker: WorkerProcess) -> None:
+            try:
+                worker.start()
+            except BaseException as exc:  # noqa: BLE001 - re-raised below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=boot, args=(w,)) for w in workers]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        if errors:
+            for worker in workers:
+                worker.close()
+            raise errors[0]
+        for worker in workers:
+            self._all.append(worker)
+            self._idle.put(worker)
+        self.info = workers[0].info
+        return self.info
+
+    def _healthy(self, worker: WorkerProcess) -> WorkerProcess:
+        if worker.alive:
+            return worker
+        worker.close()
+        self._all.remove(worker)
+        fresh = WorkerProcess(self.spec)
+        fresh.start()
+        self._all.append(fresh)
+        self.replaced += 1
+        return fresh
+
+    def evaluate(self, argv: Sequence[str]) -> dict[str, Any]:
+        """Evaluate one configuration on any idle worker."""
+        worker = self._healthy(self._idle.get())
+        try:
+            record = worker.evaluate(argv, self.timeout)
+            if record.get("status") in ("crashed", "timeout"):
+                worker.close()
+            return record
+        finally:
+            self._idle.put(worker)
+
+    def request(self, payload: dict[str, Any], timeout: float = 60.0) -> dict[str, Any]:
+        """Send a non-evaluation request (flags, source) to one worker."""
+        worker = self._healthy(self._idle.get())
+        try:
+            return worker.request(payload, timeout)
+        except (WorkerDied, WorkerTimedOut) as exc:
+            raise WorkerError(f"worker failed answering {payload.get('op')}: {exc}") from exc
+        finally:
+            self._idle.put(worker)
+
+    def imap_unordered(self, items: Iterable[tuple[Any, Sequence[str]]]) -> Iterator[tuple[Any, dict[str, Any]]]:
+        """Evaluate ``(key, argv)`` pairs in parallel, yielding ``(key, record)`` as they finish."""
+        pending: queue.Queue[tuple[Any, Sequence[str]] | None] = queue.Queue()
+        done: queue.Queue[tuple[Any, dict[str, Any]] | BaseException] = queue.Queue()
+        count = 0
+        for item in items:
+            pending.put(item)
+            count += 1
+        threads = max(1, min(self.jobs, count))
+        for _ in range(threads):
+            pending.put(None)
+
+        def drain() -> None:
+            while True:
+                item = pending.get()
+                if item is None:
+                    return
+                key, argv = item
+                try:
+                    done.put((key, self.evaluate(argv)))
+                except BaseException as exc:  # noqa: BLE001 - handed to the consumer
+                    done.put(exc)
+                    return
+
+        runners = [threading.Thread(target=drain, daemon=True) for _ in range(threads)]
+        for runner in runners:
+            runner.start()
+        try:
+            for _ in range(count):
+                result = done.get()
+                if isinstance(result, BaseException):
+                    raise result
+                yield result
+        finally:
+            while True:
+                try:
+                    pending.get_nowait()
+                except queue.Empty:
+                    break
+            for _ in range(threads):
+                pending.put(None)
+
+    def close(self) -> None:
+        for worker in list(self._all):
+            worker.close()
+        self._all.clear()
+
+    def __enter__(self) -> WorkerPool:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def run_command(argv: Sequence[str], *, log_path: Path | None = None, env: dict[str, str] | None = None,
+                progress: Callable[[str], None] | None = None) -> int:
+    """Run an installer command (pip), streaming its output to a log; return its exit code."""
+    log_file = open(log_path, "ab") if log_path else None  # noqa: SIM115
+    try:
+        proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+        assert proc.stdout is not None
+        for raw in proc.stdout:
+            if log_file:
+                log_file.write(raw)
+            if progress:
+                progress(raw.decode(errors="replace").rstrip())
+        return proc.wait()
+    finally:
+        if log_file:
+            log_file.close()
+
+
+def create_venv(python: str, target: Path) -> int:
+    """Create a virtual environment at ``target`` with ``python``; return the exit code."""
+    return subprocess.run([python, "-m", "venv", str(target)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE).returncode
+
+
+def current_python() -> str:
+    return sys.executable

@@ -1,0 +1,78 @@
+"""Entry point of an evaluation worker process (run as a script, not imported).
+
+It runs under the Python of a release environment, which has SGLang but not click or
+hypothesis, so it loads only ``evaluator`` and ``simulated_gpu`` from this package,
+without executing ``bisect_spec/__init__.py``.
+
+Protocol: one JSON request per line on stdin, one JSON reply per line on a private
+copy of the original stdout. Anything SGLang prints goes to stderr (the worker log).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import types
+
+
+def _load_package() -> None:
+    here = os.path.dirname(os.path.abspath(__file__))
+    package = types.ModuleType("bisect_spec")
+    package.__path__ = [here]
+    sys.modules["bisect_spec"] = package
+
+
+def _torchvision_shim() -> None:
+    """PyPI's torchvision is a CUDA build; its C ops fail beside the CPU torch.
+
+    Declaring the two op schemas it registers fakes for lets it import (used only for
+    the environments bisect-spec builds, never for ``--sglang current``).
+    """
+    import torch
+
+    library = torch.library.Library("torchvision", "DEF")
+    library.define("nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
+    library.define("qnms(Tensor qdets, Tensor qscores, float iou_threshold) -> Tensor")
+    globals()["_TORCHVISION_LIBRARY"] = library
+
+
+def main() -> int:
+    protocol = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    config = json.loads(sys.argv[1])
+    _load_package()
+    if config.get("torchvision_shim"):
+        _torchvision_shim()
+    try:
+        from bisect_spec.evaluator import Evaluator
+
+        evaluator = Evaluator(config.get("hardware"), int(config.get("gpus", 8)))
+    except BaseException as exc:  # noqa: BLE001 - reported to the orchestrator, then exit
+        import traceback
+
+        protocol.write(json.dumps({"ok": False, "error": f"{type(exc).__name__}: {exc}",
+                                   "traceback": traceback.format_exc()[-3000:]}) + "\n")
+        return 3
+    protocol.write(json.dumps({"ok": True, "info": evaluator.info()}) + "\n")
+    for line in sys.stdin:
+        request = json.loads(line)
+        op = request.get("op")
+        if op == "eval":
+            reply = evaluator.evaluate(request["argv"])
+        elif op == "flags":
+            reply = {"flags": evaluator.flags()}
+        elif op == "source":
+            reply = evaluator.source_of(request["file"], request["function"])
+        elif op == "exit":
+            return 0
+        else:
+            reply = {"error": f"unknown op {op!r}"}
+        reply["id"] = request.get("id")
+        protocol.write(json.dumps(reply, default=repr) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
