@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import ast
 import contextlib
+import functools
 import io
 import linecache
 import logging
@@ -33,7 +34,8 @@ import sys
 import time
 import traceback
 import types
-from typing import Any, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 #: Fields reported for passing configurations when present in the release.
 RESOLVED_FIELDS = (
@@ -97,24 +99,51 @@ def _failing_expression(frame: traceback.FrameSummary) -> str | None:
         return " ".join(text.split())
 
 
-class _ParserFactory:
-    """Stands in for the ``argparse`` module inside ``server_args`` for one call."""
+class _RecordingParser:
+    """The parser built once, lending itself to ``prepare_server_args`` for one call.
+
+    It records the namespace ``parse_args`` returns, so the flags the user gave can be
+    reported as SGLang parsed them without parsing twice.
+    """
 
     def __init__(self, parser: argparse.ArgumentParser) -> None:
         self._parser = parser
+        self.namespace: argparse.Namespace | None = None
 
-    def ArgumentParser(self, *args: Any, **kwargs: Any) -> argparse.ArgumentParser:  # noqa: N802
+    def parse_args(self, *args: Any, **kwargs: Any) -> argparse.Namespace:
+        self.namespace = self._parser.parse_args(*args, **kwargs)
+        return self.namespace
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._parser, name)
+
+
+class _ParserFactory:
+    """Stands in for the ``argparse`` module inside ``server_args`` for one call."""
+
+    def __init__(self, parser: _RecordingParser) -> None:
+        self._parser = parser
+
+    def ArgumentParser(self, *args: Any, **kwargs: Any) -> _RecordingParser:  # noqa: N802
         return self._parser
 
     def __getattr__(self, name: str) -> Any:
         return getattr(argparse, name)
 
 
+@functools.lru_cache(maxsize=64)
+def _parse(source: str) -> ast.Module | None:
+    """Parsed module source; SGLang's files do not change under a running worker."""
+    try:
+        return ast.parse(source)
+    except SyntaxError:
+        return None
+
+
 def _statement_at(source: str, lineno: int) -> tuple[ast.AST | None, ast.AST | None]:
     """The innermost statement containing *lineno* and the nearest ``if`` guarding it."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
+    tree = _parse(source)
+    if tree is None:
         return None, None
     best: ast.AST | None = None
     guard: ast.AST | None = None
@@ -166,6 +195,11 @@ def _statement_text(node: ast.AST) -> str:
 
 def describe_frame(filename: str, lineno: int, function: str, package_root: str) -> dict[str, Any]:
     """Where a frame is, with the whole failing statement and its guard, for reports."""
+    return dict(_describe_frame(filename, lineno, function, package_root))
+
+
+@functools.lru_cache(maxsize=4096)
+def _describe_frame(filename: str, lineno: int, function: str, package_root: str) -> dict[str, Any]:
     lines = linecache.getlines(filename)
     source = "".join(lines)
     node, guard = _statement_at(source, lineno)
@@ -189,22 +223,73 @@ def describe_frame(filename: str, lineno: int, function: str, package_root: str)
     return frame
 
 
-@contextlib.contextmanager
-def _restored_process_state() -> Iterator[None]:
-    """Undo what resolution writes into the process: environment, logging, argv."""
-    environ = dict(os.environ)
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    argv = list(sys.argv)
-    try:
-        yield
-    finally:
-        if dict(os.environ) != environ:
-            os.environ.clear()
-            os.environ.update(environ)
-        root.handlers[:] = handlers
-        root.setLevel(level)
-        sys.argv[:] = argv
+class _EnvReadTracer:
+    """Learns which of SGLang's memoised functions read ``os.environ``.
+
+    Every environment read walks the Python stack; each frame belonging to an
+    ``lru_cache``d function marks that cache as environment-dependent. Reads happen a
+    few hundred times per evaluation; the walk costs microseconds.
+    """
+
+    def __init__(self, caches: Callable[[], list[Any]]) -> None:
+        self._caches = caches
+        self._codes: dict[Any, int] = {}
+        self._modules_seen = -1
+        self.readers: set[int] = set()
+        tracer = self
+        original = os._Environ.__getitem__
+
+        def traced_getitem(environ: Any, key: Any) -> Any:
+            tracer.saw_read()
+            return original(environ, key)
+
+        os._Environ.__getitem__ = traced_getitem  # type: ignore[method-assign]
+
+    def saw_read(self) -> None:
+        if len(sys.modules) != self._modules_seen:
+            self._modules_seen = len(sys.modules)
+            self._codes = {}
+            for cached in self._caches():
+                code = getattr(getattr(cached, "__wrapped__", None), "__code__", None)
+                if code is not None:
+                    self._codes[code] = id(cached)
+        frame = sys._getframe(2)
+        while frame is not None:
+            owner = self._codes.get(frame.f_code)
+            if owner is not None:
+                self.readers.add(owner)
+            frame = frame.f_back
+
+
+class _ProcessState:
+    """Undo what resolution writes into the process: environment, logging, argv.
+
+    ``dirty`` tells afterwards whether the evaluation had changed the environment; then
+    SGLang's memoised answers may have been computed from that changed state and are
+    cleared too (see :meth:`Evaluator.evaluate`). Logging is reset by every
+    ``prepare_server_args`` call and feeds no cache, so it is restored but not "dirty".
+    """
+
+    def __init__(self) -> None:
+        self.dirty = False
+
+    @contextlib.contextmanager
+    def restored(self) -> Iterator[None]:
+        environ = dict(os.environ)
+        root = logging.getLogger()
+        handlers, level = list(root.handlers), root.level
+        argv = list(sys.argv)
+        try:
+            yield
+        finally:
+            self.dirty = dict(os.environ) != environ
+            if dict(os.environ) != environ:
+                os.environ.clear()
+                os.environ.update(environ)
+            root.handlers[:] = handlers
+            if root.level != level:
+                root.setLevel(level)
+            sys.argv[:] = argv
 
 
 class Evaluator:
@@ -253,10 +338,15 @@ class Evaluator:
         self._memo = memo
         self._caches = memo.sglang_caches()
         self._modules_seen = len(sys.modules)
+        self._tracer = _EnvReadTracer(lambda: self._caches)
         self._option_dest = {
             option: action.dest for action in self.parser._actions for option in action.option_strings
         }
         self.cpu_imports: list[str] = []
+        self.forgotten = 0
+        #: BISECT_SPEC_PARANOID=1 clears every SGLang cache before every evaluation; a test
+        #: checks that the default policy gives the same results.
+        self.paranoid = os.environ.get("BISECT_SPEC_PARANOID") == "1"
         self.plugin: Any = None
         plugin_path = os.environ.get("BISECT_SPEC_WORKER_PLUGIN")
         if plugin_path:
@@ -278,6 +368,7 @@ class Evaluator:
             "import_seconds": round(self.import_seconds, 3),
             "caches": len(self._caches),
             "cpu_imports": list(self.cpu_imports),
+            "paranoid": self.paranoid,
         }
 
     def flags(self) -> list[dict[str, Any]]:
@@ -312,20 +403,13 @@ class Evaluator:
                 return {"file": relative_file, "line": node.lineno, "source": "\n".join(lines)}
         return {"file": relative_file, "line": None, "source": None}
 
-    def _given(self, argv: list[str]) -> dict[str, Any]:
+    def _given(self, argv: list[str], namespace: argparse.Namespace | None) -> dict[str, Any]:
         """dest -> parsed value, for the flags the user wrote explicitly."""
-        dests = set()
-        for token in argv:
-            if token.startswith("--"):
-                option = token.split("=", 1)[0]
-                if option in self._option_dest:
-                    dests.add(self._option_dest[option])
-        try:
-            with contextlib.redirect_stderr(io.StringIO()):
-                parsed = self.parser.parse_args(argv)
-        except BaseException:  # noqa: BLE001 - parse errors surface in evaluate()
+        if namespace is None:
             return {}
-        return {d: _jsonable(getattr(parsed, d, None)) for d in sorted(dests)}
+        dests = {self._option_dest[t.split("=", 1)[0]] for t in argv
+                 if t.startswith("--") and t.split("=", 1)[0] in self._option_dest}
+        return {d: _jsonable(getattr(namespace, d, None)) for d in sorted(dests)}
 
     def _lazy_module(self, exc: BaseException) -> str | None:
         """The outermost SGLang module whose lazy import failed on a CUDA-only dependency."""
@@ -343,16 +427,19 @@ class Evaluator:
         record: dict[str, Any] = {"argv": list(argv)}
         started = time.perf_counter()
         stderr = io.StringIO()
-        with _restored_process_state():
-            if len(sys.modules) != self._modules_seen:
-                self._caches = self._memo.sglang_caches()
-                self._modules_seen = len(sys.modules)
-            self._memo.reset_hardware_memo(self._caches)
-            if self.plugin is not None and hasattr(self.plugin, "before_evaluate"):
-                argv = list(self.plugin.before_evaluate(argv))
+        state = _ProcessState()
+        parser = _RecordingParser(self.parser)
+        if self.paranoid:
+            self._refresh_caches()
+            for cached in self._caches:
+                cached.cache_clear()
+        misses = {id(c): c.cache_info().misses for c in self._caches}
+        with state.restored():
             try:
+                if self.plugin is not None and hasattr(self.plugin, "before_evaluate"):
+                    argv = list(self.plugin.before_evaluate(argv))
                 with contextlib.redirect_stderr(stderr), contextlib.redirect_stdout(stderr):
-                    args = self._construct(argv)
+                    args = self._construct(argv, parser)
                     view = self._resolving_view(args) if self._resolving_view is not None else args
                     resolved = {f: _jsonable(getattr(view, f)) for f in RESOLVED_FIELDS if hasattr(view, f)}
                 record["status"] = "passed"
@@ -380,15 +467,42 @@ class Evaluator:
                         return self.evaluate(argv, _retries=_retries + 1)
                 record.update(self._failure(exc, stderr.getvalue()))
                 record["status"] = "failed"
-            record["given"] = self._given(argv)
+            record["given"] = self._given(argv, parser.namespace)
+        if state.dirty:
+            self._forget_answers_since(misses)
         record["seconds"] = round(time.perf_counter() - started, 6)
         return record
 
-    def _construct(self, argv: list[str]) -> Any:
+    def _refresh_caches(self) -> None:
+        if len(sys.modules) != self._modules_seen:
+            self._caches = self._memo.sglang_caches()
+            self._modules_seen = len(sys.modules)
+
+    def _forget_answers_since(self, misses: dict[int, int]) -> None:
+        """After an evaluation that changed the environment, clear what may depend on it.
+
+        Invariant kept: every memoised answer present when an evaluation starts was
+        computed under the worker's clean environment. A cache is cleared when it
+        computed something during this evaluation (its miss count moved, or it is new)
+        *and* it is known to read the environment (:class:`_EnvReadTracer`). Caches of
+        pure functions (field introspection of classes) keep their answers: clearing
+        them would make every evaluation pay to recompute them.
+        """
+        self._refresh_caches()
+        self.forgotten = 0
+        env_readers = self._tracer.readers
+        for cached in self._caches:
+            before = misses.get(id(cached))
+            computed = before is None or cached.cache_info().misses != before
+            if computed and (id(cached) in env_readers or before is None):
+                cached.cache_clear()
+                self.forgotten += 1
+
+    def _construct(self, argv: list[str], parser: _RecordingParser | None = None) -> Any:
         module, cls = self.module, self.server_args_cls
         original_argparse = module.argparse
         original_add = cls.__dict__["add_cli_args"]
-        module.argparse = _ParserFactory(self.parser)
+        module.argparse = _ParserFactory(parser or _RecordingParser(self.parser))
         cls.add_cli_args = staticmethod(lambda parser: None)
         try:
             args = module.prepare_server_args(list(argv))

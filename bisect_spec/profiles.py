@@ -34,7 +34,8 @@ def _data(*parts: str) -> Any:
 
 def _names(kind: str) -> list[str]:
     folder = _data(kind)
-    return sorted(p.name.removesuffix(".json") for p in folder.iterdir() if not p.name.startswith(("_", ".")))
+    return sorted(p.name.removesuffix(".json") for p in folder.iterdir()
+                  if not p.name.startswith(("_", ".")) and (p.name.endswith(".json") or p.is_dir()))
 
 
 def _unknown(kind: str, name: str, names: list[str], extra: str = "") -> ProfileError:

@@ -100,7 +100,7 @@ def signature_of(record: dict[str, Any]) -> Signature | None:
         return None
     if status in ("crashed", "timeout"):
         crash = str(record.get("crash", ""))
-        kind_word = crash.split(" ", 1)[0].split("(", 1)[0] if crash else status
+        kind_word = "timeout" if status == "timeout" else crash.split(" ", 1)[0].split("(", 1)[0] or str(status)
         return Signature(str(status), "", "", "", kind_word)
     exception = record.get("exception") or {}
     frame = record.get("frame") or {}

@@ -223,7 +223,11 @@ def reset_hardware_memo(caches: list[Any] | None = None) -> int:
 
 
 def _rebind_platform(old: Any, platforms: types.ModuleType) -> None:
-    """Point module-level ``current_platform`` references captured at import to the new one."""
+    """Point module-level ``current_platform`` references captured at import to the new one.
+
+    Runs only when the simulation is installed or suspended, not per evaluation: the
+    platform follows the hardware profile, which is fixed for a worker's lifetime.
+    """
     holders = [
         module
         for name, module in list(sys.modules.items())
@@ -240,4 +244,3 @@ def _rebind_platform(old: Any, platforms: types.ModuleType) -> None:
         for key, value in list(vars(module).items()):
             if value is old:
                 setattr(module, key, new)
-

@@ -22,6 +22,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -169,6 +170,14 @@ class WorkerProcess:
         :raises WorkerDied: the process ended (segfault, ``os._exit``, killed).
         :raises WorkerTimedOut: no reply within ``timeout``; the process was killed.
         """
+        self.send(payload)
+        return self.receive(timeout)
+
+    def send(self, payload: dict[str, Any]) -> None:
+        """Queue a request; the worker answers requests in the order they were sent.
+
+        :raises WorkerDied: the process is gone.
+        """
         if self.process is None or self.process.stdin is None:
             raise WorkerDied("not started")
         self._next_id += 1
@@ -177,8 +186,17 @@ class WorkerProcess:
             self.process.stdin.write((json.dumps(payload) + "\n").encode())
             self.process.stdin.flush()
         except (BrokenPipeError, OSError):
-            self.process.wait(timeout=5)
+            try:
+                self.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.close()
             raise WorkerDied(describe_exit(self.process.returncode)) from None
+
+    def receive(self, timeout: float) -> dict[str, Any]:
+        """The reply to the oldest unanswered request.
+
+        :raises WorkerDied: see :meth:`request`. :raises WorkerTimedOut: see :meth:`request`.
+        """
         return self._read_reply(timeout)
 
     def _read_reply(self, timeout: float) -> dict[str, Any]:
@@ -325,8 +343,13 @@ class WorkerPool:
         finally:
             self._idle.put(worker)
 
-    def imap_unordered(self, items: Iterable[tuple[Any, Sequence[str]]]) -> Iterator[tuple[Any, dict[str, Any]]]:
-        """Evaluate ``(key, argv)`` pairs in parallel, yielding ``(key, record)`` as they finish."""
+    def imap_unordered(self, items: Iterable[tuple[Any, Sequence[str]]], *,
+                       depth: int = 2) -> Iterator[tuple[Any, dict[str, Any]]]:
+        """Evaluate ``(key, argv)`` pairs in parallel, yielding ``(key, record)`` as they finish.
+
+        Each worker has up to ``depth`` requests in flight, so it starts the next
+        configuration while the orchestrator is still reading the last reply.
+        """
         pending: queue.Queue[tuple[Any, Sequence[str]] | None] = queue.Queue()
         done: queue.Queue[tuple[Any, dict[str, Any]] | BaseException] = queue.Queue()
         count = 0
@@ -338,16 +361,10 @@ class WorkerPool:
             pending.put(None)
 
         def drain() -> None:
-            while True:
-                item = pending.get()
-                if item is None:
-                    return
-                key, argv = item
-                try:
-                    done.put((key, self.evaluate(argv)))
-                except BaseException as exc:  # noqa: BLE001 - handed to the consumer
-                    done.put(exc)
-                    return
+            try:
+                self._drain(pending, done, depth)
+            except BaseException as exc:  # noqa: BLE001 - handed to the consumer
+                done.put(exc)
 
         runners = [threading.Thread(target=drain, daemon=True) for _ in range(threads)]
         for runner in runners:
@@ -366,6 +383,57 @@ class WorkerPool:
                     break
             for _ in range(threads):
                 pending.put(None)
+
+    def _drain(self, pending: queue.Queue[tuple[Any, Sequence[str]] | None],
+               done: queue.Queue[tuple[Any, dict[str, Any]] | BaseException], depth: int) -> None:
+        worker = self._healthy(self._idle.get())
+        inflight: deque[tuple[Any, Sequence[str], float]] = deque()
+        retry: deque[tuple[Any, Sequence[str]]] = deque()
+        finished = False
+        try:
+            while True:
+                while not finished and len(inflight) < depth:
+                    item = retry.popleft() if retry else pending.get()
+                    if item is None:
+                        finished = True
+                        break
+                    key, argv = item
+                    try:
+                        worker.send({"op": "eval", "argv": list(argv)})
+                    except WorkerDied:
+                        retry.appendleft(item)
+                        worker = self._replace(worker)
+                        continue
+                    inflight.append((key, argv, time.perf_counter()))
+                if not inflight:
+                    if retry:
+                        continue
+                    return
+                key, argv, sent = inflight.popleft()
+                try:
+                    reply = worker.receive(self.timeout)
+                    done.put((key, reply))
+                    if reply.get("status") != "crashed":
+                        continue
+                    record = None  # caught in-process (MemoryError, sys.exit): start afresh all the same
+                except WorkerTimedOut:
+                    record: dict[str, Any] | None = {"argv": list(argv), "status": "timeout",
+                                                     "crash": f"no answer within {self.timeout:g} s"}
+                except WorkerDied as exc:
+                    record = {"argv": list(argv), "status": "crashed", "crash": exc.description}
+                if record is not None:
+                    record["seconds"] = round(time.perf_counter() - sent, 6)
+                    done.put((key, record))
+                # the worker is gone: what was queued behind the fault goes to its replacement
+                retry.extend((k, a) for k, a, _ in inflight)
+                inflight.clear()
+                worker = self._replace(worker)
+        finally:
+            self._idle.put(worker)
+
+    def _replace(self, worker: WorkerProcess) -> WorkerProcess:
+        worker.close()
+        return self._healthy(worker)
 
     def close(self) -> None:
         for worker in list(self._all):

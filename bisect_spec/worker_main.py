@@ -38,7 +38,9 @@ def _torchvision_shim() -> None:
 
 
 def main() -> int:
-    protocol = os.fdopen(os.dup(1), "w", buffering=1)
+    protocol_fd = os.dup(1)
+    os.environ["BISECT_SPEC_PROTOCOL_FD"] = str(protocol_fd)
+    protocol = os.fdopen(protocol_fd, "w", buffering=1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     config = json.loads(sys.argv[1])

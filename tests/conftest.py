@@ -1,0 +1,54 @@
+"""Shared fixtures.
+
+Integration tests construct real ``ServerArgs`` from real installed SGLang releases
+(installed by the README's test command). A missing release is a failure, not a skip,
+so a CI run that forgot an install step cannot pass silently; set
+``BISECT_SPEC_ALLOW_MISSING_RELEASES=1`` to skip them locally instead.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from bisect_spec import environments
+from bisect_spec.api import TargetSpec
+from bisect_spec.session import Session
+
+RESOURCES = Path(__file__).parent / "resources"
+FAULT_PLUGIN = RESOURCES / "fault_plugin.py"
+
+_SESSIONS: dict[tuple[object, ...], Session] = {}
+
+
+def require_release(release: str) -> None:
+    if release in environments.installed():
+        return
+    message = f"SGLang {release} is not installed; run: bisect-spec env install {release}"
+    if os.environ.get("BISECT_SPEC_ALLOW_MISSING_RELEASES"):
+        pytest.skip(message)
+    pytest.fail(message)
+
+
+def shared_session(release: str, model: str = "kimi-k2.6", draft: str | None = "eagle3", hardware: str = "rtx-pro-6000",
+                   gpus: int = 8, jobs: int = 1) -> Session:
+    """A started session reused by every test that asks for the same target (workers take ~7 s)."""
+    require_release(release)
+    key = (release, model, draft, hardware, gpus, jobs)
+    if key not in _SESSIONS:
+        target = TargetSpec(release=release, model=model, draft=draft, hardware=hardware, gpus=gpus).resolve()
+        session = Session(target, jobs=jobs, timeout=120)
+        session.start()
+        _SESSIONS[key] = session
+    return _SESSIONS[key]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _close_sessions() -> Iterator[None]:
+    yield
+    for session in _SESSIONS.values():
+        session.close()
+    _SESSIONS.clear()

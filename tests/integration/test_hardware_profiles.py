@@ -1,0 +1,44 @@
+"""The hardware profile is really what SGLang sees (defaults and checks change with it)."""
+
+from __future__ import annotations
+
+import pytest
+
+from bisect_spec import api
+from bisect_spec.flags import Config
+from bisect_spec.outcome import Status
+from tests.conftest import require_release, shared_session
+
+pytestmark = pytest.mark.sglang
+
+
+def test_default_attention_backend_follows_the_gpu() -> None:
+    h200 = shared_session("0.5.23", model="llama-3.1-8b", draft=None, hardware="h200").evaluate(Config())
+    rtx = shared_session("0.5.23", model="llama-3.1-8b", draft=None, hardware="rtx-pro-6000").evaluate(Config())
+    assert h200.resolved["attention_backend"] == "fa3"
+    assert rtx.resolved["attention_backend"] == "triton"
+    assert h200.hardware == "simulated:h200x8"
+
+
+def test_trtllm_mla_rejected_on_hopper_accepted_on_blackwell() -> None:
+    config = Config.of({"--attention-backend": "trtllm_mla"})
+    h200 = shared_session("0.5.23", model="llama-3.1-8b", draft=None, hardware="h200").evaluate(config)
+    rtx = shared_session("0.5.23", model="llama-3.1-8b", draft=None, hardware="rtx-pro-6000").evaluate(config)
+    assert h200.status is Status.FAILED
+    assert "only supported on Blackwell" in h200.exception["message"]
+    assert rtx.status is Status.PASSED
+
+
+def test_hardware_none_shows_sglangs_no_accelerator_error() -> None:
+    require_release("0.5.23")
+    result = api.probe(["--tp", "1"], api.TargetSpec(release="0.5.23", model="llama-3.1-8b", draft=None, hardware="none"))
+    assert result.outcome.status is Status.FAILED
+    assert result.outcome.exception["type"] == "RuntimeError"
+    assert "No accelerator" in result.outcome.exception["message"]
+    assert result.worker["hardware"] == "cpu"
+
+
+def test_gpu_count_reaches_sglang() -> None:
+    outcome = shared_session("0.5.23", model="llama-3.1-8b", draft=None, hardware="h100", gpus=2).evaluate(
+        Config.of({"--tp-size": "2"}))
+    assert outcome.status is Status.PASSED, outcome.headline

@@ -1,0 +1,79 @@
+"""Each evaluation is independent of the ones before it (same results in any order)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from bisect_spec.api import TargetSpec
+from bisect_spec.flags import Config
+from bisect_spec.session import DRAFT, Session
+from tests.conftest import require_release, shared_session
+
+pytestmark = [pytest.mark.sglang, pytest.mark.slow]
+
+
+def mixed_configs(count: int, seed: int) -> list[Config]:
+    rng = random.Random(seed)
+    domains: dict[str, list[str | None]] = {
+        "--speculative-algorithm": ["EAGLE", "EAGLE3", "NEXTN", "NGRAM", "STANDALONE"],
+        "--speculative-num-steps": ["0", "1", "3", "-1"],
+        "--speculative-eagle-topk": ["1", "2", "8"],
+        "--speculative-num-draft-tokens": ["2", "4", "16"],
+        "--page-size": ["1", "16", "64"],
+        "--attention-backend": ["triton", "flashinfer", "fa3", "flashmla", "trtllm_mla"],
+        "--tp-size": ["1", "8"],
+        "--enable-dp-attention": [None],
+        "--dp-size": ["2", "8"],
+        "--disable-overlap-schedule": [None],
+        "--enable-deterministic-inference": [None],
+        "--disable-cuda-graph": [None],
+        "--mem-fraction-static": ["0.85"],
+    }
+    configs = []
+    for _ in range(count):
+        chosen: dict[str, str | None] = {}
+        for flag in rng.sample(sorted(domains), rng.randint(1, 6)):
+            chosen[flag] = rng.choice(domains[flag])
+        if "--speculative-algorithm" in chosen and rng.random() < 0.8:
+            chosen["--speculative-draft-model-path"] = DRAFT
+        configs.append(Config.of(chosen))
+    return configs
+
+
+def test_500_mixed_configs_same_outcomes_forwards_and_backwards() -> None:
+    session = shared_session("0.5.23", jobs=1)
+    configs = mixed_configs(500, seed=11)
+    forwards = {c.key(): session.evaluate(c) for c in configs}
+    backwards = {c.key(): session.evaluate(c) for c in reversed(configs)}
+    differences = [key for key in forwards
+                   if (forwards[key].status, forwards[key].signature, forwards[key].resolved)
+                   != (backwards[key].status, backwards[key].signature, backwards[key].resolved)]
+    assert differences == []
+    statuses = {o.status.value for o in forwards.values()}
+    assert {"passed", "failed"} <= statuses  # the sample really mixes outcomes
+    assert len({o.signature for o in forwards.values() if o.signature}) >= 5
+
+
+def test_selective_cache_clearing_matches_clearing_everything() -> None:
+    """The default policy keeps pure caches; BISECT_SPEC_PARANOID clears all before each evaluation."""
+    require_release("0.5.23")
+    target = TargetSpec(release="0.5.23", model="kimi-k2.6", draft="eagle3", hardware="rtx-pro-6000").resolve()
+    configs = mixed_configs(300, seed=5)
+    default = shared_session("0.5.23")
+    with Session(target, jobs=1, timeout=120, extra_env=(("BISECT_SPEC_PARANOID", "1"),)) as paranoid:
+        assert paranoid.info["paranoid"] is True
+        slow = {o.config.key(): o for o in paranoid.evaluate_many(configs)}
+    fast = {o.config.key(): o for o in default.evaluate_many(configs)}
+    assert {k: (o.status, o.signature, o.resolved) for k, o in fast.items()} == \
+        {k: (o.status, o.signature, o.resolved) for k, o in slow.items()}
+
+
+def test_environment_written_by_one_evaluation_does_not_leak_into_the_next() -> None:
+    session = shared_session("0.5.23")
+    plain = Config.of({"--tp-size": "8"})
+    before = session.evaluate(plain)
+    session.evaluate(Config.of({"--enable-deterministic-inference": None, "--tp-size": "8"}))  # writes NCCL_* variables
+    after = session.evaluate(plain)
+    assert (before.status, before.resolved) == (after.status, after.resolved)

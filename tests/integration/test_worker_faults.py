@@ -1,0 +1,43 @@
+"""Real faults inside a worker become outcomes; the worker is replaced; the run goes on.
+
+Faults come from a test-only plugin loaded into the real worker (tests/resources/fault_plugin.py).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from bisect_spec.api import TargetSpec
+from bisect_spec.flags import Config
+from bisect_spec.session import Session
+from tests.conftest import FAULT_PLUGIN, require_release
+
+pytestmark = [pytest.mark.sglang, pytest.mark.slow]
+
+
+def fault(kind: str) -> Config:
+    return Config.of({"--served-model-name": f"fault:{kind}"})
+
+
+def test_segfault_hang_exit_memory_garbage_each_recorded_and_run_continues() -> None:
+    require_release("0.5.23")
+    target = TargetSpec(release="0.5.23", model="llama-3.1-8b", draft=None, hardware="h100").resolve()
+    plan = [Config(), fault("segfault"), Config(), fault("hang"), fault("exit"), fault("sysexit"),
+            fault("memory"), fault("garbage"), Config.of({"--tp-size": "2"})]
+    with Session(target, jobs=1, timeout=8, extra_env=(("BISECT_SPEC_WORKER_PLUGIN", str(FAULT_PLUGIN)),)) as session:
+        outcomes = [session.evaluate(config) for config in plan]
+        replaced = session.pool.replaced
+    by_kind = {name[0]: o for config, o in zip(plan, outcomes) if (name := config.get("--served-model-name"))}
+    assert outcomes[0].passed and outcomes[2].passed and outcomes[-1].passed
+    assert by_kind["fault:segfault"].status.value == "crashed"
+    assert by_kind["fault:segfault"].record["crash"] == "segfault (SIGSEGV)"
+    assert by_kind["fault:hang"].status.value == "timeout"
+    assert by_kind["fault:exit"].record["crash"] == "exit(7)"
+    assert by_kind["fault:sysexit"].record["crash"] == "sys.exit(4)"
+    assert by_kind["fault:memory"].record["crash"] == "MemoryError"
+    assert by_kind["fault:garbage"].record["crash"].startswith("protocol error")
+    # each fault its own signature; the counts add up
+    signatures = {o.signature for o in outcomes if o.signature}
+    assert len(signatures) == 6
+    assert sum(o.passed for o in outcomes) + sum(not o.passed for o in outcomes) == len(plan)
+    assert replaced == 6

@@ -1,0 +1,34 @@
+"""Test-only worker plugin: real faults, triggered by ``--served-model-name fault:<kind>``.
+
+Loaded into an evaluation worker through ``BISECT_SPEC_WORKER_PLUGIN``. Every fault is
+real: a segfault through ctypes, a hang, ``os._exit``, a real failed allocation, garbage
+written on the worker's protocol pipe.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+import time
+
+
+def before_evaluate(argv: list[str]) -> list[str]:
+    kind = ""
+    for index, token in enumerate(argv[:-1]):
+        if token == "--served-model-name" and argv[index + 1].startswith("fault:"):
+            kind = argv[index + 1].removeprefix("fault:")
+    if kind == "segfault":
+        ctypes.string_at(0)
+    elif kind == "hang":
+        time.sleep(3600)
+    elif kind == "exit":
+        os._exit(7)
+    elif kind == "sysexit":
+        sys.exit(4)
+    elif kind == "memory":
+        bytearray(1 << 46)  # 64 TiB: a real MemoryError from the allocator
+    elif kind == "garbage":
+        os.write(int(os.environ["BISECT_SPEC_PROTOCOL_FD"]), b"this is not json\n")
+        time.sleep(3600)
+    return argv
