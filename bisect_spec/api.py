@@ -110,13 +110,17 @@ def probe(tokens: Sequence[str], spec: TargetSpec | None = None, *,
     spec = spec or TargetSpec()
     config, spec, notes = understand_flags(tokens, spec)
     target = spec.resolve()
-    with Session(target, jobs=1, timeout=timeout, log_dir=environments.home() / "logs") as session:
+    session = Session(target, jobs=1, timeout=timeout, log_dir=environments.home() / "logs")
+    try:
+        config = session.canonical(config)
+        session.start()
         if on_start:
             on_start(session)
-        config = session.canonical(config)
         full = session.with_draft(config)
         if full != config:
             notes.append(f"added --speculative-draft-model-path for the '{target.draft.name if target.draft else ''}' draft")
         outcome = session.evaluate(full)
         check_usage(session, outcome)
         return ProbeResult(session.target, full, outcome, session.info, notes)
+    finally:
+        session.close()

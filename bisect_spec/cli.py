@@ -26,12 +26,15 @@ F = TypeVar("F", bound=Callable[..., Any])
 EXIT_VERDICT_FAILS = 3
 
 
-class _Failure(click.ClickException):
-    """A one-line error with the exit code the library error asked for."""
+class _UsageFailure(click.ClickException):
+    """A one-line usage error (exit code 2), without click's usage banner."""
 
-    def __init__(self, message: str, exit_code: int) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code
+    exit_code = 2
+
+
+def _Failure(message: str, exit_code: int) -> click.ClickException:
+    """A one-line error with the exit code the library error asked for."""
+    return _UsageFailure(message) if exit_code == 2 else click.ClickException(message)
 
 
 class _Group(click.Group):
@@ -47,7 +50,7 @@ class _Group(click.Group):
             raise _Failure(str(exc), exc.exit_code) from exc
         except (click.ClickException, click.exceptions.Exit, click.Abort, KeyboardInterrupt):
             raise
-        except Exception as exc:  # noqa: BLE001 - a bug: one line unless --debug
+        except Exception as exc:
             if debug:
                 traceback.print_exc()
             raise _Failure(f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)", 1) from exc
@@ -56,7 +59,8 @@ class _Group(click.Group):
 def target_options(func: F) -> F:
     """Options shared by every command that evaluates configurations."""
     options = [
-        click.option("--sglang", "release", metavar="VER", help="SGLang release (default: newest installed; 'current' = this Python's sglang)."),
+        click.option("--sglang", "release", metavar="VER",
+                     help="SGLang release (default: newest installed; 'current' = this Python's sglang)."),
         click.option("--model", default=api.DEFAULT_MODEL, show_default=True, metavar="NAME",
                      help=f"Model profile: {', '.join(profiles.model_names())}."),
         click.option("--draft", default=api.DEFAULT_DRAFT, show_default=True, metavar="NAME",
@@ -64,7 +68,8 @@ def target_options(func: F) -> F:
         click.option("--model-path", type=click.Path(), help="Your own model directory holding config.json."),
         click.option("--draft-path", type=click.Path(), help="Your own draft directory holding config.json."),
         click.option("--hardware", default="auto", show_default=True, metavar="NAME",
-                     help=f"auto (real GPUs, else {profiles.DEFAULT_HARDWARE}), none (CPU), real, or: {', '.join(profiles.hardware_names())}."),
+                     help=f"auto (real GPUs, else {profiles.DEFAULT_HARDWARE}), none (CPU), real, "
+                          f"or: {', '.join(profiles.hardware_names())}."),
         click.option("--gpus", default=profiles.DEFAULT_GPUS, show_default=True, type=int, help="GPUs in the simulated box."),
     ]
     for option in reversed(options):
@@ -120,7 +125,8 @@ def probe(as_json: bool, timeout: float, flags: tuple[str, ...], **kwargs: Any) 
 
     Example:
 
-        bisect-spec probe --sglang 0.5.23 --model kimi-k2.6 --draft eagle3 -- --tp 8 --speculative-algorithm EAGLE3 --speculative-num-steps 1 --speculative-num-draft-tokens 3
+        bisect-spec probe --sglang 0.5.23 --model kimi-k2.6 --draft eagle3 -- \\
+            --tp 8 --speculative-algorithm EAGLE3 --speculative-num-steps 1 --speculative-num-draft-tokens 3
     """
     spec = spec_from(kwargs)
     result = api.probe(list(flags), spec, on_start=announce_hardware, timeout=timeout)

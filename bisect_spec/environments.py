@@ -32,6 +32,8 @@ from . import worker
 from .errors import ReleaseError, UsageError
 
 CURRENT = "current"
+#: File caching a release's flag table; bump the suffix when the table's shape changes.
+FLAGS_CACHE = "flags-v2.json"
 _VERSION = re.compile(r"^\d+\.\d+(\.\d+)*(\.post\d+|rc\d+)?$")
 
 
@@ -213,6 +215,7 @@ def install(release: str, progress: Callable[[str], None] | None = None, *, veri
         probe = worker.WorkerProcess(environment.worker_spec(hardware=None, gpus=1, log_path=str(directory / "import-check.log")))
         try:
             info = probe.start()
+            (directory / FLAGS_CACHE).write_text(json.dumps(probe.request({"op": "flags"}, 120)["flags"]))
         except Exception as exc:
             raise ReleaseError(f"sglang {release} installed but does not import: {exc}") from exc
         finally:
@@ -231,3 +234,23 @@ def remove(release: str) -> None:
     if not directory.exists():
         raise ReleaseError(f"SGLang {release} is not installed (installed: {', '.join(installed()) or 'none'})")
     shutil.rmtree(directory)
+
+
+def cached_flag_table(release: str) -> list[dict[str, Any]] | None:
+    """The flag table recorded for an installed release, or None if not recorded yet."""
+    directory = _release_dir(release)
+    path = directory / FLAGS_CACHE
+    if not path.is_file():
+        return None
+    table: list[dict[str, Any]] = json.loads(path.read_text())
+    return table
+
+
+def releases_with_flag(flag: str, *, exclude: str = "") -> list[str]:
+    """Installed releases whose parser knows ``flag`` (for "it exists in ..." hints)."""
+    found = []
+    for release in installed():
+        table = cached_flag_table(release) if release != exclude else None
+        if table and any(flag in entry["aliases"] for entry in table):
+            found.append(release)
+    return found

@@ -30,6 +30,7 @@ import io
 import linecache
 import logging
 import os
+import re
 import sys
 import time
 import traceback
@@ -124,11 +125,14 @@ class _ParserFactory:
     def __init__(self, parser: _RecordingParser) -> None:
         self._parser = parser
 
-    def ArgumentParser(self, *args: Any, **kwargs: Any) -> _RecordingParser:  # noqa: N802
+    def ArgumentParser(self, *args: Any, **kwargs: Any) -> _RecordingParser:
         return self._parser
 
     def __getattr__(self, name: str) -> Any:
         return getattr(argparse, name)
+
+
+_CLOSING = re.compile(r"^[)\]}]+[:,]?$")
 
 
 @functools.lru_cache(maxsize=64)
@@ -140,14 +144,14 @@ def _parse(source: str) -> ast.Module | None:
         return None
 
 
-def _statement_at(source: str, lineno: int) -> tuple[ast.AST | None, ast.AST | None]:
+def _statement_at(source: str, lineno: int) -> tuple[ast.stmt | None, ast.stmt | None]:
     """The innermost statement containing *lineno* and the nearest ``if`` guarding it."""
     tree = _parse(source)
     if tree is None:
         return None, None
-    best: ast.AST | None = None
-    guard: ast.AST | None = None
-    stack: list[tuple[ast.AST, ast.AST | None]] = [(tree, None)]
+    best: ast.stmt | None = None
+    guard: ast.stmt | None = None
+    stack: list[tuple[ast.AST, ast.stmt | None]] = [(tree, None)]
     while stack:
         node, enclosing_if = stack.pop()
         for child in ast.iter_child_nodes(node):
@@ -172,7 +176,11 @@ def _header_end(node: ast.AST) -> int | None:
         if part is None:
             continue
         parts = part if isinstance(part, list) else [part]
-        return max(getattr(p, "end_lineno", 0) or getattr(getattr(p, "context_expr", p), "end_lineno", 0) for p in parts)
+        end = max(getattr(p, "end_lineno", 0) or getattr(getattr(p, "context_expr", p), "end_lineno", 0) for p in parts)
+        body = getattr(node, "body", None)
+        if body:  # the header runs to the line before the body: ``):`` of a parenthesised test
+            end = max(end, body[0].lineno - 1)
+        return int(end)
     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Try)):
         return node.lineno
     return None
@@ -208,6 +216,8 @@ def _describe_frame(filename: str, lineno: int, function: str, package_root: str
     if node is not None:
         start = node.lineno
         end = _header_end(node) or getattr(node, "end_lineno", start) or start
+        while end < len(lines) and _CLOSING.match(lines[end].strip()):
+            end += 1  # ``)`` closing a parenthesised statement is not part of the AST node
         frame["statement"] = _statement_text(node)
         frame["statement_lines"] = [start, end]
         frame["source"] = "".join(lines[start - 1 : end]).rstrip("\n")
@@ -253,7 +263,7 @@ class _EnvReadTracer:
                 code = getattr(getattr(cached, "__wrapped__", None), "__code__", None)
                 if code is not None:
                     self._codes[code] = id(cached)
-        frame = sys._getframe(2)
+        frame: types.FrameType | None = sys._getframe(2)
         while frame is not None:
             owner = self._codes.get(frame.f_code)
             if owner is not None:
@@ -455,13 +465,13 @@ class Evaluator:
                 record.update(self._failure(exc, stderr.getvalue()))
                 record["status"] = "crashed"
                 record["crash"] = "MemoryError"
-            except Exception as exc:  # noqa: BLE001 - every exception is a result here
+            except Exception as exc:
                 lazy = self._lazy_module(exc)
                 if lazy is not None and lazy not in self.cpu_imports and _retries < 8:
                     self.cpu_imports.append(lazy)
                     try:
                         self._memo.import_on_cpu(lazy)
-                    except Exception:  # noqa: BLE001 - then the original failure stands
+                    except Exception:
                         pass
                     else:
                         return self.evaluate(argv, _retries=_retries + 1)
@@ -500,14 +510,14 @@ class Evaluator:
 
     def _construct(self, argv: list[str], parser: _RecordingParser | None = None) -> Any:
         module, cls = self.module, self.server_args_cls
-        original_argparse = module.argparse
+        original_argparse = getattr(module, "argparse")  # noqa: B009 - the module's own import
         original_add = cls.__dict__["add_cli_args"]
-        module.argparse = _ParserFactory(parser or _RecordingParser(self.parser))
+        setattr(module, "argparse", _ParserFactory(parser or _RecordingParser(self.parser)))  # noqa: B010
         cls.add_cli_args = staticmethod(lambda parser: None)
         try:
             args = module.prepare_server_args(list(argv))
         finally:
-            module.argparse = original_argparse
+            setattr(module, "argparse", original_argparse)  # noqa: B010
             cls.add_cli_args = original_add
         if self.has_resolve_once:
             args.resolve_once()
@@ -529,11 +539,11 @@ class Evaluator:
             "stderr_tail": stderr[-2000:],
         }
         if inner is not None and inner.lineno is not None:
-            frame = describe_frame(os.path.abspath(inner.filename), inner.lineno, inner.name, self.package_root)
+            described = describe_frame(os.path.abspath(inner.filename), inner.lineno, inner.name, self.package_root)
             expression = _failing_expression(inner)
             if expression:
-                frame["expression"] = expression
-            failure["frame"] = frame
+                described["expression"] = expression
+            failure["frame"] = described
         elif frames:
             last = frames[-1]
             failure["frame"] = {"file": last.filename, "line": last.lineno, "function": last.name,

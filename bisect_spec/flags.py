@@ -48,7 +48,7 @@ class Config:
     @classmethod
     def of(cls, mapping: Mapping[str, Value | str | None]) -> Config:
         """Build from ``{"--flag": "value" | ("v1", "v2") | () | None}`` (None/() = switch)."""
-        items = []
+        items: list[tuple[str, Value]] = []
         for flag, value in mapping.items():
             if value is None:
                 items.append((flag, ()))

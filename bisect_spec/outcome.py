@@ -28,7 +28,7 @@ from .flags import Config
 from .signature import Signature, signature_of
 
 
-class Status(str, enum.Enum):
+class Status(enum.StrEnum):
     """How an evaluation ended."""
 
     PASSED = "passed"

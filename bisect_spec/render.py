@@ -17,9 +17,9 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, max_width: i
     """A left-aligned text table; cells longer than ``max_width`` are cut with an ellipsis."""
     cells = [[_cell(v, max_width) for v in row] for row in rows]
     widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip(),
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip(),
              "  ".join("-" * w for w in widths)]
-    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells]
     return "\n".join(lines)
 
 

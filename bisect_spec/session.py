@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from . import environments
-from .errors import UsageError
+from .errors import ReleaseError, UsageError, WorkerError
 from .flags import DRAFT_FLAGS, Config
 from .outcome import Outcome
 from .profiles import DraftProfile, HardwareProfile, ModelProfile
@@ -25,8 +25,6 @@ from .worker import WorkerPool
 
 log = logging.getLogger(__name__)
 
-#: File caching a release's flag table; bump the suffix when the table's shape changes.
-FLAGS_CACHE = "flags-v2.json"
 MODEL = "@model"
 DRAFT = "@draft"
 
@@ -77,7 +75,18 @@ class Session:
         self.close()
 
     def start(self) -> dict[str, Any]:
-        self.info = self.pool.start()
+        """Start the workers (idempotent).
+
+        :raises ReleaseError: SGLang does not import in this environment, naming the fix.
+        """
+        if self.info:
+            return self.info
+        try:
+            self.info = self.pool.start()
+        except WorkerError as exc:
+            fix = ("reinstall it: bisect-spec env remove {r} && bisect-spec env install {r}"
+                   if self.target.release != environments.CURRENT else "install sglang into this Python")
+            raise ReleaseError(f"{exc}; {fix.format(r=self.target.release)}") from exc
         if self.target.release == environments.CURRENT:
             self.target = Target(self.info["sglang_version"], self.target.model, self.target.draft, self.target.hardware)
         return self.info
@@ -94,10 +103,12 @@ class Session:
     def flags(self) -> list[dict[str, Any]]:
         """The release's flag table, read from its parser once and cached on disk."""
         if self._flags is None:
-            cache = self.environment.path / FLAGS_CACHE if self.environment.path else None
+            cache = self.environment.path / environments.FLAGS_CACHE if self.environment.path else None
             if cache is not None and cache.is_file():
                 self._flags = json.loads(cache.read_text())
             else:
+                if not self.info:
+                    self.start()
                 self._flags = self.pool.request({"op": "flags"})["flags"]
                 if cache is not None:
                     cache.write_text(json.dumps(self._flags))
@@ -124,12 +135,14 @@ class Session:
                 if len(matches) == 1:
                     entry = next(iter(matches.values()))
                 elif len(matches) > 1:
+                    others = environments.releases_with_flag(flag, exclude=self.target.release)
+                    where = f"; as an exact flag it exists in {', '.join(others)}" if others else ""
                     raise UsageError(f"flag {flag} is ambiguous in SGLang {self.target.release}: "
-                                     f"it could be {', '.join(sorted(matches)[:4])}")
+                                     f"it could be {', '.join(sorted(matches)[:4])}{where}")
             if entry is None:
                 close = difflib.get_close_matches(flag, list(table), n=2, cutoff=0.75)
                 hint = f"did you mean {' or '.join(close)}? " if close else ""
-                others = [r for r in environments.installed() if r != self.target.release and flag in _cached_options(r)]
+                others = environments.releases_with_flag(flag, exclude=self.target.release)
                 where = f"it exists in {', '.join(others)}" if others else "no installed release has it"
                 raise UsageError(f"SGLang {self.target.release} has no flag {flag}: {hint}{where}")
             mapping[entry["option"]] = value
@@ -179,12 +192,3 @@ class Session:
     def source_of(self, file: str, function: str) -> dict[str, Any]:
         return self.pool.request({"op": "source", "file": file, "function": function})
 
-
-def _cached_options(release: str) -> set[str]:
-    try:
-        path = environments.get(release).path
-    except Exception:  # noqa: BLE001 - a broken environment simply has no answer
-        return set()
-    if path is None or not (path / FLAGS_CACHE).is_file():
-        return set()
-    return {alias for flag in json.loads((path / FLAGS_CACHE).read_text()) for alias in flag["aliases"]}

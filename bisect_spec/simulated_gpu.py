@@ -102,7 +102,7 @@ def install(profile: dict[str, Any], count: int) -> None:
     cuda.set_device = lambda device: None
     cuda.synchronize = lambda device=None: None
     torch.version.cuda = str(profile.get("cuda_version", "12.9"))
-    torch.version.hip = None  # type: ignore[attr-defined]
+    torch.version.hip = None
     if hasattr(torch.backends, "cuda"):
         torch.backends.cuda.is_built = lambda: True
 
@@ -215,8 +215,8 @@ def reset_hardware_memo(caches: list[Any] | None = None) -> int:
         cached.cache_clear()
     platforms = sys.modules.get("sglang.srt.platforms")
     if platforms is not None and hasattr(platforms, "_current_platform"):
-        old = platforms._current_platform
-        platforms._current_platform = None
+        old = getattr(platforms, "_current_platform")  # noqa: B009 - private to SGLang, present by check
+        setattr(platforms, "_current_platform", None)  # noqa: B010
         if old is not None:
             _rebind_platform(old, platforms)
     return len(caches)
@@ -238,7 +238,7 @@ def _rebind_platform(old: Any, platforms: types.ModuleType) -> None:
         return
     try:
         new = platforms.current_platform
-    except Exception:  # noqa: BLE001 - resolution of the platform is SGLang's business
+    except Exception:
         return
     for module in holders:
         for key, value in list(vars(module).items()):

@@ -12,6 +12,7 @@ Package installs (``pip``) also run from here, so "who starts processes" has one
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -107,16 +108,12 @@ def kill_tree(pid: int, *, grace: float = 2.0) -> None:
         return
     procs = [root, *root.children(recursive=True)]
     for proc in procs:
-        try:
+        with contextlib.suppress(psutil.NoSuchProcess):
             proc.terminate()
-        except psutil.NoSuchProcess:
-            pass
     _, alive = psutil.wait_procs(procs, timeout=grace)
     for proc in alive:
-        try:
+        with contextlib.suppress(psutil.NoSuchProcess):
             proc.kill()
-        except psutil.NoSuchProcess:
-            pass
     psutil.wait_procs(alive, timeout=grace)
 
 
@@ -160,7 +157,7 @@ class WorkerProcess:
             raise WorkerError(f"evaluation worker failed to start: {exc}; see {self.spec.log_path or 'its stderr'}") from exc
         if not hello.get("ok"):
             self.close()
-            raise WorkerError(f"SGLang is not importable in this environment: {hello.get('error')}")
+            raise WorkerError(f"SGLang does not import in this environment ({hello.get('error')})")
         self.info = hello["info"]
         return self.info
 
@@ -293,7 +290,7 @@ class WorkerPool:
         def boot(worker: WorkerProcess) -> None:
             try:
                 worker.start()
-            except BaseException as exc:  # noqa: BLE001 - re-raised below
+            except BaseException as exc:
                 errors.append(exc)
 
         threads = [threading.Thread(target=boot, args=(w,)) for w in workers]
@@ -363,7 +360,7 @@ class WorkerPool:
         def drain() -> None:
             try:
                 self._drain(pending, done, depth)
-            except BaseException as exc:  # noqa: BLE001 - handed to the consumer
+            except BaseException as exc:
                 done.put(exc)
 
         runners = [threading.Thread(target=drain, daemon=True) for _ in range(threads)]
@@ -410,6 +407,7 @@ class WorkerPool:
                         continue
                     return
                 key, argv, sent = inflight.popleft()
+                record: dict[str, Any] | None
                 try:
                     reply = worker.receive(self.timeout)
                     done.put((key, reply))
@@ -417,8 +415,7 @@ class WorkerPool:
                         continue
                     record = None  # caught in-process (MemoryError, sys.exit): start afresh all the same
                 except WorkerTimedOut:
-                    record: dict[str, Any] | None = {"argv": list(argv), "status": "timeout",
-                                                     "crash": f"no answer within {self.timeout:g} s"}
+                    record = {"argv": list(argv), "status": "timeout", "crash": f"no answer within {self.timeout:g} s"}
                 except WorkerDied as exc:
                     record = {"argv": list(argv), "status": "crashed", "crash": exc.description}
                 if record is not None:

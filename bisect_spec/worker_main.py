@@ -51,7 +51,7 @@ def main() -> int:
         from bisect_spec.evaluator import Evaluator
 
         evaluator = Evaluator(config.get("hardware"), int(config.get("gpus", 8)))
-    except BaseException as exc:  # noqa: BLE001 - reported to the orchestrator, then exit
+    except BaseException as exc:
         import traceback
 
         protocol.write(json.dumps({"ok": False, "error": f"{type(exc).__name__}: {exc}",

@@ -27,7 +27,7 @@ def test_segfault_hang_exit_memory_garbage_each_recorded_and_run_continues() -> 
     with Session(target, jobs=1, timeout=8, extra_env=(("BISECT_SPEC_WORKER_PLUGIN", str(FAULT_PLUGIN)),)) as session:
         outcomes = [session.evaluate(config) for config in plan]
         replaced = session.pool.replaced
-    by_kind = {name[0]: o for config, o in zip(plan, outcomes) if (name := config.get("--served-model-name"))}
+    by_kind = {name[0]: o for config, o in zip(plan, outcomes, strict=True) if (name := config.get("--served-model-name"))}
     assert outcomes[0].passed and outcomes[2].passed and outcomes[-1].passed
     assert by_kind["fault:segfault"].status.value == "crashed"
     assert by_kind["fault:segfault"].record["crash"] == "segfault (SIGSEGV)"

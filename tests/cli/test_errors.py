@@ -1,0 +1,130 @@
+"""Bad input: one clear line naming the fix, exit code 1 (runtime) or 2 (usage), no traceback."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from bisect_spec import environments
+from bisect_spec.cli import main
+from tests.conftest import require_release
+
+
+def run(*args: str, env: dict[str, str] | None = None) -> tuple[int, str]:
+    result = CliRunner().invoke(main, list(args), env=env)
+    return result.exit_code, result.output
+
+
+def assert_one_clear_line(output: str) -> str:
+    lines = [line for line in output.splitlines() if line.startswith("Error:")]
+    assert len(lines) == 1, output
+    assert "Traceback" not in output
+    return lines[0]
+
+
+@pytest.mark.parametrize(("args", "code", "expected"), [
+    (["probe", "--model", "kimi-k2.7", "--", "--tp", "8"], 2,
+     "Error: unknown model 'kimi-k2.7': did you mean kimi-k2.6, kimi-k2.5? choose one of deepseek-v3, kimi-k2.5, "
+     "kimi-k2.6, llama-3.1-8b, qwen3-8b; or pass --model-path DIR"),
+    (["probe", "--draft", "eagel3", "--", "--tp", "8"], 2,
+     "Error: unknown draft 'eagel3': did you mean eagle3, eagle? choose one of eagle, eagle3, nextn, ngram, standalone; "
+     "or pass --draft-path DIR"),
+    (["probe", "--hardware", "h300", "--", "--tp", "8"], 2,
+     "Error: unknown hardware profile 'h300': did you mean h200, h100, b200? choose one of a100, b200, h100, h200, "
+     "rtx-pro-6000, auto, none"),
+    (["probe", "--sglang", "banana", "--", "--tp", "8"], 2,
+     "Error: 'banana' is not an SGLang release: use a version such as 0.5.23, or 'current'"),
+    (["probe", "--gpus", "0", "--", "--tp", "8"], 2, "Error: --gpus 0: a box needs at least one GPU"),
+    (["probe", "--", "vllm", "serve", "--model", "x"], 2,
+     "Error: 'vllm serve --model' is not an SGLang launch: paste 'python -m sglang.launch_server ...', "
+     "'sglang serve ...' or just the flags"),
+    (["probe", "--"], 2, "Error: no SGLang flags given: pass them after --, e.g. -- --speculative-algorithm EAGLE3"),
+    (["probe", "--", "--tp", "1", "--tp", "2"], 2, "Error: flag --tp is given twice; keep one"),
+    (["env", "install", "banana"], 2, "Error: 'banana' is not an SGLang release: use a version such as 0.5.23, or 'current'"),
+])
+def test_usage_errors(args: list[str], code: int, expected: str) -> None:
+    exit_code, output = run(*args)
+    assert exit_code == code, output
+    assert assert_one_clear_line(output) == expected
+
+
+def test_release_not_installed_names_the_install_command(tmp_path: Path) -> None:
+    exit_code, output = run("probe", "--sglang", "0.4.6", "--", "--tp", "8")
+    assert exit_code == 1
+    line = assert_one_clear_line(output)
+    assert line.startswith("Error: SGLang 0.4.6 is not installed (installed: ")
+    assert line.endswith("); run: bisect-spec env install 0.4.6")
+
+
+def test_no_release_installed_at_all(tmp_path: Path) -> None:
+    exit_code, output = run("probe", "--", "--tp", "8", env={"BISECT_SPEC_HOME": str(tmp_path)})
+    assert exit_code == 1
+    assert assert_one_clear_line(output) == "Error: no SGLang release is installed; run: bisect-spec env install 0.5.23"
+
+
+def test_flag_unknown_to_the_release_names_the_releases_that_have_it() -> None:
+    require_release("0.5.23")
+    require_release("0.5.9")
+    exit_code, output = run("probe", "--sglang", "0.5.23", "--", "--ds-heavy-channel-num", "8")
+    assert exit_code == 2
+    line = assert_one_clear_line(output)
+    assert line.startswith("Error: SGLang 0.5.23 has no flag --ds-heavy-channel-num: ")
+    assert "it exists in 0.5.9" in line
+
+
+def test_flag_that_became_an_ambiguous_prefix() -> None:
+    require_release("0.5.23")
+    require_release("0.5.9")
+    exit_code, output = run("probe", "--sglang", "0.5.23", "--", "--cuda-graph-max-bs", "8")
+    assert exit_code == 2
+    line = assert_one_clear_line(output)
+    assert line.startswith("Error: flag --cuda-graph-max-bs is ambiguous in SGLang 0.5.23: it could be "
+                           "--cuda-graph-max-bs-decode, --cuda-graph-max-bs-prefill; as an exact flag it exists in 0.5.9")
+
+
+def test_misspelt_flag_gets_the_closest_name() -> None:
+    require_release("0.5.23")
+    exit_code, output = run("probe", "--sglang", "0.5.23", "--", "--speculative-num-stepz", "3")
+    assert exit_code == 2
+    assert assert_one_clear_line(output) == (
+        "Error: SGLang 0.5.23 has no flag --speculative-num-stepz: did you mean --speculative-num-steps or "
+        "--speculative-num-draft-tokens? "
+        "no installed release has it")
+
+
+def test_wrong_value_type_is_sglangs_own_message() -> None:
+    require_release("0.5.23")
+    exit_code, output = run("probe", "--sglang", "0.5.23", "--model", "llama-3.1-8b", "--draft", "none",
+                            "--", "--tp-size", "eight")
+    assert exit_code == 2
+    line = assert_one_clear_line(output)
+    assert line.startswith("Error: SGLang 0.5.23 rejects the flags: argument ")
+    assert "invalid int value: 'eight'" in line
+
+
+def test_sglang_that_does_not_import_names_the_missing_module(tmp_path: Path) -> None:
+    require_release("0.5.23")
+    real = environments.home() / "envs"
+    fake_home = tmp_path / "home"
+    (fake_home / "envs").mkdir(parents=True)
+    base = next(real.glob("base-py*"))
+    os.symlink(base, fake_home / "envs" / base.name)
+    site = fake_home / "envs" / "sglang-9.9.9" / "site" / "sglang"
+    site.mkdir(parents=True)
+    (site / "__init__.py").write_text("import pybase64_that_is_missing\n")
+    (site.parent.parent / "env.json").write_text(json.dumps({"release": "9.9.9"}))
+    exit_code, output = run("probe", "--sglang", "9.9.9", "--", "--tp", "8",
+                            env={"BISECT_SPEC_HOME": str(fake_home)})
+    assert exit_code == 1
+    assert assert_one_clear_line(output) == (
+        "Error: SGLang does not import in this environment (ModuleNotFoundError: No module named "
+        "'pybase64_that_is_missing'); reinstall it: bisect-spec env remove 9.9.9 && bisect-spec env install 9.9.9")
+
+
+def test_debug_shows_the_traceback() -> None:
+    result = CliRunner().invoke(main, ["--debug", "probe", "--model", "nope", "--", "--tp", "1"])
+    assert result.exit_code == 2

@@ -1,0 +1,62 @@
+"""``bisect-spec probe`` on real SGLang: verdict, signature, failing source, JSON schema, exit codes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from bisect_spec.cli import EXIT_VERDICT_FAILS, main
+from tests.conftest import require_release
+
+pytestmark = pytest.mark.sglang
+
+SEED2 = ["--tp", "8", "--speculative-algorithm", "EAGLE3", "--speculative-num-draft-tokens", "3"]
+
+
+def test_probe_shows_verdict_signature_and_failing_source() -> None:
+    require_release("0.5.23")
+    result = CliRunner().invoke(main, ["probe", "--sglang", "0.5.23", "--hardware", "rtx-pro-6000", "--", *SEED2])
+    assert result.exit_code == EXIT_VERDICT_FAILS, result.output
+    out = result.output
+    assert "verdict:  FAILED  AssertionError (srt/arg_groups/speculative_hook.py:" in out
+    assert "in _handle_eagle_family" in out
+    assert "cfg.speculative_eagle_topk is None" in out and "and cfg.speculative_num_draft_tokens is None" in out
+    assert "guarded by line" in out and "cfg.speculative_num_steps is None" in out
+    assert "signature: " in out
+
+
+def test_probe_json_schema_and_pasted_command() -> None:
+    require_release("0.5.12")
+    pasted = ("ExecStart=/usr/bin/python3 -m sglang.launch_server --model-path /nonexistent/Kimi-K2.6 "
+              "--trust-remote-code --tp 8 --speculative-algorithm EAGLE3 "
+              "--speculative-draft-model-path /nonexistent/eagle3 --speculative-num-steps 1 "
+              "--speculative-num-draft-tokens 3 --port 30000")
+    result = CliRunner().invoke(main, ["probe", "--json", "--sglang", "0.5.12", "--hardware", "rtx-pro-6000", "--", pasted])
+    assert result.exit_code == EXIT_VERDICT_FAILS, result.output
+    data = json.loads(result.stdout)
+    assert data["schema"] == "bisect-spec/probe/1"
+    assert data["target"]["release"] == "0.5.12" and data["target"]["model"] == "kimi-k2.6"
+    assert any("is not on this machine" in note for note in data["notes"])
+    outcome = data["outcome"]
+    assert outcome["status"] == "failed"
+    assert outcome["exception"]["message"] == "'>' not supported between instances of 'NoneType' and 'int'"
+    assert set(outcome["signature"]) >= {"id", "cross_release_key", "exc_type", "location", "statement", "message"}
+    assert outcome["frame"]["function"] == "_handle_speculative_decoding"
+
+
+def test_probe_passing_config_prints_resolved_values_and_exits_zero() -> None:
+    require_release("0.5.23")
+    result = CliRunner().invoke(main, ["probe", "--sglang", "0.5.23", "--hardware", "rtx-pro-6000", "--", "--tp", "8",
+                                       "--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "3",
+                                       "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4"])
+    assert result.exit_code == 0, result.output
+    assert "verdict:  PASSED" in result.output
+    assert "speculative_num_draft_tokens  4" in result.output
+
+
+def test_auto_hardware_is_announced_once_on_stderr() -> None:
+    require_release("0.5.23")
+    result = CliRunner().invoke(main, ["probe", "--sglang", "0.5.23", "--", "--tp", "8"])
+    assert result.stderr.count("no GPU here: simulating rtx-pro-6000x8") == 1

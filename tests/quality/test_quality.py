@@ -1,0 +1,57 @@
+"""Project hygiene: lint, types, import boundaries, README ↔ CI."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("module", ["bisect_spec.signature", "bisect_spec.flags", "bisect_spec.outcome",
+                                    "bisect_spec.shrink", "bisect_spec.plan", "bisect_spec.covering",
+                                    "bisect_spec.findings", "bisect_spec.render"])
+def test_pure_modules_start_no_processes_and_know_no_cli(module: str) -> None:
+    code = (f"import sys, importlib; importlib.import_module({module!r}); "
+            "bad = [m for m in ('subprocess', 'click', 'bisect_spec.worker', 'multiprocessing') if m in sys.modules]; "
+            "print(','.join(bad))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert result.stdout.strip() == ""
+
+
+def test_only_worker_starts_processes() -> None:
+    offenders = [p.name for p in (ROOT / "bisect_spec").glob("*.py")
+                 if p.name != "worker.py" and ("import subprocess" in p.read_text() or "Popen(" in p.read_text())]
+    # simulated_gpu only *intercepts* subprocess calls (nvidia-smi) inside a worker; it starts nothing
+    assert offenders == ["simulated_gpu.py"]
+
+
+def test_only_the_worker_side_imports_sglang() -> None:
+    importers = sorted(p.name for p in (ROOT / "bisect_spec").glob("*.py")
+                       if "import sglang" in p.read_text() or "from sglang" in p.read_text())
+    assert importers == ["evaluator.py"]
+
+
+def test_ci_runs_the_readme_test_command() -> None:
+    readme = (ROOT / "README.md").read_text().splitlines()
+    commands = [line.strip() for line in readme[:40] if line.strip().startswith(("python", "bash", "./"))]
+    assert len(commands) >= 2
+    assert commands[1] in (ROOT / ".ci" / "run").read_text()
+
+
+@pytest.mark.skipif(shutil.which("ruff") is None and not (Path(sys.executable).parent / "ruff").exists(),
+                    reason="ruff not installed")
+def test_ruff_clean() -> None:
+    ruff = shutil.which("ruff") or str(Path(sys.executable).parent / "ruff")
+    result = subprocess.run([ruff, "check", "bisect_spec", "tests", "scripts"], capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 0, result.stdout
+
+
+def test_mypy_strict_clean() -> None:
+    pytest.importorskip("mypy")
+    result = subprocess.run([sys.executable, "-m", "mypy"], capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 0, result.stdout

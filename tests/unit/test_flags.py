@@ -1,0 +1,66 @@
+"""Configurations are canonical; pasted launch commands are understood."""
+
+from __future__ import annotations
+
+import pytest
+
+from bisect_spec.errors import UsageError
+from bisect_spec.flags import Config, parse_command
+
+
+def test_config_is_canonical_and_round_trips() -> None:
+    a = Config.from_argv(["--tp-size", "8", "--speculative-algorithm", "EAGLE3", "--disable-cuda-graph"])
+    b = Config.from_argv(["--disable-cuda-graph", "--speculative-algorithm=EAGLE3", "--tp-size", "8"])
+    assert a == b and a.key() == b.key() and hash(a) == hash(b)
+    assert Config.from_argv(a.argv()) == a
+    assert a.get("--disable-cuda-graph") == ()
+
+
+def test_negative_numbers_and_multi_value_flags() -> None:
+    config = Config.from_argv(["--speculative-num-steps", "-1", "--cuda-graph-bs", "1", "2", "4"])
+    assert config.get("--speculative-num-steps") == ("-1",)
+    assert config.get("--cuda-graph-bs") == ("1", "2", "4")
+
+
+def test_duplicate_flag_and_stray_value_are_usage_errors() -> None:
+    with pytest.raises(UsageError, match="given twice"):
+        Config.from_argv(["--tp-size", "1", "--tp-size", "2"])
+    with pytest.raises(UsageError, match="is not a flag"):
+        Config.from_argv(["8"])
+
+
+SYSTEMD = """ExecStart=/usr/bin/python3 -m sglang.launch_server \\
+    --model-path /root/models/Kimi-K2.6 --tp 8 --trust-remote-code \\
+    --speculative-algorithm EAGLE3 --speculative-draft-model-path /root/models/kimi-k2.6-eagle3 \\
+    --speculative-num-draft-tokens 3 --port 30000"""
+
+
+def test_systemd_execstart_with_continuations() -> None:
+    pasted = parse_command([SYSTEMD])
+    assert pasted.model_path == "/root/models/Kimi-K2.6"
+    assert pasted.draft_path == "/root/models/kimi-k2.6-eagle3"
+    assert pasted.config == Config.of({"--tp": "8", "--trust-remote-code": None, "--speculative-algorithm": "EAGLE3",
+                                       "--speculative-num-draft-tokens": "3", "--port": "30000"})
+
+
+@pytest.mark.parametrize("prefix", [
+    ["python", "-m", "sglang.launch_server"],
+    ["CUDA_VISIBLE_DEVICES=0,1", "python3", "-m", "sglang.launch_server"],
+    ["sglang", "serve"],
+    ["/opt/venv/bin/sglang", "serve"],
+    [],
+])
+def test_launcher_prefixes(prefix: list[str]) -> None:
+    pasted = parse_command([*prefix, "--model-path", "x", "--speculative-algorithm", "NGRAM"])
+    assert pasted.config == Config.of({"--speculative-algorithm": "NGRAM"})
+    assert pasted.model_path == "x"
+
+
+def test_not_an_sglang_command() -> None:
+    with pytest.raises(UsageError, match="is not an SGLang launch"):
+        parse_command(["vllm", "serve", "--model", "x"])
+
+
+def test_empty_flag_list() -> None:
+    with pytest.raises(UsageError, match="no SGLang flags given"):
+        parse_command([])
