@@ -10,7 +10,10 @@ Example::
 
 from __future__ import annotations
 
+import json
 import logging
+import os
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -124,3 +127,167 @@ def probe(tokens: Sequence[str], spec: TargetSpec | None = None, *,
         return ProbeResult(session.target, full, outcome, session.info, notes)
     finally:
         session.close()
+
+
+# -- sweep -------------------------------------------------------------------------
+
+
+@dataclass
+class SweepResult:
+    """A finished (or budget-stopped) sweep: where it is stored and what it found."""
+
+    run_id: str
+    run_path: Path
+    target: Target
+    summary: dict[str, Any]
+    outcomes: list[Outcome]
+    reused: int = 0
+    torn: int = 0
+    worker: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema": "bisect-spec/sweep/1", "run": self.run_id, "path": str(self.run_path),
+                "reused": self.reused, "torn_records": self.torn, "summary": self.summary}
+
+
+ProgressFn = Callable[[int, int, int, str], None]
+
+
+def _target_record(target: Target) -> dict[str, Any]:
+    """Everything besides the flags that determines an outcome (the cache key's input)."""
+    return {"release": target.release, "model": target.model.config,
+            "model_args": list(target.model.extra_args),
+            "draft": (json.loads((target.draft.path / "config.json").read_text())
+                      if target.draft and target.draft.path else None),
+            "draft_kind": target.draft.kind if target.draft else None,
+            "hardware": target.hardware.record, "gpus": target.hardware.gpus}
+
+
+def _spec_from_meta(meta: dict[str, Any]) -> TargetSpec:
+    asked = meta["asked"]
+    return TargetSpec(**asked)
+
+
+def sweep(spec: TargetSpec | None = None, *, strategy: str = "default", jobs: int | None = None,
+          runs_dir: Path = Path("runs"), resume: str | None = None, seed: int | None = None,
+          random_budget: int | None = None, timeout: float = 60.0, use_cache: bool = True,
+          progress: ProgressFn | None = None, on_start: Callable[[Session], None] | None = None,
+          extra_env: tuple[tuple[str, str], ...] = ()) -> SweepResult:
+    """Sweep a strategy's flag space on one target and store the run.
+
+    A covering array is evaluated in parallel, then a Hypothesis-driven search spends
+    ``random_budget`` more evaluations steered towards new outcomes. Every result is
+    journaled as it arrives; ``resume=RUN`` continues a stopped run without
+    re-evaluating or duplicating, and outcomes cached by earlier runs are reused.
+
+    :raises StoreError: run missing/locked/unwritable. :raises UsageError: bad strategy/flags.
+    """
+    from . import store
+    from .plan import Strategy, covering_plan, load_strategy
+    from .strategies import search
+    from .summary import summarise
+
+    started = time.time()
+    if resume is not None:
+        run = store.open_run(runs_dir, resume)
+        meta = run.meta
+        spec = _spec_from_meta(meta)
+        chosen = Strategy(**{**meta["strategy"], "include": tuple(meta["strategy"]["include"]),
+                             "exclude": tuple(meta["strategy"]["exclude"]), "core": tuple(meta["strategy"]["core"]),
+                             "values": {k: tuple(v) for k, v in meta["strategy"]["values"].items()}})
+    else:
+        run = None
+        spec = spec or TargetSpec()
+        chosen = load_strategy(strategy, seed=seed, random_budget=random_budget)
+    target = spec.resolve()
+    jobs = jobs or max(1, min(os.cpu_count() or 1, 8))
+    session = Session(target, jobs=jobs, timeout=timeout, log_dir=(run.path if run else None), extra_env=extra_env)
+    try:
+        table = session.flags()
+        space = chosen.space(table)
+        plan = covering_plan(space, chosen)
+        if run is None:
+            meta = {"schema": "bisect-spec/run/1", "asked": dict(spec.__dict__), "target": target.describe(),
+                    "strategy": chosen.to_dict(), "seed": chosen.seed, "space": space.describe(),
+                    "plan_size": len(plan), "search_budget": chosen.random_budget}
+            run = store.create_run(runs_dir, meta)
+            session.pool.spec = session.environment.worker_spec(
+                hardware=target.hardware.record, gpus=target.hardware.gpus,
+                log_path=str(run.path / f"worker-{target.release}.log"), extra_env=extra_env)
+        assert run is not None
+        with run:
+            journal = {e["key"]: e for e in run.journal_entries()}
+            outcomes: dict[str, Outcome] = {k: Outcome.from_dict(e["outcome"]) for k, e in journal.items()}
+            signatures = {o.signature for o in outcomes.values() if o.signature}
+            total = len(plan) + chosen.random_budget
+            reused = 0
+            cache = store.OutcomeCache(environments.home() / "cache" / "outcomes.sqlite") if use_cache else None
+            target_key = store.OutcomeCache.target_key(_target_record(target))
+
+            def record(phase: str, index: int, outcome: Outcome, cached: bool) -> None:
+                key = outcome.config.key()
+                run.append({"phase": phase, "index": index, "key": key, "cached": cached, "outcome": outcome.to_dict()})
+                outcomes[key] = outcome
+                if outcome.signature:
+                    signatures.add(outcome.signature)
+                if cache is not None and not cached and outcome.status.value in ("passed", "failed", "usage"):
+                    cache.put(target_key, key, outcome.to_dict())
+                if progress:
+                    progress(len(outcomes), total, len(signatures), phase)
+
+            todo = [(i, c) for i, c in enumerate(plan) if c.key() not in outcomes]
+            if cache is not None and todo:
+                hits = cache.get_many(target_key, [c.key() for _, c in todo])
+                for index, config in todo:
+                    if config.key() in hits:
+                        record("cover", index, Outcome.from_dict(hits[config.key()]), True)
+                        reused += 1
+                todo = [(i, c) for i, c in todo if c.key() not in outcomes]
+            if todo:
+                session.start()
+                if on_start:
+                    on_start(session)
+                index_of = {c.key(): i for i, c in todo}
+                for outcome in session.evaluate_many(c for _, c in todo):
+                    record("cover", index_of[outcome.config.key()], outcome, False)
+
+            def outcome_key(config: Config) -> str:
+                key = config.key()
+                if key not in outcomes:
+                    hit = cache.get_many(target_key, [key]).get(key) if cache is not None else None
+                    if hit is not None:
+                        record("search", len(outcomes), Outcome.from_dict(hit), True)
+                    else:
+                        session.start()
+                        record("search", len(outcomes), session.evaluate(config), False)
+                found = outcomes[key]
+                return found.signature.id if found.signature else found.status.value
+
+            searched = search(space, outcome_key, budget=chosen.random_budget, seed=chosen.seed)
+            if cache is not None:
+                cache.close()
+            ordered = [outcomes[c.key()] for c in plan]
+            seen = {c.key() for c in plan}
+            for config in searched:
+                if config.key() not in seen:
+                    seen.add(config.key())
+                    ordered.append(outcomes[config.key()])
+            summary = summarise(ordered, space, target.describe(), chosen.name, chosen.seed)
+            run.write_text("results.jsonl", "".join(store.canonical_json(_reproducible(o.to_dict())) + "\n"
+                                                     for o in ordered))
+            run.write_json("summary.json", summary)
+            from .render import summary_markdown
+
+            run.write_text("summary.md", summary_markdown(summary))
+            run.write_json("timing.json", {"started": started, "finished": time.time(),
+                                           "seconds": round(time.time() - started, 3), "jobs": jobs,
+                                           "reused_from_cache": reused, "torn_records": run.torn,
+                                           "worker": session.info})
+            return SweepResult(run.id, run.path, target, summary, ordered, reused, run.torn, session.info)
+    finally:
+        session.close()
+
+
+def _reproducible(record: dict[str, Any]) -> dict[str, Any]:
+    """An outcome without what varies between identical runs (durations, timestamps, local paths)."""
+    return {k: v for k, v in record.items() if k not in ("seconds", "stderr_tail", "argv", "traceback_tail")}

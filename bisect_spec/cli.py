@@ -11,8 +11,10 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 import traceback
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -94,21 +96,169 @@ def announce_hardware(session: Session) -> None:
                        f"({hardware.record.get('gpu_name')}); choose with --hardware", err=True)
 
 
-@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+def sweep_options(func: F) -> F:
+    """Options of a sweep (shared by the bare command and ``sweep``)."""
+    options = [
+        click.option("--strategy", default="default", show_default=True, metavar="NAME|FILE",
+                     help="Sweep strategy: a name from strategies/ or a .toml file."),
+        click.option("--jobs", "-j", type=int, default=None, help="Parallel workers (default: CPU cores)."),
+        click.option("--seed", type=int, default=None, help="Override the strategy's seed."),
+        click.option("--budget", "random_budget", type=int, default=None,
+                     help="Override the strategy's Hypothesis search budget (evaluations)."),
+        click.option("--runs-dir", type=click.Path(file_okay=False), default="runs", show_default=True,
+                     help="Where runs are stored."),
+        click.option("--resume", metavar="RUN", default=None, help="Continue a stopped run where it stopped."),
+        click.option("--no-cache", is_flag=True, help="Do not reuse outcomes cached by earlier runs."),
+        click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON (schema bisect-spec/sweep/1)."),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+class _Progress:
+    """One progress line on stderr: done/total, rate, ETA, distinct signatures so far."""
+
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+        self.last = 0.0
+        self.tty = sys.stderr.isatty()
+        self.first_done: int | None = None
+
+    def __call__(self, done: int, total: int, signatures: int, phase: str) -> None:
+        now = time.monotonic()
+        if self.first_done is None:
+            self.first_done = done - 1
+        if now - self.last < (0.25 if self.tty else 5.0) and done < total:
+            return
+        self.last = now
+        fresh = done - (self.first_done or 0)
+        rate = fresh / max(now - self.started, 1e-9)
+        eta = (total - done) / rate if rate > 0 else 0
+        line = (f"[{phase}] {done}/{total} configs · {rate:.0f}/s · ETA {eta:.0f}s · "
+                f"{signatures} signature{'s' if signatures != 1 else ''}")
+        click.echo(("\r" + line.ljust(78)) if self.tty else line, err=True, nl=not self.tty)
+
+    def finish(self) -> None:
+        if self.tty:
+            click.echo("", err=True)
+
+
+def _run_sweep(as_json: bool, strategy: str, jobs: int | None, seed: int | None, random_budget: int | None,
+               runs_dir: str, resume: str | None, no_cache: bool, **kwargs: Any) -> api.SweepResult:
+    spec = spec_from(kwargs)
+    progress = _Progress()
+    result = api.sweep(spec, strategy=strategy, jobs=jobs, runs_dir=Path(runs_dir), resume=resume, seed=seed,
+                       random_budget=random_budget, use_cache=not no_cache, progress=progress, on_start=announce_hardware)
+    progress.finish()
+    if result.torn:
+        click.echo(f"note: {result.torn} torn journal record was dropped and evaluated again", err=True)
+    if result.reused:
+        click.echo(f"note: {result.reused} outcomes reused from earlier runs (--no-cache to re-evaluate)", err=True)
+    if as_json:
+        click.echo(json.dumps(result.to_dict(), indent=2, sort_keys=True))
+    else:
+        click.echo(render.summary_text(result.summary))
+        click.echo(f"\nrun {result.run_id} stored in {result.run_path}")
+    return result
+
+
+@click.group(cls=_Group, invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="bisect-spec")
 @click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
-def main(debug: bool) -> None:
+@target_options
+@sweep_options
+@click.pass_context
+def main(ctx: click.Context, /, debug: bool, **kwargs: Any) -> None:
     """Find the hidden constraints of SGLang's speculative decoding flags, without a GPU.
 
     Runs SGLang's real argument resolution in-process for a model profile, a draft,
-    a hardware profile and an SGLang release.
+    a hardware profile and an SGLang release. Without a command: sweep the default
+    strategy and print the failure signatures it found.
 
     Example:
 
-        bisect-spec env install 0.5.23
+        bisect-spec --model kimi-k2.6 --draft eagle3
 
         bisect-spec probe --model kimi-k2.6 --draft eagle3 -- --speculative-algorithm EAGLE3 --speculative-num-draft-tokens 3
     """
+    if ctx.invoked_subcommand is None:
+        _run_sweep(**kwargs)
+
+
+@main.command()
+@target_options
+@sweep_options
+def sweep(**kwargs: Any) -> None:
+    """Sweep a strategy's flag space; journal every result; summarise signatures.
+
+    A covering array (2-way over all flags, 3-way over the core speculative flags)
+    runs in parallel, then a Hypothesis-driven search. kill -9 loses nothing already
+    reported: continue with --resume RUN.
+
+    Example:
+
+        bisect-spec sweep --sglang 0.5.23 --model kimi-k2.6 --draft eagle3 --strategy quick --jobs 2
+    """
+    _run_sweep(**kwargs)
+
+
+@main.group()
+def runs() -> None:
+    """Read stored runs.
+
+    Example:
+
+        bisect-spec runs list
+    """
+
+
+@runs.command("list")
+@click.option("--runs-dir", type=click.Path(file_okay=False), default="runs", show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable list (schema bisect-spec/runs/1).")
+def runs_list(runs_dir: str, as_json: bool) -> None:
+    """List runs: target, strategy, progress, signatures.
+
+    Example:
+
+        bisect-spec runs list --json
+    """
+    from . import store
+
+    rows = store.list_runs(Path(runs_dir))
+    if as_json:
+        click.echo(json.dumps({"schema": "bisect-spec/runs/1", "runs": rows}, indent=2, sort_keys=True))
+        return
+    click.echo(render.table(["run", "release", "model", "draft", "hardware", "strategy", "recorded", "complete", "signatures"],
+                            [[r["id"], r["target"].get("release"), r["target"].get("model"), r["target"].get("draft"),
+                              r["target"].get("hardware"), r["strategy"], f"{r['recorded']}/{r['planned']}+",
+                              "yes" if r["complete"] else "no", r["signatures"] if r["signatures"] is not None else "-"]
+                             for r in rows]))
+
+
+@runs.command("show")
+@click.argument("run")
+@click.option("--runs-dir", type=click.Path(file_okay=False), default="runs", show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="The stored summary as JSON.")
+def runs_show(run: str, runs_dir: str, as_json: bool) -> None:
+    """Show a stored run's summary (or its progress if it did not finish).
+
+    Example:
+
+        bisect-spec runs show 20261130-171500-kimi-k2.6-0.5.23-ab12
+    """
+    from . import store
+
+    meta, entries, summary = store.read_run(Path(runs_dir), run)
+    if as_json:
+        click.echo(json.dumps({"schema": "bisect-spec/run-show/1", "run": run, "meta": meta, "recorded": len(entries),
+                               "summary": summary}, indent=2, sort_keys=True))
+        return
+    if summary is None:
+        click.echo(f"run {run} did not finish: {len(entries)} of {meta.get('plan_size')}+ results recorded; "
+                   f"continue with: bisect-spec --resume {run}")
+        return
+    click.echo(render.summary_text(summary))
 
 
 @main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})

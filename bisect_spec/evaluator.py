@@ -100,6 +100,14 @@ def _failing_expression(frame: traceback.FrameSummary) -> str | None:
         return " ".join(text.split())
 
 
+def _canonical_option(action: argparse.Action) -> str:
+    """One spelling per flag: the one matching the ServerArgs field, else the shortest long option."""
+    spelled = "--" + action.dest.replace("_", "-")
+    if spelled in action.option_strings:
+        return spelled
+    return min((o for o in action.option_strings if o.startswith("--")), key=len, default=action.option_strings[0])
+
+
 class _RecordingParser:
     """The parser built once, lending itself to ``prepare_server_args`` for one call.
 
@@ -390,8 +398,7 @@ class Evaluator:
             kind = "bool" if isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction)) else "value"
             type_name = getattr(action.type, "__name__", None) if action.type else None
             out.append({
-                "option": min((o for o in action.option_strings if o.startswith("--")), key=len,
-                              default=action.option_strings[0]),
+                "option": _canonical_option(action),
                 "aliases": list(action.option_strings),
                 "dest": action.dest,
                 "kind": kind,

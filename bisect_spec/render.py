@@ -77,3 +77,57 @@ def probe_text(result: ProbeResult) -> str:
             f"{' + ' + target.draft.name if target.draft else ''} · {result.worker.get('hardware')}"
             f" · Python {result.worker.get('python')}")
     return "\n".join([head, f"flags:    {result.config}", outcome_text(result.outcome)])
+
+
+def signature_table(summary: dict[str, Any]) -> str:
+    """The signature table printed at the end of a sweep."""
+    rows = []
+    for sig in summary["signatures"]:
+        frame = sig.get("example_frame") or {}
+        where = f"{frame.get('file')}::{frame.get('function')}" if frame else sig.get("location") or "-"
+        rows.append([sig["id"], sig["exc_type"] or sig["kind"], where, sig["count"],
+                     " ".join(sig["smallest"]) or "(defaults)", sig["message"] or frame.get("statement") or ""])
+    return table(["id", "exception", "SGLang location", "count", "smallest config seen", "message"], rows, max_width=60)
+
+
+def findings_table(summary: dict[str, Any]) -> str:
+    rows = [[f["id"], f["kind"], f["field"], f["count"], " ".join(f["smallest"]), f["detail"]] for f in summary["findings"]]
+    return table(["id", "finding", "field", "count", "smallest config seen", "detail"], rows, max_width=60)
+
+
+def summary_text(summary: dict[str, Any]) -> str:
+    counts = ", ".join(f"{v} {k}" for k, v in summary["counts"].items())
+    target = summary["target"]
+    head = (f"SGLang {target['release']} · {target['model']}{' + ' + target['draft'] if target.get('draft') else ''}"
+            f" · {target['hardware']} · strategy {summary['strategy']} (seed {summary['seed']})")
+    parts = [head, f"{summary['evaluated']} configurations: {counts}", "",
+             f"{len(summary['signatures'])} failure signatures:", signature_table(summary)]
+    if summary["findings"]:
+        parts += ["", f"{len(summary['findings'])} findings in passing configurations:", findings_table(summary)]
+    return "\n".join(parts)
+
+
+def summary_markdown(summary: dict[str, Any]) -> str:
+    """The run summary as Markdown (for PRs and issues)."""
+    target = summary["target"]
+    lines = [f"# bisect-spec sweep: SGLang {target['release']}, {target['model']}"
+             f"{' + ' + target['draft'] if target.get('draft') else ''}, {target['hardware']}", "",
+             f"Strategy `{summary['strategy']}` (seed {summary['seed']}), {summary['evaluated']} configurations: "
+             + ", ".join(f"{v} {k}" for k, v in summary["counts"].items()), "", "## Failure signatures", "",
+             "| id | exception | SGLang location | count | smallest config seen | message |", "|---|---|---|---|---|---|"]
+    for sig in summary["signatures"]:
+        frame = sig.get("example_frame") or {}
+        where = f"`{frame.get('file')}::{frame.get('function')}`" if frame else "-"
+        lines.append(f"| `{sig['id']}` | {sig['exc_type'] or sig['kind']} | {where} | {sig['count']} | "
+                     f"`{' '.join(sig['smallest']) or '(defaults)'}` | {_md(sig['message'] or frame.get('statement') or '')} |")
+    if summary["findings"]:
+        lines += ["", "## Findings in passing configurations", "",
+                  "| id | finding | field | count | smallest config seen | detail |", "|---|---|---|---|---|---|"]
+        for f in summary["findings"]:
+            lines.append(f"| `{f['id']}` | {f['kind']} | `{f['field']}` | {f['count']} | `{' '.join(f['smallest'])}` | "
+                         f"{_md(f['detail'])} |")
+    return "\n".join(lines) + "\n"
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")[:200]

@@ -1,0 +1,132 @@
+"""Sweep strategies (data files) and the plan they produce for a flag space.
+
+A strategy is a TOML file in ``strategies/`` (``--strategy NAME``) or anywhere
+(``--strategy path/to/file.toml``)::
+
+    include = ["--speculative-*", "@interacting"]   # flags (globs) to sweep
+    exclude = []                                     # flags never to sweep
+    strength = 2                                     # t-way coverage over all flags
+    core = ["--speculative-algorithm", ...]          # flags with higher coverage
+    core_strength = 3
+    random_budget = 300                              # Hypothesis search after the array
+    seed = 0
+    [values]                                         # per-flag domains ("" = unset)
+    "--speculative-num-steps" = ["", "1", "0", "-1"]
+
+The plan is deterministic: the same space, strategy and seed give the same list of
+configurations, in the same order. Pure: no I/O beyond reading the strategy file.
+"""
+
+from __future__ import annotations
+
+import difflib
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from .covering import covering_array
+from .errors import UsageError
+from .flags import Config
+from .space import CORE, FlagSpace, build_space
+
+DEFAULT_STRATEGY = "default"
+_KEYS = {"description", "include", "exclude", "strength", "core", "core_strength", "random_budget", "seed", "values",
+         "require"}
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """A named sweep definition."""
+
+    name: str
+    include: tuple[str, ...]
+    exclude: tuple[str, ...] = ()
+    strength: int = 2
+    core: tuple[str, ...] = CORE
+    core_strength: int = 3
+    random_budget: int = 200
+    seed: int = 0
+    values: Mapping[str, tuple[str | None, ...]] = field(default_factory=dict)
+    require: tuple[str, ...] = ()
+    description: str = ""
+
+    def space(self, table: Sequence[Mapping[str, Any]]) -> FlagSpace:
+        """This strategy's flag space for a release (from that release's flag table)."""
+        return build_space(table, include=self.include, exclude=self.exclude, core=self.core,
+                           values=self.values, require=self.require)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "include": list(self.include), "exclude": list(self.exclude),
+                "strength": self.strength, "core": list(self.core), "core_strength": self.core_strength,
+                "random_budget": self.random_budget, "seed": self.seed,
+                "values": {k: list(v) for k, v in self.values.items()}, "description": self.description}
+
+
+def strategy_dir() -> Any:
+    return resources.files("bisect_spec").joinpath("data", "strategies")
+
+
+def strategy_names() -> list[str]:
+    return sorted(p.name.removesuffix(".toml") for p in strategy_dir().iterdir() if p.name.endswith(".toml"))
+
+
+def load_strategy(name: str, *, seed: int | None = None, random_budget: int | None = None) -> Strategy:
+    """A shipped strategy by name, or a strategy file by path.
+
+    :raises UsageError: unknown name (with the closest ones) or a malformed file (file, what, how to fix).
+    """
+    if name.endswith(".toml") or "/" in name:
+        path: Any = Path(name)
+        if not path.is_file():
+            raise UsageError(f"strategy file {name} does not exist")
+    else:
+        names = strategy_names()
+        if name not in names:
+            close = difflib.get_close_matches(name, names, n=2, cutoff=0.4)
+            hint = f"did you mean {', '.join(close)}? " if close else ""
+            raise UsageError(f"unknown strategy '{name}': {hint}choose one of {', '.join(names)}, or pass a .toml file")
+        path = strategy_dir().joinpath(f"{name}.toml")
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"strategy file {path}: {exc}") from exc
+    unknown = sorted(set(data) - _KEYS)
+    if unknown:
+        raise UsageError(f"strategy file {path}: unknown key {unknown[0]!r} (known: {', '.join(sorted(_KEYS))})")
+    if not data.get("include"):
+        raise UsageError(f"strategy file {path}: 'include' must list at least one flag")
+    try:
+        values = {str(k): tuple(None if v == "" else str(v) for v in vs) for k, vs in data.get("values", {}).items()}
+        strategy = Strategy(
+            name=str(name if "/" not in name else Path(name).stem), include=tuple(data["include"]),
+            exclude=tuple(data.get("exclude", ())), strength=int(data.get("strength", 2)),
+            core=tuple(data.get("core", CORE)), core_strength=int(data.get("core_strength", 3)),
+            random_budget=int(data.get("random_budget", 200)), seed=int(data.get("seed", 0)), values=values,
+            require=tuple(data.get("require", ())), description=str(data.get("description", "")))
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"strategy file {path}: {exc}") from exc
+    if not 1 <= strategy.strength <= 4 or not 1 <= strategy.core_strength <= 5:
+        raise UsageError(f"strategy file {path}: strength must be 1-4 and core_strength 1-5")
+    if seed is not None or random_budget is not None:
+        strategy = Strategy(**{**strategy.__dict__, "seed": strategy.seed if seed is None else seed,
+                               "random_budget": strategy.random_budget if random_budget is None else random_budget})
+    return strategy
+
+
+def covering_plan(space: FlagSpace, strategy: Strategy) -> list[Config]:
+    """The covering-array part of a plan: t-way over all flags, higher over the core flags."""
+    domains = space.domains()
+    core = [i for i, flag in enumerate(space.flags) if flag in space.core]
+    subsets = [(core, strategy.core_strength)] if len(core) >= 2 else []
+    rows = covering_array(domains, strategy.strength, subsets=subsets, seed=strategy.seed)
+    seen: set[Config] = set()
+    plan = []
+    for row in [tuple(0 for _ in domains), *rows]:  # the baseline (no swept flag given) first
+        config = space.config_of(row)
+        if config not in seen:
+            seen.add(config)
+            plan.append(config)
+    return plan

@@ -1,0 +1,196 @@
+"""The flag space of one release: which flags, which values, and what "simpler" means.
+
+Built from the release's own parser (the flag table a worker reads), so a flag a
+release lacks is simply absent from its space. Each flag's domain is ordered
+simplest-first and always starts with :data:`ABSENT` (the flag not given); that order
+is the single definition of "simpler" that shrinking uses (:func:`simplicity_key`).
+
+Value domains: argparse choices where given; ints: unset plus boundary values
+(1, 2, 0, 3, 4, 8, 16, 64, -1); floats: a few meaningful fractions and nonsense;
+booleans: absent/present; the draft path: absent/present (``@draft``).
+
+Pure: no I/O, no processes.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import UsageError
+from .flags import Config, Value
+
+#: The flag is not given: SGLang's default applies.
+ABSENT: Value | None = None
+PRESENT: Value = ()
+
+INT_VALUES = ("1", "2", "0", "3", "4", "8", "16", "64", "-1")
+FLOAT_VALUES = ("0.85", "0.5", "0.95", "0", "1.5", "-1")
+DRAFT_FLAG = "--speculative-draft-model-path"
+#: Algorithms swept when a release's parser gives no choices for --speculative-algorithm.
+ALGORITHMS = ("EAGLE3", "EAGLE", "NEXTN", "STANDALONE", "NGRAM")
+
+#: Flags known to interact with speculative decoding (kept when the release has them).
+INTERACTING = (
+    "--tp-size", "--dp-size", "--pp-size", "--enable-dp-attention", "--page-size", "--attention-backend",
+    "--prefill-attention-backend", "--decode-attention-backend", "--disable-cuda-graph", "--cuda-graph-max-bs",
+    "--max-running-requests", "--mem-fraction-static", "--chunked-prefill-size", "--enable-mixed-chunk",
+    "--grammar-backend", "--disable-overlap-schedule", "--kv-cache-dtype", "--quantization",
+    "--enable-torch-compile", "--enable-lora", "--max-loras-per-batch", "--lora-backend", "--moe-a2a-backend",
+)
+#: The core speculative flags (higher coverage strength).
+CORE = ("--speculative-algorithm", DRAFT_FLAG, "--speculative-num-steps", "--speculative-eagle-topk",
+        "--speculative-num-draft-tokens")
+#: Flags never swept: paths, hosts, free text without meaningful values.
+_NEVER = ("--speculative-draft-model-revision", "--speculative-token-map", "--speculative-draft-load-format",
+          "--speculative-ngram-*-path")
+
+
+@dataclass(frozen=True)
+class FlagSpec:
+    """One flag and its domain, simplest value first (``values[0]`` is always ABSENT)."""
+
+    flag: str
+    values: tuple[Value | None, ...]
+    kind: str = "value"
+
+    def index(self, value: Value | None) -> int:
+        """Position of ``value`` in the domain; values outside it sort after all known ones."""
+        try:
+            return self.values.index(value)
+        except ValueError:
+            return len(self.values)
+
+
+@dataclass(frozen=True)
+class FlagSpace:
+    """An ordered set of :class:`FlagSpec`; ``core`` flags get the higher coverage strength."""
+
+    specs: tuple[FlagSpec, ...]
+    core: tuple[str, ...] = ()
+    fixed: Config = field(default_factory=Config)
+
+    def __post_init__(self) -> None:
+        names = [s.flag for s in self.specs]
+        if len(set(names)) != len(names):
+            raise ValueError("duplicate flags in space")
+
+    @property
+    def flags(self) -> list[str]:
+        return [s.flag for s in self.specs]
+
+    def spec(self, flag: str) -> FlagSpec | None:
+        for spec in self.specs:
+            if spec.flag == flag:
+                return spec
+        return None
+
+    def domains(self) -> list[int]:
+        return [len(s.values) for s in self.specs]
+
+    def config_of(self, row: Sequence[int]) -> Config:
+        """The configuration a row of value indices stands for (plus the fixed flags)."""
+        mapping: dict[str, Value | None] = dict(self.fixed.as_dict())
+        for spec, index in zip(self.specs, row, strict=True):
+            value = spec.values[index]
+            if value is not None:
+                mapping[spec.flag] = value
+        return Config.of(mapping)
+
+    def grid_size(self) -> int:
+        size = 1
+        for spec in self.specs:
+            size *= len(spec.values)
+        return size
+
+    def describe(self) -> dict[str, Any]:
+        return {"flags": {s.flag: [None if v is None else list(v) for v in s.values] for s in self.specs},
+                "core": list(self.core), "fixed": self.fixed.argv()}
+
+
+def simplicity_key(config: Config, space: FlagSpace | None = None) -> tuple[int, int, tuple[int, ...], str]:
+    """The one definition of "simpler": fewer flags, then values earlier in their domains.
+
+    Ties are broken by total value index, then the sorted index vector, then the canonical
+    text, so the order is total and deterministic.
+    """
+    indices = []
+    for flag, value in config.items:
+        spec = space.spec(flag) if space is not None else None
+        indices.append(spec.index(value) if spec is not None else _natural_index(value))
+    return (len(config), sum(indices), tuple(sorted(indices, reverse=True)), config.key())
+
+
+def _natural_index(value: Value) -> int:
+    """Simplicity of a value outside any domain: switches, then small numbers, then the rest."""
+    if not value:
+        return 0
+    text = " ".join(value)
+    try:
+        number = float(text)
+    except ValueError:
+        return 20 + len(text)
+    return 1 + min(int(abs(number)), 16) + (5 if number < 0 else 0)
+
+
+def domain_for(entry: Mapping[str, Any], overrides: Mapping[str, Sequence[str | None]] | None = None) -> FlagSpec | None:
+    """The domain of one flag from its parser entry (None when it has no meaningful values)."""
+    flag = str(entry["option"])
+    if overrides and flag in overrides:
+        values: list[Value | None] = [ABSENT]
+        for raw in overrides[flag]:
+            if raw is None or raw == "":
+                continue
+            values.append(PRESENT if raw == "@on" else tuple(str(raw).split()))
+        return FlagSpec(flag, tuple(values), str(entry.get("kind", "value")))
+    if DRAFT_FLAG in entry.get("aliases", (flag,)):
+        return FlagSpec(flag, (ABSENT, ("@draft",)), "path")
+    if entry.get("kind") == "bool":
+        return FlagSpec(flag, (ABSENT, PRESENT), "bool")
+    if entry.get("nargs") not in (None, "?", 1):
+        return None
+    choices = entry.get("choices") or (ALGORITHMS if flag == "--speculative-algorithm" else None)
+    if choices:
+        return FlagSpec(flag, (ABSENT, *[(str(c),) for c in choices]), "choice")
+    kind = entry.get("type")
+    if kind == "int":
+        return FlagSpec(flag, (ABSENT, *[(v,) for v in INT_VALUES]), "int")
+    if kind == "float":
+        return FlagSpec(flag, (ABSENT, *[(v,) for v in FLOAT_VALUES]), "float")
+    return None
+
+
+def build_space(table: Sequence[Mapping[str, Any]], *, include: Iterable[str], exclude: Iterable[str] = (),
+                core: Iterable[str] = CORE, values: Mapping[str, Sequence[str | None]] | None = None,
+                fixed: Config | None = None, require: Iterable[str] = ()) -> FlagSpace:
+    """Select flags from a release's flag table and give each its domain.
+
+    :param include: flag names or globs (``--speculative-*``); ``@interacting`` = :data:`INTERACTING`.
+    :param values: per-flag value lists replacing the default domain (``""`` = unset, ``"@on"`` = switch).
+    :param require: flags that must exist in this release.
+    :raises UsageError: a required flag is missing from this release.
+    """
+    by_option = {str(e["option"]): e for e in table}
+    aliases = {alias: str(e["option"]) for e in table for alias in e["aliases"]}
+    patterns: list[str] = []
+    for item in include:
+        patterns.extend(INTERACTING if item == "@interacting" else [item])
+    excluded = [*_NEVER, *exclude]
+    chosen: list[str] = []
+    for pattern in patterns:
+        matches = [o for o in by_option if fnmatch.fnmatchcase(o, pattern)] if any(c in pattern for c in "*?[") \
+            else ([aliases[pattern]] if pattern in aliases else [])
+        for option in sorted(matches):
+            if option not in chosen and not any(fnmatch.fnmatchcase(option, x) for x in excluded):
+                chosen.append(option)
+    for flag in require:
+        if flag not in aliases:
+            raise UsageError(f"this release has no flag {flag}, which the strategy requires")
+    overrides = {aliases.get(k, k): v for k, v in (values or {}).items()}
+    specs = [spec for option in chosen if (spec := domain_for(by_option[option], overrides)) is not None]
+    core_flags = tuple(aliases[c] for c in core if c in aliases and aliases[c] in {s.flag for s in specs})
+    # core flags first: the covering array gives them the higher strength
+    specs.sort(key=lambda s: (s.flag not in core_flags, core_flags.index(s.flag) if s.flag in core_flags else 0))
+    return FlagSpace(tuple(specs), core_flags, fixed or Config())

@@ -1,0 +1,290 @@
+"""Durable run store: nothing already reported is lost, nothing is evaluated twice.
+
+Layout of ``runs/<run-id>/`` (the location is configurable with ``--runs-dir``)::
+
+    run.json        what was asked: target, strategy, seed, space, plan size (deterministic)
+    timing.json     when and how long (kept apart so result files are byte-reproducible)
+    journal.jsonl   append-only, one line per result as it arrives, fsync'd: kill -9 safe
+    results.jsonl   final results sorted by plan index, without durations (reproducible)
+    summary.json    signature and finding tables (reproducible); summary.md for people
+    lock            held (flock) by the process working on the run
+    worker-*.log    what SGLang printed
+
+A torn last journal line (the process died mid-write) is dropped on reading and its
+configuration evaluated again; the caller is told how many.
+
+:class:`OutcomeCache` is the cross-run cache (SQLite under ``environments.home()``):
+outcomes keyed by target (release, profile contents, hardware, tool version) and
+canonical configuration key, so a configuration is never evaluated twice across runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import hashlib
+import json
+import os
+import sqlite3
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from . import __version__
+from .errors import StoreError
+
+#: Bump when the meaning of a cached outcome changes.
+CACHE_SCHEMA = 1
+RUN_FILES = ("run.json", "journal.jsonl")
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        with open(tmp, "w") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        tmp.replace(path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise _store_error(exc, path) from exc
+
+
+def _store_error(exc: OSError, path: Path) -> StoreError:
+    if exc.errno == errno.ENOSPC:
+        return StoreError(f"disk full while writing {path}: free some space, then resume the run with --resume")
+    return StoreError(f"cannot write {path}: {exc.strerror or exc}")
+
+
+def canonical_json(data: Any) -> str:
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+@dataclass
+class Run:
+    """An open run directory, locked for this process."""
+
+    path: Path
+    meta: dict[str, Any]
+    _lock: IO[str] | None = field(default=None, repr=False)
+    _journal: IO[str] | None = field(default=None, repr=False)
+    torn: int = 0
+
+    @property
+    def id(self) -> str:
+        return self.path.name
+
+    def journal_entries(self) -> list[dict[str, Any]]:
+        """Entries already recorded; a torn (partial) last line is dropped and counted in ``torn``."""
+        path = self.path / "journal.jsonl"
+        if not path.exists():
+            return []
+        entries = []
+        lines = path.read_text().split("\n")
+        for number, line in enumerate(lines):
+            if not line.strip():
+                continue
+            try:
+                entries.append(json.loads(line))
+            except ValueError:
+                if number >= len(lines) - 2:  # only the last line may be torn
+                    self.torn += 1
+                    self._truncate_torn_tail()
+                    continue
+                raise StoreError(f"{path} line {number + 1} is corrupt: move the run aside and start a new one") from None
+        return entries
+
+    def _truncate_torn_tail(self) -> None:
+        path = self.path / "journal.jsonl"
+        data = path.read_bytes()
+        cut = data.rstrip(b"\n").rfind(b"\n")
+        with open(path, "r+b") as handle:
+            handle.truncate(cut + 1 if cut >= 0 else 0)
+
+    def append(self, entry: dict[str, Any]) -> None:
+        """Record one result durably (one line, flushed and fsync'd)."""
+        if self._journal is None:
+            self._journal = open(self.path / "journal.jsonl", "a")  # noqa: SIM115 - lives with the run
+        try:
+            self._journal.write(canonical_json(entry) + "\n")
+            self._journal.flush()
+            os.fsync(self._journal.fileno())
+        except OSError as exc:
+            raise _store_error(exc, self.path / "journal.jsonl") from exc
+
+    def write_json(self, name: str, data: Any) -> None:
+        _atomic_write(self.path / name, json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+    def write_text(self, name: str, text: str) -> None:
+        _atomic_write(self.path / name, text)
+
+    def close(self) -> None:
+        if self._journal is not None:
+            self._journal.close()
+            self._journal = None
+        if self._lock is not None:
+            fcntl.flock(self._lock, fcntl.LOCK_UN)
+            self._lock.close()
+            self._lock = None
+
+    def __enter__(self) -> Run:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _lock(path: Path) -> IO[str]:
+    handle = open(path / "lock", "a+")  # noqa: SIM115 - held for the run's lifetime
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        handle.seek(0)
+        holder = handle.read().strip() or "?"
+        handle.close()
+        raise StoreError(f"run {path.name} is in use by another bisect-spec process (pid {holder}); "
+                         "wait for it to finish or start a new run") from None
+    handle.seek(0)
+    handle.truncate()
+    handle.write(str(os.getpid()))
+    handle.flush()
+    return handle
+
+
+def new_run_id(meta: dict[str, Any]) -> str:
+    target = meta.get("target", {})
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    salt = hashlib.sha1(f"{time.time_ns()}{os.getpid()}".encode()).hexdigest()[:4]
+    return f"{stamp}-{target.get('model', 'model')}-{target.get('release', '')}-{salt}"
+
+
+def create_run(runs_dir: Path, meta: dict[str, Any], run_id: str | None = None) -> Run:
+    """Create and lock a new run directory.
+
+    :raises StoreError: the directory cannot be created, or the id exists already.
+    """
+    run_id = run_id or new_run_id(meta)
+    path = runs_dir / run_id
+    try:
+        path.mkdir(parents=True, exist_ok=False)
+    except FileExistsError:
+        raise StoreError(f"run {run_id} exists already in {runs_dir}: resume it with --resume {run_id}") from None
+    except OSError as exc:
+        raise _store_error(exc, path) from exc
+    run = Run(path, meta, _lock(path))
+    run.write_json("run.json", meta)
+    return run
+
+
+def open_run(runs_dir: Path, run_id: str) -> Run:
+    """Open and lock an existing run (to resume it).
+
+    :raises StoreError: no such run, not a run directory, unreadable metadata, or locked.
+    """
+    path = Path(run_id) if ("/" in run_id and Path(run_id).is_dir()) else runs_dir / run_id
+    if not path.is_dir():
+        known = list_runs(runs_dir)
+        hint = f"; recent runs: {', '.join(r['id'] for r in known[-3:])}" if known else ""
+        raise StoreError(f"no run '{run_id}' in {runs_dir}{hint}")
+    if not (path / "run.json").is_file():
+        raise StoreError(f"{path} is not a bisect-spec run (no run.json)")
+    try:
+        meta = json.loads((path / "run.json").read_text())
+    except (OSError, ValueError) as exc:
+        raise StoreError(f"{path / 'run.json'} is unreadable ({exc}): the run cannot be resumed") from exc
+    return Run(path, meta, _lock(path))
+
+
+def read_run(runs_dir: Path, run_id: str) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any] | None]:
+    """Metadata, journal entries and summary of a run, without locking (for ``runs show``)."""
+    path = Path(run_id) if ("/" in run_id and Path(run_id).is_dir()) else runs_dir / run_id
+    if not path.is_dir():
+        raise StoreError(f"no run '{run_id}' in {runs_dir}")
+    if not (path / "run.json").is_file():
+        raise StoreError(f"{path} is not a bisect-spec run (no run.json)")
+    run = Run(path, json.loads((path / "run.json").read_text()))
+    entries = []
+    for line in (path / "journal.jsonl").read_text().splitlines() if (path / "journal.jsonl").exists() else []:
+        with contextlib.suppress(ValueError):
+            entries.append(json.loads(line))
+    summary = json.loads((path / "summary.json").read_text()) if (path / "summary.json").is_file() else None
+    return run.meta, entries, summary
+
+
+def list_runs(runs_dir: Path) -> list[dict[str, Any]]:
+    """Runs under ``runs_dir``, oldest first, with their state."""
+    if not runs_dir.is_dir():
+        return []
+    rows = []
+    for path in sorted(p for p in runs_dir.iterdir() if (p / "run.json").is_file()):
+        try:
+            meta = json.loads((path / "run.json").read_text())
+        except ValueError:
+            continue
+        journal = path / "journal.jsonl"
+        done = sum(1 for _ in journal.open()) if journal.exists() else 0
+        summary = json.loads((path / "summary.json").read_text()) if (path / "summary.json").is_file() else None
+        rows.append({"id": path.name, "target": meta.get("target", {}), "strategy": meta.get("strategy", {}).get("name"),
+                     "planned": meta.get("plan_size"), "recorded": done, "complete": summary is not None,
+                     "signatures": len(summary["signatures"]) if summary else None})
+    return rows
+
+
+class OutcomeCache:
+    """Outcomes across runs, keyed by target and canonical configuration (SQLite, WAL)."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._db = sqlite3.connect(str(path), timeout=30, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("CREATE TABLE IF NOT EXISTS outcomes (target TEXT, config TEXT, record TEXT, "
+                         "PRIMARY KEY (target, config))")
+        self._db.commit()
+        self._pending = 0
+
+    @staticmethod
+    def target_key(target: dict[str, Any]) -> str:
+        """Stable key of everything that determines an outcome besides the flags."""
+        return hashlib.sha1(canonical_json({**target, "tool": __version__, "schema": CACHE_SCHEMA}).encode()).hexdigest()
+
+    def get_many(self, target: str, configs: list[str]) -> dict[str, dict[str, Any]]:
+        found: dict[str, dict[str, Any]] = {}
+        for start in range(0, len(configs), 500):
+            chunk = configs[start:start + 500]
+            marks = ",".join("?" * len(chunk))
+            for config, record in self._db.execute(
+                    f"SELECT config, record FROM outcomes WHERE target = ? AND config IN ({marks})",
+                    [target, *chunk]):
+                found[config] = json.loads(record)
+        return found
+
+    def put(self, target: str, config: str, record: dict[str, Any]) -> None:
+        """Remember an outcome (committed in batches: the run journal is the durable record)."""
+        try:
+            self._db.execute("INSERT OR REPLACE INTO outcomes VALUES (?, ?, ?)", (target, config, canonical_json(record)))
+            self._pending += 1
+            if self._pending >= 100:
+                self._db.commit()
+                self._pending = 0
+        except sqlite3.OperationalError as exc:
+            raise StoreError(f"outcome cache {self.path}: {exc}") from exc
+
+    def close(self) -> None:
+        with contextlib.suppress(sqlite3.Error):
+            self._db.commit()
+        self._db.close()
+
+
+@contextlib.contextmanager
+def opened_cache(path: Path) -> Iterator[OutcomeCache]:
+    cache = OutcomeCache(path)
+    try:
+        yield cache
+    finally:
+        cache.close()

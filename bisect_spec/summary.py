@@ -1,0 +1,57 @@
+"""Clustering: outcomes grouped by signature, findings grouped likewise, as plain data.
+
+The summary is deterministic for a given set of outcomes (sorted, no timestamps), so
+two runs of the same strategy and seed give byte-identical ``summary.json`` files.
+Pure: no I/O, no processes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from .findings import findings_of
+from .flags import Config
+from .outcome import Outcome
+from .signature import Signature
+from .space import FlagSpace, simplicity_key
+
+
+def summarise(outcomes: Sequence[Outcome], space: FlagSpace | None, target: dict[str, Any], strategy: str,
+              seed: int) -> dict[str, Any]:
+    """Signature and finding tables of a sweep."""
+    counts: dict[str, int] = {}
+    groups: dict[Signature, list[Outcome]] = {}
+    finding_groups: dict[Signature, list[tuple[Outcome, dict[str, Any]]]] = {}
+    for outcome in outcomes:
+        counts[outcome.status.value] = counts.get(outcome.status.value, 0) + 1
+        if outcome.signature is not None:
+            groups.setdefault(outcome.signature, []).append(outcome)
+        for finding in findings_of(outcome):
+            finding_groups.setdefault(finding.signature, []).append((outcome, finding.to_dict()))
+
+    def smallest(configs: list[Config]) -> Config:
+        return min(configs, key=lambda c: simplicity_key(c, space))
+
+    signatures = []
+    for sig, members in groups.items():
+        best = smallest([o.config for o in members])
+        example = next(o for o in members if o.config == best)
+        frame = example.frame
+        signatures.append({
+            **sig.to_dict(), "title": sig.title, "count": len(members), "smallest": best.argv(),
+            "headline": example.headline,
+            "example_frame": {k: frame.get(k) for k in ("file", "line", "function", "statement", "guard")} if frame else None,
+        })
+    signatures.sort(key=lambda s: (-s["count"], s["id"]))
+    findings = []
+    for sig, pairs in finding_groups.items():
+        best = smallest([member.config for member, _ in pairs])
+        detail = next(found for member, found in pairs if member.config == best)
+        findings.append({"id": sig.id, "kind": sig.exc_type, "field": sig.location, "detail": detail["detail"],
+                         "given": detail["given"], "resolved": detail["resolved"], "count": len(pairs),
+                         "smallest": best.argv()})
+    findings.sort(key=lambda f: (-f["count"], f["id"]))
+    return {"schema": "bisect-spec/summary/1", "target": target, "strategy": strategy, "seed": seed,
+            "evaluated": len(outcomes), "counts": dict(sorted(counts.items())), "signatures": signatures,
+            "findings": findings}
