@@ -16,6 +16,7 @@ predicate and starts no processes; already-known outcomes come from the caller's
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 
 from hypothesis import HealthCheck, Phase, given, settings, target
@@ -73,10 +74,8 @@ def search(space: FlagSpace, outcome_key: Callable[[Config], str], *, budget: in
         seen_keys[key] = count + 1
         target(1.0 / (1 + count), label="novelty")
 
-    try:
+    with contextlib.suppress(_BudgetSpent):
         explore()
-    except _BudgetSpent:
-        pass
     return tried
 
 
