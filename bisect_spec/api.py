@@ -291,3 +291,168 @@ def sweep(spec: TargetSpec | None = None, *, strategy: str = "default", jobs: in
 def _reproducible(record: dict[str, Any]) -> dict[str, Any]:
     """An outcome without what varies between identical runs (durations, timestamps, local paths)."""
     return {k: v for k, v in record.items() if k not in ("seconds", "stderr_tail", "argv", "traceback_tail")}
+
+
+# -- shrink ----------------------------------------------------------------------
+
+
+@dataclass
+class ShrinkReport:
+    """A shrunk failure: reproducer, proof, explanation, verified fixes, files written."""
+
+    target: Target
+    original: Outcome
+    result: Any  # shrink.ShrinkResult
+    minimal: Outcome | None
+    explanation: dict[str, Any] | None = None
+    fixes: dict[str, Any] | None = None
+    notes: list[str] = field(default_factory=list)
+    files: dict[str, str] = field(default_factory=dict)
+    worker: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        result = self.result.to_dict()
+        return {"schema": "bisect-spec/shrink/1", "target": self.target.describe(), "notes": self.notes,
+                "status": result["status"], "stop_reason": result["stop_reason"], "signature": result["signature"],
+                "original_argv": result["original_argv"], "minimal_argv": result["minimal_argv"],
+                "evaluations": result["evaluations"], "removal_evaluations": result["removal_evaluations"],
+                "proof": result["proof"], "steps": result["steps"], "other_signatures": result["other_signatures"],
+                "explanation": self.explanation, "nearest_working": self.fixes, "files": self.files,
+                "failure": self.minimal.to_dict() if self.minimal else self.original.to_dict()}
+
+
+def shrink_space(session: Session, config: Config) -> Any:
+    """Domains for shrinking and fixing: the config's flags plus the core speculative flags."""
+    from .plan import DEFAULT_STRATEGY, load_strategy
+    from .space import CORE, build_space
+
+    values = load_strategy(DEFAULT_STRATEGY).values
+    return build_space(session.flags(), include=[*config.flags(), *CORE], values=values)
+
+
+def failure_hints(outcome: Outcome) -> set[str]:
+    """ServerArgs field names mentioned where the failure happened (the shrinker's first guess)."""
+    import re
+
+    frame = outcome.frame
+    text = " ".join(str(x) for x in (frame.get("statement"), frame.get("expression"),
+                                     (frame.get("guard") or {}).get("text")) if x)
+    words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text))
+    if any(w.startswith("speculative_") for w in words):
+        words |= {"speculative_algorithm", "speculative_draft_model_path"}
+    return words
+
+
+def shrink_in_session(session: Session, config: Config, *, budget: Any = None, fix: bool = True,
+                      out_dir: Path | None = None, original: Config | None = None) -> ShrinkReport:
+    """Shrink one failing configuration with an already started session (used by sweeps too)."""
+    from .errors import BudgetExhausted
+    from .shrink import Shrinker
+
+    outcomes: dict[Config, Outcome] = {}
+
+    def evaluate(candidate: Config) -> Outcome:
+        if candidate not in outcomes:
+            outcomes[candidate] = session.evaluate(candidate)
+        return outcomes[candidate]
+
+    def evaluate_many(candidates: Sequence[Config]) -> list[Outcome]:
+        missing = [c for c in dict.fromkeys(candidates) if c not in outcomes]
+        for outcome in session.evaluate_many(missing):
+            outcomes[outcome.config] = outcome
+        return [outcomes[c] for c in candidates]
+
+    first = evaluate(config)
+    space = shrink_space(session, config)
+    shrinker = Shrinker(config, lambda c: evaluate(c).signature, space=space, budget=budget,
+                        hints=failure_hints(first), rechecks=1)
+    notes: list[str] = []
+    try:
+        result = shrinker.run()
+    except BudgetExhausted as exc:
+        result = exc.result
+        notes.append(str(exc))
+    minimal = outcomes.get(result.minimal)
+    report = ShrinkReport(session.target, first, result, minimal, notes=notes, worker=session.info)
+    if result.status in ("minimal", "stopped") and result.signature is not None:
+        report.explanation = _explain(result, space, evaluate_many)
+        if fix:
+            from .repair import nearest_working
+
+            report.fixes = nearest_working(original or config, space, evaluate_many)
+        if out_dir is not None:
+            report.files = write_reproducers(session, report, out_dir)
+    return report
+
+
+def _explain(result: Any, space: Any, evaluate_many: Callable[[Sequence[Config]], list[Outcome]]) -> dict[str, Any]:
+    from .repair import explain
+
+    return explain(result.minimal, result.signature, space, evaluate_many)
+
+
+def write_reproducers(session: Session, report: ShrinkReport, out_dir: Path) -> dict[str, str]:
+    """Write launch.sh, repro.py, test_regression.py and bug_report.md for one signature."""
+    from . import reproducers, store
+
+    outcome = report.minimal or report.original
+    signature = report.result.signature.to_dict()
+    target = session.target
+    draft_config = (json.loads((target.draft.path / "config.json").read_text())
+                    if target.draft and target.draft.path else None)
+    info = session.pool.request({"op": "info"})
+    config = report.result.minimal
+    directory = out_dir / signature["id"]
+    directory.mkdir(parents=True, exist_ok=True)
+    model_args = list(target.model.extra_args)
+    files = {
+        "launch.sh": reproducers.launch_script(config, target.describe(), model_args),
+        "repro.py": reproducers.repro_script(config, outcome, target.describe(), target.model.config, draft_config,
+                                             target.hardware.record if info.get("hardware", "").startswith("simulated")
+                                             else None, target.hardware.gpus, model_args, info.get("cpu_imports", [])),
+        "test_regression.py": reproducers.regression_test(signature["id"], outcome, target.describe()),
+        "bug_report.md": reproducers.bug_report(signature, outcome, target.describe(), config, model_args,
+                                                report.explanation, report.fixes, str(session.info.get("python"))),
+        "shrink.json": json.dumps(report.to_dict(), indent=2, sort_keys=True) + "\n",
+    }
+    written = {}
+    for name, text in files.items():
+        path = directory / name
+        store._atomic_write(path, text)
+        if name.endswith((".sh", ".py")):
+            path.chmod(0o755)
+        written[name] = str(path)
+    return written
+
+
+def shrink(tokens: Sequence[str], spec: TargetSpec | None = None, *, budget: Any = None, fix: bool = True,
+           out_dir: Path | None = None, on_start: Callable[[Session], None] | None = None,
+           timeout: float = 60.0) -> ShrinkReport:
+    """Shrink a failing configuration (flags or a pasted launch command) to a 1-minimal reproducer.
+
+    :raises UsageError: bad flags, or the configuration passes (nothing to shrink).
+    """
+    spec = spec or TargetSpec()
+    config, spec, notes = understand_flags(tokens, spec)
+    target = spec.resolve()
+    session = Session(target, jobs=max(1, min(os.cpu_count() or 1, 4)), timeout=timeout,
+                      log_dir=environments.home() / "logs")
+    try:
+        config = session.canonical(config)
+        session.start()
+        if on_start:
+            on_start(session)
+        full = session.with_draft(config)
+        first = session.evaluate(full)
+        check_usage(session, first)
+        if first.passed:
+            raise UsageError(f"this configuration resolves without error on SGLang {target.release}: nothing to shrink "
+                             "(use bisect-spec probe to see the resolved values)")
+        signature = first.signature
+        assert signature is not None
+        report = shrink_in_session(session, full, budget=budget, fix=fix,
+                                   out_dir=out_dir or Path("runs") / f"shrink-{signature.id}")
+        report.notes[:0] = notes
+        return report
+    finally:
+        session.close()

@@ -290,6 +290,42 @@ def probe(as_json: bool, timeout: float, flags: tuple[str, ...], **kwargs: Any) 
         sys.exit(EXIT_VERDICT_FAILS)
 
 
+@main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@target_options
+@click.option("--json", "as_json", is_flag=True, help="Print the documented JSON (schema bisect-spec/shrink/1).")
+@click.option("--max-evaluations", type=int, default=2000, show_default=True, help="Evaluation budget.")
+@click.option("--max-seconds", type=float, default=600.0, show_default=True, help="Time budget.")
+@click.option("--no-fix", is_flag=True, help="Skip the search for the nearest working configuration.")
+@click.option("--out", type=click.Path(file_okay=False), default=None,
+              help="Where reproducers go (default runs/shrink-<signature>).")
+@click.argument("flags", nargs=-1, type=click.UNPROCESSED)
+def shrink(as_json: bool, max_evaluations: int, max_seconds: float, no_fix: bool, out: str | None,
+           flags: tuple[str, ...], **kwargs: Any) -> None:
+    """Shrink a failing configuration to a 1-minimal reproducer, explain it, and find fixes.
+
+    FLAGS may be a whole pasted launch command (python -m sglang.launch_server ...,
+    sglang serve ..., a systemd ExecStart= line). Model and draft paths that do not
+    exist here are replaced by the --model/--draft profiles. Writes launch.sh, repro.py,
+    test_regression.py and bug_report.md per signature.
+
+    Example:
+
+        bisect-spec shrink --sglang 0.5.23 --model kimi-k2.6 --draft eagle3 -- \\
+            --tp 8 --speculative-algorithm EAGLE3 --speculative-num-draft-tokens 3 --mem-fraction-static 0.85
+    """
+    from .shrink import Budget
+
+    spec = spec_from(kwargs)
+    report = api.shrink(list(flags), spec, budget=Budget(max_evaluations, max_seconds), fix=not no_fix,
+                        out_dir=Path(out) if out else None, on_start=announce_hardware)
+    if as_json:
+        click.echo(json.dumps(report.to_dict(), indent=2, sort_keys=True))
+        return
+    for note in report.notes:
+        click.echo(f"note: {note}", err=True)
+    click.echo(render.shrink_text(report))
+
+
 @main.group()
 def env() -> None:
     """Manage per-release evaluation environments (one shared base + a thin overlay each).

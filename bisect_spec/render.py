@@ -131,3 +131,38 @@ def summary_markdown(summary: dict[str, Any]) -> str:
 
 def _md(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")[:200]
+
+
+def shrink_text(report: Any) -> str:
+    """A shrink report for the terminal: reproducer, proof, explanation, fixes, files."""
+    data = report.to_dict()
+    sig = data["signature"] or {}
+    lines = [f"SGLang {data['target']['release']} · {data['target']['model']}"
+             f"{' + ' + data['target']['draft'] if data['target'].get('draft') else ''} · {data['target']['hardware']}",
+             f"original ({len(data['original_argv']) and len([a for a in data['original_argv'] if a.startswith('--')])} flags): "
+             f"{' '.join(data['original_argv'])}",
+             f"signature {sig.get('id')}: {sig.get('exc_type')} in {sig.get('location')}",
+             f"status:   {data['status']}{' (' + data['stop_reason'] + ')' if data['stop_reason'] else ''}"
+             f" after {data['evaluations']} evaluations"]
+    if data["status"] == "flaky":
+        return "\n".join(lines)
+    lines += ["", f"minimal reproducer: {' '.join(data['minimal_argv'])}", "",
+              "1-minimal, proven by these evaluations:"]
+    lines += [f"  {step['change']:<45} -> {step['outcome']}" for step in data["proof"]]
+    if report.minimal is not None:
+        lines += ["", outcome_text(report.minimal)]
+    if data["explanation"]:
+        lines += ["", "why:"] + [f"  {f['verdict']}" for f in data["explanation"]["flags"]]
+    fixes = (data["nearest_working"] or {}).get("fixes") or []
+    if fixes:
+        lines += ["", "nearest working configurations (each verified by an evaluation):"]
+        for fix in fixes:
+            lines.append(f"  {'; '.join(fix['edits']):<60} {'' if fix['keeps_intent'] else '(changes your intent)'}")
+    elif data["nearest_working"] is not None:
+        lines += ["", "no working configuration within two edits"]
+    if data["other_signatures"]:
+        lines += ["", f"{len(data['other_signatures'])} other signature(s) met on the way: "
+                  + ", ".join(o["signature"]["id"] for o in data["other_signatures"])]
+    if data["files"]:
+        lines += ["", "reproducers:"] + [f"  {path}" for path in data["files"].values()]
+    return "\n".join(lines)

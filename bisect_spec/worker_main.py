@@ -65,6 +65,8 @@ def main() -> int:
             reply = evaluator.evaluate(request["argv"])
         elif op == "flags":
             reply = {"flags": evaluator.flags()}
+        elif op == "info":
+            reply = evaluator.info()
         elif op == "source":
             reply = evaluator.source_of(request["file"], request["function"])
         elif op == "exit":

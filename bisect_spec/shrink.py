@@ -1,0 +1,260 @@
+"""Shrink a failing configuration to a 1-minimal reproducer with the same signature.
+
+Design notes (invariants, in the spirit of Hypothesis' ``Shrinker`` and picire's ``DD``):
+
+* The algorithm takes a predicate ``test(config) -> Signature | None`` and never starts
+  processes, touches files or prints. Outcomes are cached by canonical config.
+* **Same signature only.** A candidate is accepted iff it fails with the *same* signature
+  as the original; other signatures met on the way are recorded as findings of their own.
+* **One definition of simpler**: :func:`bisect_spec.space.simplicity_key`. Every accepted
+  candidate is strictly simpler than the current best (asserted).
+* **Confirm first.** The original is re-checked; if it does not fail the same way every
+  time, the result is ``flaky`` and nothing is shrunk.
+* **Informed first guess.** Flags named in the failing statement (``speculative_num_steps``
+  in ``assert ... num_steps is None``) are likely necessary: removing all others at once
+  is tried first, then ddmin over what is left, then one-at-a-time removal, then value
+  simplification (each value towards the start of its domain), repeated to a fixpoint.
+* **1-minimal, with proof.** At the end, removing any flag and simplifying any value
+  loses the signature; :attr:`ShrinkResult.proof` lists those evaluations.
+* **Budgets** (evaluations, seconds) raise :class:`~bisect_spec.errors.BudgetExhausted`
+  carrying the best result so far.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import BudgetExhausted
+from .flags import Config, Value
+from .signature import Signature
+from .space import FlagSpace, simplicity_key
+
+Predicate = Callable[[Config], "Signature | None"]
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Limits for one shrink: evaluations (cache misses) and wall-clock seconds."""
+
+    max_evaluations: int | None = 2000
+    max_seconds: float | None = 600.0
+
+
+@dataclass(frozen=True)
+class ProofStep:
+    """One evaluation showing a simplification loses the signature."""
+
+    change: str  # "remove --flag" | "--flag VALUE"
+    config: Config
+    outcome: str  # "passed" or the signature id met instead
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"change": self.change, "argv": self.config.argv(), "outcome": self.outcome}
+
+
+@dataclass
+class ShrinkResult:
+    """What a shrink found: the minimal reproducer and how it knows."""
+
+    original: Config
+    signature: Signature | None
+    minimal: Config
+    status: str  # "minimal" | "flaky" | "passes" | "stopped"
+    evaluations: int = 0
+    removal_evaluations: int = 0
+    proof: list[ProofStep] = field(default_factory=list)
+    others: dict[Signature, Config] = field(default_factory=dict)
+    history: list[tuple[str, Config]] = field(default_factory=list)
+    stop_reason: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"status": self.status, "original_argv": self.original.argv(), "minimal_argv": self.minimal.argv(),
+                "signature": self.signature.to_dict() if self.signature else None, "evaluations": self.evaluations,
+                "removal_evaluations": self.removal_evaluations, "proof": [p.to_dict() for p in self.proof],
+                "other_signatures": [{"signature": s.to_dict(), "argv": c.argv()} for s, c in self.others.items()],
+                "steps": [{"step": step, "argv": c.argv()} for step, c in self.history], "stop_reason": self.stop_reason}
+
+
+class Shrinker:
+    """Shrinks one failing configuration against a predicate (see module notes)."""
+
+    def __init__(self, original: Config, test: Predicate, *, space: FlagSpace | None = None,
+                 budget: Budget | None = None, hints: Iterable[str] = (), protected: Iterable[str] = (),
+                 rechecks: int = 1) -> None:
+        self.original = original
+        self.test = test
+        self.space = space
+        self.budget = budget or Budget()
+        self.hints = set(hints)
+        self.protected = set(protected)
+        self.rechecks = rechecks
+        self.cache: dict[Config, Signature | None] = {}
+        self.evaluations = 0
+        self.started = time.monotonic()
+        self.target: Signature | None = None
+        self.best = original
+        self.result = ShrinkResult(original, None, original, "stopped")
+
+    # -- predicate plumbing -----------------------------------------------------
+
+    def key(self, config: Config) -> tuple[int, int, tuple[int, ...], str]:
+        return simplicity_key(config, self.space)
+
+    def outcome(self, config: Config) -> Signature | None:
+        """Cached predicate call; spends budget on misses only."""
+        if config in self.cache:
+            return self.cache[config]
+        self._check_budget()
+        self.evaluations += 1
+        signature = self.test(config)
+        self.cache[config] = signature
+        if signature is not None and signature != self.target and self.target is not None:
+            known = self.result.others.get(signature)
+            if known is None or self.key(config) < self.key(known):
+                self.result.others[signature] = config
+        return signature
+
+    def _check_budget(self) -> None:
+        limit, seconds = self.budget.max_evaluations, self.budget.max_seconds
+        over = None
+        if limit is not None and self.evaluations >= limit:
+            over = f"evaluation budget of {limit} spent"
+        elif seconds is not None and time.monotonic() - self.started > seconds:
+            over = f"time budget of {seconds:g} s spent"
+        if over:
+            self.result.minimal, self.result.status, self.result.stop_reason = self.best, "stopped", over
+            self.result.evaluations = self.evaluations
+            raise BudgetExhausted(f"shrinking stopped: {over}; the best reproducer so far is kept", self.result)
+
+    def interesting(self, config: Config) -> bool:
+        return self.outcome(config) == self.target
+
+    def accept(self, candidate: Config, step: str) -> bool:
+        """Make ``candidate`` the best if it keeps the signature (and is simpler)."""
+        if not self.interesting(candidate):
+            return False
+        assert self.key(candidate) < self.key(self.best), "shrinking must only move to simpler configurations"
+        self.best = candidate
+        self.result.history.append((step, candidate))
+        return True
+
+    # -- phases -------------------------------------------------------------------
+
+    def run(self) -> ShrinkResult:
+        """Shrink; raises :class:`BudgetExhausted` with the best result if the budget runs out."""
+        first = self.test(self.original)
+        self.evaluations += 1
+        self.cache[self.original] = first
+        self.target = first
+        self.result.signature = first
+        if first is None:
+            self.result.status = "passes"
+            self.result.evaluations = self.evaluations
+            return self.result
+        for _ in range(self.rechecks):
+            again = self.test(self.original)
+            self.evaluations += 1
+            if again != first:
+                self.result.status = "flaky"
+                self.result.stop_reason = f"re-check gave {again.id if again else 'passed'} instead of {first.id}"
+                self.result.evaluations = self.evaluations
+                return self.result
+        while True:
+            before = self.best
+            self.remove_flags()
+            self.result.removal_evaluations = self.evaluations
+            self.simplify_values()
+            if self.best == before:
+                break
+        self.result.minimal = self.best
+        self.result.status = "minimal"
+        self.result.proof = self.prove()
+        self.result.evaluations = self.evaluations
+        return self.result
+
+    def removable(self) -> list[str]:
+        return [f for f in self.best.flags() if f not in self.protected]
+
+    def remove_flags(self) -> None:
+        flags = self.removable()
+        hinted = [f for f in flags if _flag_dest(f) in self.hints]
+        others = [f for f in flags if f not in hinted]
+        if hinted and others:
+            self.accept(self.best.without(*others), f"remove {len(others)} flags not named in the failing statement")
+        self.ddmin()
+        progress = True
+        while progress:  # one at a time, until nothing can go: 1-minimal in flags
+            progress = False
+            for flag in sorted(self.removable(), key=lambda f: (_flag_dest(f) in self.hints, f)):
+                if self.accept(self.best.without(flag), f"remove {flag}"):
+                    progress = True
+
+    def ddmin(self) -> None:
+        """Delta debugging over the removable flags (complements only: we want fewer flags)."""
+        n = 2
+        while True:
+            flags = self.removable()
+            if len(flags) < 2:
+                return
+            chunks = _split(flags, min(n, len(flags)))
+            for chunk in chunks:
+                if self.accept(self.best.without(*chunk), f"remove {' '.join(chunk)}"):
+                    n = max(n - 1, 2)
+                    break
+            else:
+                if n >= len(flags):
+                    return
+                n = min(2 * n, len(flags))
+
+    def simpler_values(self, flag: str, value: Value) -> list[Value]:
+        """Values of ``flag`` simpler than ``value``, simplest first (ABSENT excluded: that is removal)."""
+        spec = self.space.spec(flag) if self.space is not None else None
+        if spec is None:
+            return []
+        position = spec.index(value)
+        return [v for v in spec.values[1:position] if v is not None]
+
+    def simplify_values(self) -> None:
+        for flag, value in list(self.best.items):
+            for simpler in self.simpler_values(flag, value):
+                if self.accept(self.best.with_(flag, simpler), f"{flag} {' '.join(simpler)}"):
+                    break
+
+    def prove(self) -> list[ProofStep]:
+        """The evaluations that show 1-minimality (all cached by now, except in odd cases)."""
+        proof = []
+        for flag, value in self.best.items:
+            if flag not in self.protected:
+                candidate = self.best.without(flag)
+                proof.append(ProofStep(f"remove {flag}", candidate, self._describe(candidate)))
+            for simpler in self.simpler_values(flag, value):
+                candidate = self.best.with_(flag, simpler)
+                proof.append(ProofStep(f"{flag} {' '.join(simpler) or '(on)'}", candidate, self._describe(candidate)))
+        return proof
+
+    def _describe(self, config: Config) -> str:
+        signature = self.outcome(config)
+        assert signature != self.target, "a 1-minimal reproducer cannot have a simpler failing neighbour"
+        return "passed" if signature is None else signature.id
+
+
+def shrink(config: Config, test: Predicate, **kwargs: Any) -> ShrinkResult:
+    """Shrink ``config`` against ``test``; see :class:`Shrinker` for the keyword arguments."""
+    return Shrinker(config, test, **kwargs).run()
+
+
+def _split(items: Sequence[str], n: int) -> list[list[str]]:
+    size, extra = divmod(len(items), n)
+    chunks, start = [], 0
+    for i in range(n):
+        end = start + size + (1 if i < extra else 0)
+        chunks.append(list(items[start:end]))
+        start = end
+    return [c for c in chunks if c]
+
+
+def _flag_dest(flag: str) -> str:
+    return flag.lstrip("-").replace("-", "_")

@@ -1,0 +1,85 @@
+"""Shrinking with made-up predicates whose minimal answer is known."""
+
+from __future__ import annotations
+
+import pytest
+
+from bisect_spec.errors import BudgetExhausted
+from bisect_spec.flags import Config
+from bisect_spec.shrink import Budget, shrink
+from bisect_spec.signature import Signature
+from bisect_spec.space import FlagSpace, FlagSpec
+
+BUG = Signature("failed", "AssertionError", "srt/x.py::f", "assert _.a is None", "")
+OTHER = Signature("failed", "TypeError", "srt/x.py::g", "if _.b > 1:", "boom")
+
+SPACE = FlagSpace(tuple(FlagSpec(f"--f{i}", (None, ("1",), ("2",), ("3",), ("8",))) for i in range(10)))
+
+
+def needs(*flags: str, min_value: int = 1) -> object:
+    def test(config: Config) -> Signature | None:
+        values = config.as_dict()
+        if all(f in values and int(values[f][0]) >= min_value for f in flags):
+            return BUG
+        return None
+    return test
+
+
+def full(n: int = 10, value: str = "8") -> Config:
+    return Config.of({f"--f{i}": value for i in range(n)})
+
+
+def test_finds_the_two_necessary_flags_and_simplest_values() -> None:
+    result = shrink(full(), needs("--f3", "--f7"), space=SPACE)  # type: ignore[arg-type]
+    assert result.status == "minimal"
+    assert result.minimal == Config.of({"--f3": "1", "--f7": "1"})
+    assert result.signature == BUG
+
+
+def test_value_threshold_keeps_the_simplest_failing_value() -> None:
+    result = shrink(full(), needs("--f2", min_value=3), space=SPACE)  # type: ignore[arg-type]
+    assert result.minimal == Config.of({"--f2": "3"})
+    changes = {p.change: p.outcome for p in result.proof}
+    assert changes == {"remove --f2": "passed", "--f2 1": "passed", "--f2 2": "passed"}
+
+
+def test_never_slides_onto_another_signature() -> None:
+    def test(config: Config) -> Signature | None:
+        flags = set(config.flags())
+        if {"--f1", "--f2"} <= flags:
+            return BUG
+        if "--f1" in flags:
+            return OTHER  # simpler, but a different bug
+        return None
+
+    result = shrink(full(), test, space=SPACE)
+    assert result.minimal.flags() == ["--f1", "--f2"]
+    assert result.signature == BUG
+    assert OTHER in result.others and result.others[OTHER].flags() == ["--f1"]
+
+
+def test_flaky_original_is_not_shrunk() -> None:
+    calls = iter([BUG, None, BUG, BUG])
+    result = shrink(full(), lambda c: next(calls), space=SPACE)
+    assert result.status == "flaky"
+    assert result.minimal == full()
+
+
+def test_passing_original_is_reported_not_shrunk() -> None:
+    assert shrink(full(), lambda c: None, space=SPACE).status == "passes"
+
+
+def test_budget_raises_with_the_best_result_so_far() -> None:
+    with pytest.raises(BudgetExhausted) as caught:
+        shrink(full(), needs("--f3", "--f7"), space=SPACE, budget=Budget(max_evaluations=6))  # type: ignore[arg-type]
+    best = caught.value.result
+    assert best.status == "stopped" and "evaluation budget of 6 spent" in best.stop_reason
+    assert needs("--f3", "--f7")(best.minimal) == BUG  # type: ignore[operator]
+    assert len(best.minimal) <= len(full())
+
+
+def test_hints_reach_the_answer_in_few_evaluations() -> None:
+    blind = shrink(full(), needs("--f3", "--f7"), space=SPACE)  # type: ignore[arg-type]
+    hinted = shrink(full(), needs("--f3", "--f7"), space=SPACE, hints={"f3", "f7"})  # type: ignore[arg-type]
+    assert hinted.minimal == blind.minimal
+    assert hinted.removal_evaluations < blind.removal_evaluations
