@@ -172,13 +172,16 @@ def sweep(spec: TargetSpec | None = None, *, strategy: str = "default", jobs: in
           runs_dir: Path = Path("runs"), resume: str | None = None, seed: int | None = None,
           random_budget: int | None = None, timeout: float = 60.0, use_cache: bool = True,
           progress: ProgressFn | None = None, on_start: Callable[[Session], None] | None = None,
-          extra_env: tuple[tuple[str, str], ...] = ()) -> SweepResult:
+          extra_env: tuple[tuple[str, str], ...] = (), shrink: bool = False, fix: bool = False,
+          shrink_evaluations: int = 300, shrink_seconds: float = 60.0) -> SweepResult:
     """Sweep a strategy's flag space on one target and store the run.
 
     A covering array is evaluated in parallel, then a Hypothesis-driven search spends
     ``random_budget`` more evaluations steered towards new outcomes. Every result is
     journaled as it arrives; ``resume=RUN`` continues a stopped run without
     re-evaluating or duplicating, and outcomes cached by earlier runs are reused.
+    With ``shrink``, every failure signature is then shrunk from the smallest
+    configuration seen to a 1-minimal reproducer, written to ``reproducers/<id>/``.
 
     :raises StoreError: run missing/locked/unwritable. :raises UsageError: bad strategy/flags.
     """
@@ -273,6 +276,9 @@ def sweep(spec: TargetSpec | None = None, *, strategy: str = "default", jobs: in
                     seen.add(config.key())
                     ordered.append(outcomes[config.key()])
             summary = summarise(ordered, space, target.describe(), chosen.name, chosen.seed)
+            if shrink:
+                _shrink_signatures(session, summary, run.path / "reproducers", fix=fix, progress=progress,
+                                   budget=(shrink_evaluations, shrink_seconds))
             run.write_text("results.jsonl", "".join(store.canonical_json(_reproducible(o.to_dict())) + "\n"
                                                      for o in ordered))
             run.write_json("summary.json", summary)
@@ -286,6 +292,27 @@ def sweep(spec: TargetSpec | None = None, *, strategy: str = "default", jobs: in
             return SweepResult(run.id, run.path, target, summary, ordered, reused, run.torn, session.info)
     finally:
         session.close()
+
+
+def _shrink_signatures(session: Session, summary: dict[str, Any], out_dir: Path, *, fix: bool,
+                       progress: ProgressFn | None, budget: tuple[int, float]) -> None:
+    """Shrink every failure signature of a summary in place (adds ``minimal_argv`` and friends)."""
+    from .shrink import Budget
+
+    failures = [s for s in summary["signatures"] if s["kind"] == "failed"]
+    session.start()
+    for number, entry in enumerate(failures, 1):
+        report = shrink_in_session(session, Config.from_argv(entry["smallest"]), budget=Budget(*budget), fix=fix,
+                                   out_dir=out_dir)
+        result = report.result
+        entry["shrink"] = {"status": result.status, "minimal_argv": result.minimal.argv(),
+                           "evaluations": result.evaluations, "stop_reason": result.stop_reason,
+                           "same_signature": result.signature is not None and result.signature.id == entry["id"],
+                           "explanation": [f["verdict"] for f in (report.explanation or {}).get("flags", [])],
+                           "fixes": [f["argv"] for f in (report.fixes or {}).get("fixes", [])[:3]],
+                           "reproducers": str(out_dir / entry["id"]) if report.files else None}
+        if progress:
+            progress(number, len(failures), len(summary["signatures"]), "shrink")
 
 
 def _reproducible(record: dict[str, Any]) -> dict[str, Any]:

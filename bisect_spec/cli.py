@@ -110,6 +110,10 @@ def sweep_options(func: F) -> F:
         click.option("--resume", metavar="RUN", default=None, help="Continue a stopped run where it stopped."),
         click.option("--no-cache", is_flag=True, help="Do not reuse outcomes cached by earlier runs."),
         click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON (schema bisect-spec/sweep/1)."),
+        click.option("--shrink/--no-shrink", default=True, show_default=True,
+                     help="Shrink every signature found to a 1-minimal reproducer (with reproducer files)."),
+        click.option("--fix/--no-fix", default=False, show_default=True,
+                     help="Also search the nearest working configuration for every signature (slower)."),
     ]
     for option in reversed(options):
         func = option(func)
@@ -145,11 +149,13 @@ class _Progress:
 
 
 def _run_sweep(as_json: bool, strategy: str, jobs: int | None, seed: int | None, random_budget: int | None,
-               runs_dir: str, resume: str | None, no_cache: bool, **kwargs: Any) -> api.SweepResult:
+               runs_dir: str, resume: str | None, no_cache: bool, shrink: bool, fix: bool,
+               **kwargs: Any) -> api.SweepResult:
     spec = spec_from(kwargs)
     progress = _Progress()
     result = api.sweep(spec, strategy=strategy, jobs=jobs, runs_dir=Path(runs_dir), resume=resume, seed=seed,
-                       random_budget=random_budget, use_cache=not no_cache, progress=progress, on_start=announce_hardware)
+                       random_budget=random_budget, use_cache=not no_cache, progress=progress, on_start=announce_hardware,
+                       shrink=shrink, fix=fix)
     progress.finish()
     if result.torn:
         click.echo(f"note: {result.torn} torn journal record was dropped and evaluated again", err=True)

@@ -87,7 +87,13 @@ def signature_table(summary: dict[str, Any]) -> str:
         where = f"{frame.get('file')}::{frame.get('function')}" if frame else sig.get("location") or "-"
         rows.append([sig["id"], sig["exc_type"] or sig["kind"], where, sig["count"],
                      " ".join(sig["smallest"]) or "(defaults)", sig["message"] or frame.get("statement") or ""])
-    return table(["id", "exception", "SGLang location", "count", "smallest config seen", "message"], rows, max_width=60)
+    headers = ["id", "exception", "SGLang location", "count", "smallest config seen", "message"]
+    if any("shrink" in sig for sig in summary["signatures"]):
+        headers.insert(5, "minimal reproducer (1-minimal, same signature)")
+        for row, sig in zip(rows, summary["signatures"], strict=True):
+            shrunk = sig.get("shrink")
+            row.insert(5, (" ".join(shrunk["minimal_argv"]) or "(defaults)") if shrunk else "-")
+    return table(headers, rows, max_width=60)
 
 
 def findings_table(summary: dict[str, Any]) -> str:
@@ -118,8 +124,11 @@ def summary_markdown(summary: dict[str, Any]) -> str:
     for sig in summary["signatures"]:
         frame = sig.get("example_frame") or {}
         where = f"`{frame.get('file')}::{frame.get('function')}`" if frame else "-"
+        shrunk = sig.get("shrink")
+        minimal = f" → minimal `{' '.join(shrunk['minimal_argv']) or '(defaults)'}`" if shrunk else ""
         lines.append(f"| `{sig['id']}` | {sig['exc_type'] or sig['kind']} | {where} | {sig['count']} | "
-                     f"`{' '.join(sig['smallest']) or '(defaults)'}` | {_md(sig['message'] or frame.get('statement') or '')} |")
+                     f"`{' '.join(sig['smallest']) or '(defaults)'}`{minimal} | "
+                     f"{_md(sig['message'] or frame.get('statement') or '')} |")
     if summary["findings"]:
         lines += ["", "## Findings in passing configurations", "",
                   "| id | finding | field | count | smallest config seen | detail |", "|---|---|---|---|---|---|"]
