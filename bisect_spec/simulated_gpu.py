@@ -166,7 +166,7 @@ def import_on_cpu(module: str) -> None:
 
     Modules SGLang imports lazily during resolution (model classes, layers) reach for
     CUDA-only packages (``sgl_kernel``) when they believe a GPU is present. Importing
-    them honestly on the CPU first is what a plain ``import sglang`` does for the rest.
+    them honestly on the CPU first is what the plain import of SGLang does for the rest.
     """
     import importlib
 

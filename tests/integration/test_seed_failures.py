@@ -33,7 +33,7 @@ def test_episode1_topk_without_steps_on_0_5_9_kimi_k25() -> None:
         "assert self.speculative_eagle_topk is None and self.speculative_num_draft_tokens is None")
     # the whole multi-line statement, not the one line a traceback shows
     assert outcome.frame["source"].splitlines()[0].strip() == "assert ("
-    assert outcome.frame["statement_lines"] == [2423, 2425]
+    assert outcome.frame["statement_lines"] == [2423, 2426]  # "assert (" to its closing ")"
     assert outcome.frame["guard"]["text"].endswith("self.speculative_num_steps is None:")
 
 

@@ -15,6 +15,12 @@ SPACE = FlagSpace(tuple(FlagSpec(f"--f{i}", (None, ("1",), ("2",), ("4",), ("16"
 SIGS = [Signature("failed", "E", f"loc{i}", "s", "m") for i in range(3)]
 
 
+def spec_of(flag: str) -> FlagSpec:
+    spec = SPACE.spec(flag)
+    assert spec is not None
+    return spec
+
+
 @st.composite
 def problems(draw: st.DrawFn) -> tuple[Config, list[tuple[frozenset[str], int, int]]]:
     """A starting config and up to 3 bugs: (flags needed, min value index, signature)."""
@@ -31,7 +37,7 @@ def predicate(bugs: list[tuple[frozenset[str], int, int]]) -> object:
     def test(config: Config) -> Signature | None:
         values = config.as_dict()
         for needed, min_index, sig in bugs:
-            if all(f in values and SPACE.spec(f).index(values[f]) >= min_index for f in needed):  # type: ignore[union-attr]
+            if all(f in values and spec_of(f).index(values[f]) >= min_index for f in needed):
                 return SIGS[sig]
         return None
     return test
@@ -56,7 +62,8 @@ def test_result_fails_same_way_and_is_one_minimal(problem: tuple[Config, list[tu
         for simpler in spec.values[1:spec.index(value)]:
             assert test(result.minimal.with_(flag, simpler)) != original  # type: ignore[operator]
     # the proof lists exactly those evaluations
-    assert len(result.proof) == sum(1 + SPACE.spec(f).index(v) - 1 for f, v in result.minimal.items)  # type: ignore[union-attr]
+    indices = [spec_of(f).index(v) for f, v in result.minimal.items]
+    assert len(result.proof) == sum(indices)  # one removal + (index - 1) simpler values per flag
     # bound: ddmin + one-at-a-time + values, each pass at most quadratic in the flag count
     n = len(config)
     assert result.evaluations <= 2 + 3 * (n * n + 4 * n) + 10
