@@ -147,7 +147,11 @@ def newest_installed() -> str:
 def _pip(python: Path, args: list[str], log_path: Path, progress: Callable[[str], None] | None) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PIP_REQUIRE_VIRTUALENV")}
     env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
-    code = worker.run_command([str(python), "-m", "pip", *args], log_path=log_path, env=env, progress=progress)
+    def relay(line: str) -> None:
+        if progress and line.strip() and not line.lstrip().startswith("WARNING:"):
+            progress(line)
+
+    code = worker.run_command([str(python), "-m", "pip", *args], log_path=log_path, env=env, progress=relay)
     if code != 0:
         tail = [line for line in log_path.read_text(errors="replace").splitlines() if "ERROR" in line or "error" in line]
         reason = tail[-1].strip() if tail else f"pip exited with {code}"

@@ -85,7 +85,8 @@ class Session:
             self.info = self.pool.start()
         except WorkerError as exc:
             fix = ("reinstall it: bisect-spec env remove {r} && bisect-spec env install {r}"
-                   if self.target.release != environments.CURRENT else "install sglang into this Python")
+                   if self.target.release != environments.CURRENT
+                   else f"install sglang into {self.environment.python}, or pick an installed release with --sglang")
             raise ReleaseError(f"{exc}; {fix.format(r=self.target.release)}") from exc
         if self.target.release == environments.CURRENT:
             self.target = Target(self.info["sglang_version"], self.target.model, self.target.draft, self.target.hardware)
