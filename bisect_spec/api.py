@@ -23,7 +23,7 @@ from . import environments, profiles
 from .errors import UsageError
 from .flags import Config, parse_command
 from .outcome import Outcome, Status
-from .session import DRAFT, Session, Target
+from .session import DRAFT, MODEL, Session, Target
 
 log = logging.getLogger(__name__)
 
@@ -260,6 +260,8 @@ def sweep(spec: TargetSpec | None = None, *, strategy: str = "default", jobs: in
                     hit = cache.get_many(target_key, [key]).get(key) if cache is not None else None
                     if hit is not None:
                         record("search", len(outcomes), Outcome.from_dict(hit), True)
+                        nonlocal reused
+                        reused += 1
                     else:
                         session.start()
                         record("search", len(outcomes), session.evaluate(config), False)
@@ -279,7 +281,10 @@ def sweep(spec: TargetSpec | None = None, *, strategy: str = "default", jobs: in
             if shrink:
                 _shrink_signatures(session, summary, run.path / "reproducers", fix=fix, progress=progress,
                                    budget=(shrink_evaluations, shrink_seconds))
-            run.write_text("results.jsonl", "".join(store.canonical_json(_reproducible(o.to_dict())) + "\n"
+            local = {str(target.model.path): MODEL}
+            if target.draft and target.draft.path:
+                local[str(target.draft.path)] = DRAFT
+            run.write_text("results.jsonl", "".join(store.canonical_json(_reproducible(o.to_dict(), local)) + "\n"
                                                      for o in ordered))
             run.write_json("summary.json", summary)
             from .render import summary_markdown
@@ -310,14 +315,28 @@ def _shrink_signatures(session: Session, summary: dict[str, Any], out_dir: Path,
                            "same_signature": result.signature is not None and result.signature.id == entry["id"],
                            "explanation": [f["verdict"] for f in (report.explanation or {}).get("flags", [])],
                            "fixes": [f["argv"] for f in (report.fixes or {}).get("fixes", [])[:3]],
-                           "reproducers": str(out_dir / entry["id"]) if report.files else None}
+                           "reproducers": f"{out_dir.name}/{entry['id']}" if report.files else None}
         if progress:
             progress(number, len(failures), len(summary["signatures"]), "shrink")
 
 
-def _reproducible(record: dict[str, Any]) -> dict[str, Any]:
+def _reproducible(record: dict[str, Any], local: dict[str, str]) -> dict[str, Any]:
     """An outcome without what varies between identical runs (durations, timestamps, local paths)."""
-    return {k: v for k, v in record.items() if k not in ("seconds", "stderr_tail", "argv", "traceback_tail")}
+
+    def unlocal(value: Any) -> Any:
+        if isinstance(value, str):
+            for path, placeholder in local.items():
+                value = value.replace(path, placeholder)
+            return value
+        if isinstance(value, list):
+            return [unlocal(v) for v in value]
+        if isinstance(value, dict):
+            return {k: unlocal(v) for k, v in value.items()}
+        return value
+
+    kept = {k: v for k, v in record.items() if k not in ("seconds", "stderr_tail", "argv", "traceback_tail")}
+    result: dict[str, Any] = unlocal(kept)
+    return result
 
 
 # -- shrink ----------------------------------------------------------------------
@@ -362,9 +381,12 @@ def failure_hints(outcome: Outcome) -> set[str]:
     import re
 
     frame = outcome.frame
+    message = str(outcome.exception.get("message") or "")
     text = " ".join(str(x) for x in (frame.get("statement"), frame.get("expression"),
-                                     (frame.get("guard") or {}).get("text")) if x)
+                                     (frame.get("guard") or {}).get("text"), message) if x)
     words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text))
+    # flags the message names (``--speculative-use-rejection-sampling requires ...``)
+    words |= {flag[2:].replace("-", "_") for flag in re.findall(r"--[a-z0-9][a-z0-9-]*", message)}
     if any(w.startswith("speculative_") for w in words):
         words |= {"speculative_algorithm", "speculative_draft_model_path"}
     return words

@@ -33,7 +33,7 @@ from .errors import ReleaseError, UsageError
 
 CURRENT = "current"
 #: File caching a release's flag table; bump the suffix when the table's shape changes.
-FLAGS_CACHE = "flags-v3.json"
+FLAGS_CACHE = "flags-v4.json"
 _VERSION = re.compile(r"^\d+\.\d+(\.\d+)*(\.post\d+|rc\d+)?$")
 
 

@@ -395,7 +395,8 @@ class Evaluator:
         for action in self.parser._actions:
             if not action.option_strings or action.dest == "help":
                 continue
-            kind = "bool" if isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction)) else "value"
+            switch = isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction)) or action.nargs == 0
+            kind = "bool" if switch else "value"
             type_name = getattr(action.type, "__name__", None) if action.type else None
             out.append({
                 "option": _canonical_option(action),

@@ -98,6 +98,14 @@ def load_strategy(name: str, *, seed: int | None = None, random_budget: int | No
         raise UsageError(f"strategy file {path}: unknown key {unknown[0]!r} (known: {', '.join(sorted(_KEYS))})")
     if not data.get("include"):
         raise UsageError(f"strategy file {path}: 'include' must list at least one flag")
+    for key in ("include", "exclude", "core", "require"):
+        if key in data and not (isinstance(data[key], list) and all(isinstance(x, str) for x in data[key])):
+            raise UsageError(f"strategy file {path}: '{key}' must be a list of strings, e.g. {key} = [\"--page-size\"]")
+    if "values" in data and not isinstance(data["values"], dict):
+        raise UsageError(f"strategy file {path}: 'values' must be a table: [values] then \"--flag\" = [\"\", \"1\"]")
+    for flag, listed in data.get("values", {}).items():
+        if not isinstance(listed, list):
+            raise UsageError(f"strategy file {path}: values for {flag} must be a list, e.g. \"{flag}\" = [\"\", \"1\"]")
     try:
         values = {str(k): tuple(None if v == "" else str(v) for v in vs) for k, vs in data.get("values", {}).items()}
         strategy = Strategy(

@@ -164,8 +164,9 @@ class Shrinker:
                 return self.result
         while True:
             before = self.best
+            spent = self.evaluations
             self.remove_flags()
-            self.result.removal_evaluations = self.evaluations
+            self.result.removal_evaluations += self.evaluations - spent
             self.simplify_values()
             if self.best == before:
                 break
@@ -193,26 +194,38 @@ class Shrinker:
                     progress = True
 
     def ddmin(self) -> None:
-        """Delta debugging over the removable flags (complements only: we want fewer flags)."""
+        """Delta debugging over the removable flags: keep one chunk (subsets) first, then drop one (complements)."""
         n = 2
         while True:
             flags = self.removable()
             if len(flags) < 2:
                 return
             chunks = _split(flags, min(n, len(flags)))
-            for chunk in chunks:
-                if self.accept(self.best.without(*chunk), f"remove {' '.join(chunk)}"):
-                    n = max(n - 1, 2)
-                    break
-            else:
+            reduced = False
+            if len(chunks) > 2:  # at n=2 a subset is the other chunk's complement
+                for chunk in chunks:
+                    others = [f for f in flags if f not in chunk]
+                    if self.accept(self.best.without(*others), f"keep only {' '.join(chunk)}"):
+                        n, reduced = 2, True
+                        break
+            if not reduced:
+                for chunk in chunks:
+                    if self.accept(self.best.without(*chunk), f"remove {' '.join(chunk)}"):
+                        n, reduced = max(n - 1, 2), True
+                        break
+            if not reduced:
                 if n >= len(flags):
                     return
                 n = min(2 * n, len(flags))
 
     def simpler_values(self, flag: str, value: Value) -> list[Value]:
-        """Values of ``flag`` simpler than ``value``, simplest first (ABSENT excluded: that is removal)."""
+        """Values of ``flag`` simpler than ``value``, simplest first (ABSENT excluded: that is removal).
+
+        Only ordered domains (numbers) have simpler values; for a categorical flag
+        (``--quantization awq`` vs ``fp8``) the only simpler value is leaving it unset.
+        """
         spec = self.space.spec(flag) if self.space is not None else None
-        if spec is None:
+        if spec is None or not spec.ordered:
             return []
         position = spec.index(value)
         return [v for v in spec.values[1:position] if v is not None]

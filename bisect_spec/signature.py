@@ -25,6 +25,7 @@ from typing import Any
 _RECEIVERS = re.compile(r"\b(self|cfg|view|server_args|args|sa|resolved|raw)\.")
 _HEX = re.compile(r"0x[0-9a-fA-F]+")
 _PATH = re.compile(r"(?<![\w.])(?:/[^\s'\",:)]+)+")
+_QUOTED_ASSIGNMENT = re.compile(r"""\b(\w+)=(['"])[^'"]*\2""")
 _NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?![\w.])")
 _SPACE = re.compile(r"\s+")
 
@@ -37,10 +38,12 @@ def normalise_statement(statement: str) -> str:
 def normalise_message(message: str) -> str:
     """Message text without the values that vary between configurations.
 
-    Paths, numbers and addresses become placeholders: ``num_draft_tokens=16 must be
-    <= 8`` and ``=4 ... <= 2`` are one failure; the words are what identify it.
+    Paths, numbers, addresses and quoted assigned values (``got attention_backend='flashmla'``)
+    become placeholders: ``num_draft_tokens=16 must be <= 8`` and ``=4 ... <= 2`` are one
+    failure; the words are what identify it.
     """
-    text = _HEX.sub("<addr>", message)
+    text = _QUOTED_ASSIGNMENT.sub(r"\1=<v>", message)
+    text = _HEX.sub("<addr>", text)
     text = _PATH.sub("<path>", text)
     text = _NUMBER.sub("<n>", text)
     return _SPACE.sub(" ", text).strip()[:300]

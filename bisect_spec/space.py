@@ -56,6 +56,14 @@ class FlagSpec:
     values: tuple[Value | None, ...]
     kind: str = "value"
 
+    @property
+    def ordered(self) -> bool:
+        """Numeric domains have an order worth simplifying along; categorical ones do not."""
+        if self.kind in ("int", "float"):
+            return True
+        values = [v for v in self.values if v]
+        return bool(values) and all(_is_number(" ".join(v)) for v in values)
+
     def index(self, value: Value | None) -> int:
         """Position of ``value`` in the domain; values outside it sort after all known ones."""
         try:
@@ -123,6 +131,14 @@ def simplicity_key(config: Config, space: FlagSpace | None = None) -> tuple[int,
     return (len(config), sum(indices), tuple(sorted(indices, reverse=True)), config.key())
 
 
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
 def _natural_index(value: Value) -> int:
     """Simplicity of a value outside any domain: switches, then small numbers, then the rest."""
     if not value:
@@ -147,7 +163,7 @@ def domain_for(entry: Mapping[str, Any], overrides: Mapping[str, Sequence[str | 
         return FlagSpec(flag, tuple(values), str(entry.get("kind", "value")))
     if DRAFT_FLAG in entry.get("aliases", (flag,)):
         return FlagSpec(flag, (ABSENT, ("@draft",)), "path")
-    if entry.get("kind") == "bool":
+    if entry.get("kind") == "bool" or entry.get("nargs") == 0:
         return FlagSpec(flag, (ABSENT, PRESENT), "bool")
     if entry.get("nargs") not in (None, "?", 1):
         return None

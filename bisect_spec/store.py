@@ -37,7 +37,7 @@ from . import __version__
 from .errors import StoreError
 
 #: Bump when the meaning of a cached outcome changes.
-CACHE_SCHEMA = 1
+CACHE_SCHEMA = 2
 RUN_FILES = ("run.json", "journal.jsonl")
 
 
@@ -85,11 +85,14 @@ class Run:
         if not path.exists():
             return []
         entries = []
-        lines = path.read_text().split("\n")
+        text = path.read_text()
+        lines = text.split("\n")
         for number, line in enumerate(lines):
             if not line.strip():
                 continue
             try:
+                if number == len(lines) - 1:  # no newline after it: the write did not finish
+                    raise ValueError("unterminated")
                 entries.append(json.loads(line))
             except ValueError:
                 if number >= len(lines) - 2:  # only the last line may be torn
@@ -102,7 +105,7 @@ class Run:
     def _truncate_torn_tail(self) -> None:
         path = self.path / "journal.jsonl"
         data = path.read_bytes()
-        cut = data.rstrip(b"\n").rfind(b"\n")
+        cut = data.rfind(b"\n") if not data.endswith(b"\n") else data.rstrip(b"\n").rfind(b"\n")
         with open(path, "r+b") as handle:
             handle.truncate(cut + 1 if cut >= 0 else 0)
 
@@ -227,7 +230,10 @@ def list_runs(runs_dir: Path) -> list[dict[str, Any]]:
         except ValueError:
             continue
         journal = path / "journal.jsonl"
-        done = sum(1 for _ in journal.open()) if journal.exists() else 0
+        done = 0
+        if journal.exists():
+            with journal.open() as handle:
+                done = sum(1 for _ in handle)
         summary = json.loads((path / "summary.json").read_text()) if (path / "summary.json").is_file() else None
         rows.append({"id": path.name, "target": meta.get("target", {}), "strategy": meta.get("strategy", {}).get("name"),
                      "planned": meta.get("plan_size"), "recorded": done, "complete": summary is not None,

@@ -1,0 +1,124 @@
+"""``runs list``, ``runs show`` and ``--resume`` on a run a real sweep stored (SGLang 0.5.23)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from bisect_spec import store
+from bisect_spec.cli import main
+from tests.conftest import require_release
+
+pytestmark = pytest.mark.sglang
+
+
+
+def run(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(main, list(args))
+    return result.exit_code, result.output
+
+
+def error_line(output: str) -> str:
+    found = [line for line in output.splitlines() if line.startswith("Error:")]
+    assert len(found) == 1, output
+    assert "Traceback" not in output
+    return found[0]
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    """A finished quick sweep (small search budget, real evaluations) and its --json output."""
+    require_release("0.5.23")
+    runs_dir = tmp_path_factory.mktemp("runs")
+    code, output = run("sweep", "--sglang", "0.5.23", "--hardware", "rtx-pro-6000", "--strategy", "quick", "--budget", "5",
+                       "--jobs", "2", "--no-cache", "--runs-dir", str(runs_dir), "--json")
+    assert code == 0, output
+    document: dict[str, Any] = json.loads(output[output.index("{"):])
+    return runs_dir, document
+
+
+def test_sweep_json(swept: tuple[Path, dict[str, Any]]) -> None:
+    runs_dir, document = swept
+    assert document["schema"] == "bisect-spec/sweep/1"
+    assert Path(document["path"]) == runs_dir / document["run"]
+    assert (document["reused"], document["torn_records"]) == (0, 0)
+    assert {s["exc_type"] for s in document["summary"]["signatures"]} == {"AssertionError", "TypeError"}
+
+
+def test_runs_list_json(swept: tuple[Path, dict[str, Any]]) -> None:
+    runs_dir, document = swept
+    code, output = run("runs", "list", "--runs-dir", str(runs_dir), "--json")
+    assert code == 0, output
+    listed = json.loads(output)
+    assert listed["schema"] == "bisect-spec/runs/1"
+    [row] = listed["runs"]
+    meta = json.loads((runs_dir / document["run"] / "run.json").read_text())
+    assert row == {"id": document["run"], "target": document["summary"]["target"], "strategy": "quick",
+                   "planned": meta["plan_size"], "recorded": document["summary"]["evaluated"], "complete": True,
+                   "signatures": len(document["summary"]["signatures"])}
+    code, text = run("runs", "list", "--runs-dir", str(runs_dir))
+    assert code == 0 and document["run"] in text and f"{row['recorded']}/{row['planned']}+" in text
+
+
+def test_runs_show_json(swept: tuple[Path, dict[str, Any]]) -> None:
+    runs_dir, document = swept
+    code, output = run("runs", "show", document["run"], "--runs-dir", str(runs_dir), "--json")
+    assert code == 0, output
+    shown = json.loads(output)
+    assert shown["schema"] == "bisect-spec/run-show/1" and shown["run"] == document["run"]
+    assert shown["summary"] == document["summary"]
+    assert shown["recorded"] == document["summary"]["evaluated"]
+    assert shown["meta"]["strategy"]["name"] == "quick" and shown["meta"]["search_budget"] == 5
+    # a run directory given as a path works too
+    code, text = run("runs", "show", str(runs_dir / document["run"]))
+    assert code == 0 and "2 failure signatures" in text
+
+
+def test_summary_holds_no_path_of_its_run(swept: tuple[Path, dict[str, Any]]) -> None:
+    runs_dir, document = swept
+    assert any("shrink" in s for s in document["summary"]["signatures"])  # the CLI shrinks by default
+    assert str(runs_dir) not in (runs_dir / document["run"] / "summary.json").read_text()
+
+
+def test_runs_show_an_unfinished_run(tmp_path: Path) -> None:
+    with store.create_run(tmp_path, {"plan_size": 10, "target": {}, "strategy": {"name": "quick"}}, run_id="half") as half:
+        half.append({"key": "[]"})
+    code, output = run("runs", "show", "half", "--runs-dir", str(tmp_path))
+    assert code == 0
+    assert output.strip() == ("run half did not finish: 1 of 10+ results recorded; "
+                              "continue with: bisect-spec --resume half")
+
+
+def test_runs_show_unknown_run(tmp_path: Path) -> None:
+    code, output = run("runs", "show", "nope", "--runs-dir", str(tmp_path))
+    assert code == 1
+    assert error_line(output) == f"Error: no run 'nope' in {tmp_path}"
+
+
+def test_resume_unknown_run(swept: tuple[Path, dict[str, Any]]) -> None:
+    runs_dir, document = swept
+    code, output = run("sweep", "--resume", "nope", "--runs-dir", str(runs_dir))
+    assert code == 1
+    assert error_line(output) == f"Error: no run 'nope' in {runs_dir}; recent runs: {document['run']}"
+    code, output = run("--resume", "nope", "--runs-dir", str(runs_dir))  # the bare command sweeps too
+    assert code == 1 and error_line(output).startswith("Error: no run 'nope' in ")
+
+
+def test_a_directory_that_is_not_a_run(tmp_path: Path) -> None:
+    (tmp_path / "stuff").mkdir()
+    expected = f"Error: {tmp_path / 'stuff'} is not a bisect-spec run (no run.json)"
+    for args in (["runs", "show", "stuff"], ["sweep", "--resume", "stuff"]):
+        code, output = run(*args, "--runs-dir", str(tmp_path))
+        assert code == 1
+        assert error_line(output) == expected
+
+
+def test_resume_a_run_in_use(tmp_path: Path) -> None:
+    with store.create_run(tmp_path, {"plan_size": 10, "target": {}, "strategy": {"name": "quick"}}, run_id="busy"):
+        code, output = run("sweep", "--resume", "busy", "--runs-dir", str(tmp_path))
+    assert code == 1
+    assert error_line(output).startswith("Error: run busy is in use by another bisect-spec process (pid ")

@@ -1,0 +1,219 @@
+"""Sweeps on real SGLang 0.5.23 (kimi-k2.6 + eagle3, simulated rtx-pro-6000 x8), strategy quick.
+
+One reference sweep is shared by the module; each other sweep is compared with it: a rerun
+with the same seed, a run killed with SIGKILL and resumed, and runs answered from the
+cross-run cache. Every evaluation here is real: ``use_cache=False`` (``--no-cache``)
+wherever a result must come from SGLang rather than from an earlier run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from bisect_spec import api, environments
+from bisect_spec.flags import Config
+from bisect_spec.plan import covering_plan, load_strategy
+from bisect_spec.session import Session
+from tests.conftest import require_release, shared_session
+
+pytestmark = pytest.mark.sglang
+
+RELEASE = "0.5.23"
+SPEC = api.TargetSpec(release=RELEASE, model="kimi-k2.6", draft="eagle3", hardware="rtx-pro-6000")
+HOOK = "srt/arg_groups/speculative_hook.py::_handle_eagle_family"
+ASSERT_STATEMENT = "assert _.speculative_eagle_topk is None and _.speculative_num_draft_tokens is None"
+TYPE_ERROR = "'>' not supported between instances of 'NoneType' and 'int'"
+BISECT_SPEC = Path(sys.executable).parent / "bisect-spec"
+#: as ``quick_sweep`` does through the API (which does not shrink unless asked)
+CLI_SWEEP = ["sweep", "--sglang", RELEASE, "--strategy", "quick", "--hardware", "rtx-pro-6000", "--no-cache", "--jobs", "2",
+             "--no-shrink"]
+
+
+def quick_sweep(runs_dir: Path, *, use_cache: bool = False) -> api.SweepResult:
+    return api.sweep(SPEC, strategy="quick", jobs=2, runs_dir=runs_dir, use_cache=use_cache)
+
+
+def lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def result_keys(run_path: Path) -> list[str]:
+    return [Config.from_argv(r["config"]).key() for r in lines(run_path / "results.jsonl")]
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> api.SweepResult:
+    """The uninterrupted quick sweep every other run is compared with."""
+    require_release(RELEASE)
+    return quick_sweep(tmp_path_factory.mktemp("reference"))
+
+
+def test_quick_sweep_finds_both_seed_failures(reference: api.SweepResult) -> None:
+    summary = reference.summary
+    by_type = {s["exc_type"]: s for s in summary["signatures"]}
+    assertion, type_error = by_type["AssertionError"], by_type["TypeError"]
+    assert assertion["location"] == HOOK and assertion["statement"] == ASSERT_STATEMENT
+    assert assertion["example_frame"]["file"] == "srt/arg_groups/speculative_hook.py"
+    assert assertion["example_frame"]["function"] == "_handle_eagle_family"
+    assert type_error["location"] == HOOK and type_error["message"] == TYPE_ERROR
+    assert summary["strategy"] == "quick" and summary["seed"] == 0
+    records = lines(reference.run_path / "results.jsonl")
+    assert summary["evaluated"] == len(records) == len(reference.outcomes)
+    assert sum(summary["counts"].values()) == len(records)
+    assert summary["counts"]["failed"] == sum(s["count"] for s in summary["signatures"])
+    meta = json.loads((reference.run_path / "run.json").read_text())
+    assert len(records) >= meta["plan_size"] > 100
+    assert (reference.run_path / "summary.md").is_file() and (reference.run_path / "timing.json").is_file()
+
+
+def test_the_smallest_configs_reproduce_their_signatures(reference: api.SweepResult) -> None:
+    session = shared_session(RELEASE)
+    for entry in reference.summary["signatures"]:
+        outcome = session.evaluate(Config.from_argv(entry["smallest"]))
+        assert outcome.signature is not None and outcome.signature.id == entry["id"], (entry["smallest"], outcome.headline)
+
+
+def test_results_follow_the_plan_and_the_same_seed_gives_identical_files(reference: api.SweepResult,
+                                                                         tmp_path: Path) -> None:
+    again = quick_sweep(tmp_path)
+    assert again.run_id != reference.run_id
+    for name in ("run.json", "results.jsonl", "summary.json", "summary.md"):
+        assert (again.run_path / name).read_bytes() == (reference.run_path / name).read_bytes(), name
+    # results.jsonl is the plan (baseline first, in plan order), then the search's new configurations
+    strategy = load_strategy("quick")
+    session = Session(reference.target)
+    try:
+        plan = covering_plan(strategy.space(session.flags()), strategy)
+    finally:
+        session.close()
+    keys = result_keys(reference.run_path)
+    assert keys[:len(plan)] == [c.key() for c in plan] and plan[0] == Config()
+    assert len(set(keys)) == len(keys)
+
+
+def test_kill_9_then_resume_loses_and_duplicates_nothing(reference: api.SweepResult, tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    stderr = tmp_path / "stderr.txt"
+    with stderr.open("w") as err:
+        proc = subprocess.Popen([str(BISECT_SPEC), *CLI_SWEEP, "--runs-dir", str(runs)], start_new_session=True,
+                                stdout=subprocess.DEVNULL, stderr=err)
+    workers: list[psutil.Process] = []
+    try:
+        deadline = time.monotonic() + 180
+        journal: Path | None = None
+        while True:
+            assert proc.poll() is None, f"the sweep ended before it was killed: {stderr.read_text()}"
+            assert time.monotonic() < deadline, "no 40 journal lines within 180 s"
+            found = list(runs.glob("*/journal.jsonl"))
+            if found and found[0].read_bytes().count(b"\n") >= 40:
+                journal = found[0]
+                break
+            time.sleep(0.005)
+        workers = psutil.Process(proc.pid).children(recursive=True)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+        # the workers run in their own sessions; they must still not outlive the sweep
+        _, alive = psutil.wait_procs(workers, timeout=20)
+        assert alive == [], f"workers left running after kill -9: {alive}"
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+        for worker in workers:
+            if worker.is_running():
+                worker.kill()
+    run_id = journal.parent.name
+    recorded = journal.read_bytes().count(b"\n")
+    assert not (journal.parent / "summary.json").exists()
+    assert recorded < len(reference.outcomes), "killed too late to test resuming"
+
+    done = subprocess.run([str(BISECT_SPEC), "sweep", "--resume", run_id, "--runs-dir", str(runs), "--no-cache", "--jobs", "2",
+                           "--no-shrink"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert f"run {run_id} stored in {runs / run_id}" in done.stdout
+    entries = lines(journal)
+    keys = [str(e["key"]) for e in entries]
+    assert len(keys) == len(set(keys)), "a configuration was journaled twice"
+    assert set(keys) == set(result_keys(journal.parent)) == set(result_keys(reference.run_path))
+    for name in ("run.json", "results.jsonl", "summary.json"):
+        assert (journal.parent / name).read_bytes() == (reference.run_path / name).read_bytes(), name
+
+
+@pytest.fixture(scope="module")
+def cached_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, api.SweepResult, api.SweepResult]:
+    """Two cached sweeps in a fresh BISECT_SPEC_HOME (empty outcome cache) sharing the installed environments."""
+    require_release(RELEASE)
+    real = environments.home()
+    home = tmp_path_factory.mktemp("home")
+    (home / "envs").symlink_to(real / "envs", target_is_directory=True)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("BISECT_SPEC_HOME", str(home))
+        first = quick_sweep(home / "runs", use_cache=True)
+        second = quick_sweep(home / "runs", use_cache=True)
+    return home, first, second
+
+
+def test_cross_run_cache_reuses_outcomes(reference: api.SweepResult,
+                                         cached_pair: tuple[Path, api.SweepResult, api.SweepResult]) -> None:
+    home, first, second = cached_pair
+    assert first.reused == 0  # a fresh cache: everything evaluated
+    assert not any(e["cached"] for e in lines(first.run_path / "journal.jsonl"))
+    assert (home / "cache" / "outcomes.sqlite").is_file()
+    assert second.reused > 0
+    assert second.worker == {}, "every outcome came from the cache: no worker should have started"
+    assert all(e["cached"] for e in lines(second.run_path / "journal.jsonl"))
+    assert first.summary == second.summary == reference.summary
+    assert (first.run_path / "results.jsonl").read_bytes() == (second.run_path / "results.jsonl").read_bytes()
+    timing = json.loads((second.run_path / "timing.json").read_text())
+    assert timing["reused_from_cache"] == second.reused
+
+
+def test_reused_counts_every_cached_outcome(cached_pair: tuple[Path, api.SweepResult, api.SweepResult]) -> None:
+    _, _, second = cached_pair
+    cached = sum(1 for e in lines(second.run_path / "journal.jsonl") if e["cached"])
+    assert second.reused == cached
+
+
+def test_results_do_not_depend_on_the_home_directory(reference: api.SweepResult,
+                                                     cached_pair: tuple[Path, api.SweepResult, api.SweepResult]) -> None:
+    _, first, _ = cached_pair  # evaluated from scratch (fresh cache), in another home
+    assert first.summary == reference.summary
+    assert (first.run_path / "results.jsonl").read_bytes() == (reference.run_path / "results.jsonl").read_bytes()
+
+
+def test_default_space_keeps_the_interacting_switches_of_0_5_23() -> None:
+    require_release(RELEASE)
+    session = Session(SPEC.resolve())
+    try:
+        table = session.flags()
+    finally:
+        session.close()
+    assert {"--enable-dp-attention", "--disable-cuda-graph"} <= {e["option"] for e in table}
+    space = load_strategy("default").space(table)
+    assert "--enable-dp-attention" in space.flags and "--disable-cuda-graph" in space.flags
+
+
+def test_one_check_is_one_signature_whatever_the_offending_value() -> None:
+    session = shared_session(RELEASE)
+    outcomes = [session.evaluate(Config.of({"--speculative-algorithm": "EAGLE3", "--speculative-eagle-topk": "2",
+                                            "--speculative-num-steps": "1", "--attention-backend": backend}))
+                for backend in ("trtllm_mla", "flashmla")]
+    for outcome in outcomes:
+        assert outcome.exception["type"] == "ValueError", outcome.headline
+        assert outcome.frame["function"] == "_handle_eagle_family"
+        assert "is only supported on ('flashinfer', 'fa3', 'triton')" in outcome.exception["message"]
+    assert outcomes[0].frame["statement"] == outcomes[1].frame["statement"]
+    first, second = (o.signature for o in outcomes)
+    assert first is not None and second is not None
+    assert first.id == second.id

@@ -1,0 +1,247 @@
+"""The run store: locking, the kill-safe journal, exact error lines, the cross-run outcome cache."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+from typing import Any, NoReturn
+
+import pytest
+
+from bisect_spec import store
+from bisect_spec.errors import StoreError
+
+ROOT = Path(__file__).resolve().parents[2]
+META: dict[str, Any] = {"schema": "bisect-spec/run/1", "target": {"release": "0.5.23", "model": "kimi-k2.6"},
+                        "strategy": {"name": "quick"}, "plan_size": 3}
+
+HOLD_LOCK = """
+import sys
+from pathlib import Path
+from bisect_spec import store
+run = store.open_run(Path(sys.argv[1]), sys.argv[2])
+print("locked", flush=True)
+sys.stdin.read()
+"""
+
+
+def store_error(func: Any, *args: Any) -> str:
+    with pytest.raises(StoreError) as info:
+        func(*args)
+    return str(info.value)
+
+
+def new_run(runs: Path, run_id: str = "r1", entries: int = 0) -> store.Run:
+    run = store.create_run(runs, META, run_id=run_id)
+    for index in range(entries):
+        run.append({"key": f"k{index}", "index": index})
+    return run
+
+
+# -- creating and locking ------------------------------------------------------------
+
+
+def test_create_run_writes_metadata_and_holds_the_lock(tmp_path: Path) -> None:
+    run = store.create_run(tmp_path, META)
+    assert run.id.endswith("-kimi-k2.6-0.5.23-" + run.id.rsplit("-", 1)[-1])
+    assert json.loads((run.path / "run.json").read_text()) == META
+    assert (run.path / "lock").read_text() == str(os.getpid())
+    assert store_error(store.create_run, tmp_path, META, run.id) == (
+        f"run {run.id} exists already in {tmp_path}: resume it with --resume {run.id}")
+    run.close()
+
+
+def test_a_locked_run_cannot_be_opened_twice_in_one_process(tmp_path: Path) -> None:
+    run = new_run(tmp_path)
+    # flock locks belong to an open file description: a second open() is a second locker
+    assert store_error(store.open_run, tmp_path, "r1") == (
+        f"run r1 is in use by another bisect-spec process (pid {os.getpid()}); wait for it to finish or start a new run")
+    run.close()
+    with store.open_run(tmp_path, "r1") as again:
+        assert again.meta == META
+
+
+def test_a_run_locked_by_another_process_names_it_and_kill_9_releases_it(tmp_path: Path) -> None:
+    new_run(tmp_path).close()
+    child = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(tmp_path), "r1"], cwd=ROOT,
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "locked"
+        assert store_error(store.open_run, tmp_path, "r1") == (
+            f"run r1 is in use by another bisect-spec process (pid {child.pid}); wait for it to finish or start a new run")
+    finally:
+        child.kill()
+        child.communicate(timeout=30)
+    with store.open_run(tmp_path, "r1") as run:  # the kernel drops the lock of a killed process
+        assert (run.path / "lock").read_text() == str(os.getpid())
+
+
+# -- opening: exact one-line errors --------------------------------------------------
+
+
+def test_open_missing_run(tmp_path: Path) -> None:
+    assert store_error(store.open_run, tmp_path, "nope") == f"no run 'nope' in {tmp_path}"
+    for run_id in ("a", "b", "c", "d"):
+        new_run(tmp_path, run_id).close()
+    assert store_error(store.open_run, tmp_path, "nope") == f"no run 'nope' in {tmp_path}; recent runs: b, c, d"
+    assert store_error(store.read_run, tmp_path, "nope") == f"no run 'nope' in {tmp_path}"
+
+
+def test_open_a_directory_that_is_not_a_run(tmp_path: Path) -> None:
+    (tmp_path / "stuff").mkdir()
+    expected = f"{tmp_path / 'stuff'} is not a bisect-spec run (no run.json)"
+    assert store_error(store.open_run, tmp_path, "stuff") == expected
+    assert store_error(store.read_run, tmp_path, "stuff") == expected
+    # a path (with a slash) is accepted instead of an id
+    assert store_error(store.open_run, Path("/nonexistent"), str(tmp_path / "stuff")) == expected
+
+
+def test_open_a_run_with_unreadable_metadata(tmp_path: Path) -> None:
+    new_run(tmp_path).close()
+    (tmp_path / "r1" / "run.json").write_text("{not json")
+    message = store_error(store.open_run, tmp_path, "r1")
+    assert message.startswith(f"{tmp_path / 'r1' / 'run.json'} is unreadable (")
+    assert message.endswith("): the run cannot be resumed")
+
+
+# -- the journal ---------------------------------------------------------------------
+
+
+def test_journal_round_trip(tmp_path: Path) -> None:
+    new_run(tmp_path, entries=3).close()
+    with store.open_run(tmp_path, "r1") as run:
+        assert [e["key"] for e in run.journal_entries()] == ["k0", "k1", "k2"]
+        assert run.torn == 0
+
+
+def test_a_torn_last_line_is_dropped_counted_and_truncated(tmp_path: Path) -> None:
+    new_run(tmp_path, entries=3).close()
+    journal = tmp_path / "r1" / "journal.jsonl"
+    intact = journal.read_bytes()
+    journal.write_bytes(intact + b'{"index":3,"key":"k3","outc')  # the process died mid-write
+    with store.open_run(tmp_path, "r1") as run:
+        assert [e["key"] for e in run.journal_entries()] == ["k0", "k1", "k2"]
+        assert run.torn == 1
+        assert journal.read_bytes() == intact
+        run.append({"key": "k3", "index": 3})
+    with store.open_run(tmp_path, "r1") as run:
+        assert [e["key"] for e in run.journal_entries()] == ["k0", "k1", "k2", "k3"]
+        assert run.torn == 0
+
+
+def test_a_torn_only_line_empties_the_journal(tmp_path: Path) -> None:
+    new_run(tmp_path).close()
+    journal = tmp_path / "r1" / "journal.jsonl"
+    journal.write_bytes(b'{"key":"k0","ou')
+    with store.open_run(tmp_path, "r1") as run:
+        assert run.journal_entries() == []
+        assert run.torn == 1
+    assert journal.read_bytes() == b""
+
+
+def test_a_corrupt_middle_line_is_an_error(tmp_path: Path) -> None:
+    new_run(tmp_path, entries=1).close()
+    journal = tmp_path / "r1" / "journal.jsonl"
+    journal.write_text(journal.read_text() + "garbage\n" + '{"key":"k2"}\n' + '{"key":"k3"}\n')
+    with store.open_run(tmp_path, "r1") as run:
+        assert store_error(run.journal_entries) == (
+            f"{journal} line 2 is corrupt: move the run aside and start a new one")
+
+
+def test_a_last_record_without_newline_survives_the_next_append(tmp_path: Path) -> None:
+    new_run(tmp_path, entries=1).close()
+    journal = tmp_path / "r1" / "journal.jsonl"
+    journal.write_text(journal.read_text() + '{"index":1,"key":"k1"}')  # write stopped just before the newline
+    with store.open_run(tmp_path, "r1") as run:
+        kept = [e["key"] for e in run.journal_entries()]
+        run.append({"key": "k2", "index": 2})
+    with store.open_run(tmp_path, "r1") as run:
+        again = [e["key"] for e in run.journal_entries()]
+    # whatever the policy for the unterminated record, the record appended after it must not be lost
+    assert "k2" in again and again == [*kept, "k2"]
+
+
+# -- disk full and unwritable --------------------------------------------------------
+
+
+def test_disk_full_while_journaling_and_writing_results(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run = new_run(tmp_path, entries=1)
+
+    def full(fd: int) -> NoReturn:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)
+    assert store_error(run.append, {"key": "k1"}) == (
+        f"disk full while writing {run.path / 'journal.jsonl'}: free some space, then resume the run with --resume")
+    assert store_error(run.write_json, "summary.json", {"a": 1}) == (
+        f"disk full while writing {run.path / 'summary.json'}: free some space, then resume the run with --resume")
+    assert not (run.path / "summary.json").exists()
+    assert not (run.path / ".summary.json.tmp").exists()
+    monkeypatch.undo()
+    run.close()
+
+
+def test_other_write_errors_name_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run = new_run(tmp_path)
+
+    def denied(fd: int) -> NoReturn:
+        raise OSError(errno.EACCES, "Permission denied")
+
+    monkeypatch.setattr(os, "fsync", denied)
+    assert store_error(run.write_text, "summary.md", "x") == f"cannot write {run.path / 'summary.md'}: Permission denied"
+    monkeypatch.undo()
+    run.close()
+
+
+# -- listing -------------------------------------------------------------------------
+
+
+def test_list_and_read_runs(tmp_path: Path) -> None:
+    assert store.list_runs(tmp_path / "absent") == []
+    new_run(tmp_path, "a", entries=2).close()
+    done = new_run(tmp_path, "b", entries=3)
+    done.write_json("summary.json", {"signatures": [{"id": "x"}, {"id": "y"}]})
+    done.close()
+    (tmp_path / "not-a-run").mkdir()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)  # see test_list_runs_closes_its_files
+        rows = store.list_runs(tmp_path)
+    assert [(r["id"], r["recorded"], r["planned"], r["complete"], r["signatures"], r["strategy"]) for r in rows] == [
+        ("a", 2, 3, False, None, "quick"), ("b", 3, 3, True, 2, "quick")]
+    meta, entries, summary = store.read_run(tmp_path, "b")
+    assert meta == META and [e["key"] for e in entries] == ["k0", "k1", "k2"] and summary is not None
+
+
+def test_list_runs_closes_its_files(tmp_path: Path) -> None:
+    new_run(tmp_path, "a", entries=2).close()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        store.list_runs(tmp_path)
+    assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []
+
+
+# -- the cross-run cache -------------------------------------------------------------
+
+
+def test_outcome_cache_round_trip(tmp_path: Path) -> None:
+    path = tmp_path / "cache" / "outcomes.sqlite"
+    target = store.OutcomeCache.target_key({"release": "0.5.23", "model": {"a": 1}})
+    assert target == store.OutcomeCache.target_key({"model": {"a": 1}, "release": "0.5.23"})  # key order is irrelevant
+    other = store.OutcomeCache.target_key({"release": "0.5.12", "model": {"a": 1}})
+    assert other != target
+    records = {f'[["--page-size",["{i}"]]]': {"status": "passed", "i": i} for i in range(1203)}
+    with store.opened_cache(path) as cache:
+        for key, record in records.items():
+            cache.put(target, key, record)
+        assert cache.get_many(target, list(records)) == records  # > 500 keys: chunked queries
+    with store.opened_cache(path) as cache:  # committed on close, read back by a new connection
+        assert cache.get_many(target, [*records, "missing"]) == records
+        assert cache.get_many(other, list(records)) == {}
+        cache.put(target, "[]", {"status": "failed"})
+        cache.put(target, "[]", {"status": "passed"})
+        assert cache.get_many(target, ["[]"]) == {"[]": {"status": "passed"}}
