@@ -79,18 +79,16 @@ def understand_flags(tokens: Sequence[str], spec: TargetSpec) -> tuple[Config, T
     pasted = parse_command(tokens)
     notes: list[str] = []
     config = pasted.config
-    if pasted.model_path is not None:
-        if (Path(pasted.model_path).expanduser() / "config.json").is_file() and spec.model_path is None:
-            spec = TargetSpec(**{**spec.__dict__, "model_path": pasted.model_path})
-            notes.append(f"using the local model config at {pasted.model_path}")
+    for kind, path, profile in (("model", pasted.model_path, spec.model), ("draft", pasted.draft_path, spec.draft)):
+        if path is None:
+            continue
+        field_name = f"{kind}_path"
+        if (Path(path).expanduser() / "config.json").is_file() and getattr(spec, field_name) is None:
+            spec = TargetSpec(**{**spec.__dict__, field_name: path})
+            notes.append(f"using the local {kind} config at {path}")
         else:
-            notes.append(f"model path {pasted.model_path} is not on this machine: using the '{spec.model}' profile")
+            notes.append(f"{kind} path {path} is not on this machine: using the '{profile}' {kind} profile")
     if pasted.draft_path is not None:
-        if (Path(pasted.draft_path).expanduser() / "config.json").is_file() and spec.draft_path is None:
-            spec = TargetSpec(**{**spec.__dict__, "draft_path": pasted.draft_path})
-            notes.append(f"using the local draft config at {pasted.draft_path}")
-        else:
-            notes.append(f"draft path {pasted.draft_path} is not on this machine: using the '{spec.draft}' draft profile")
         config = config.with_("--speculative-draft-model-path", DRAFT)
     return config, spec, notes
 

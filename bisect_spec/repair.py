@@ -114,18 +114,22 @@ def nearest_working(original: Config, space: FlagSpace, evaluate: BatchPredicate
     """Smallest verified edits that make ``original`` pass, best first."""
     singles = _single_edits(original, space)
     found: dict[Config, Fix] = {}
-    evaluations = 0
-    outcomes = evaluate([c for _, c in singles])
-    evaluations += len(singles)
-    by_config = {o.config: o for o in outcomes}
-    for label, candidate in singles:
-        outcome = by_config[candidate]
-        if _sound(outcome) and candidate not in found:
-            found[candidate] = Fix((label,), candidate, _keeps_intent(original, candidate, outcome), outcome)
+
+    def verify(candidates: list[tuple[tuple[str, ...], Config]]) -> int:
+        """Evaluate candidates in one batch; keep the sound passing ones; return how many were evaluated."""
+        unique = list({config: labels for labels, config in candidates}.items())
+        by_config = {o.config: o for o in evaluate([c for c, _ in unique])}
+        for candidate, labels in unique:
+            outcome = by_config[candidate]
+            if _sound(outcome) and candidate not in found:
+                found[candidate] = Fix(labels, candidate, _keeps_intent(original, candidate, outcome), outcome)
+        return len(unique)
+
+    evaluations = verify([((label,), c) for label, c in singles])
     if not any(f.keeps_intent for f in found.values()):
         core = [(label, c) for label, c in singles
                 if any(label.startswith(p) for p in ("add ", "set ")) and label.split()[1] in CORE_EDITS]
-        pairs: list[tuple[tuple[str, str], Config]] = []
+        pairs: list[tuple[tuple[str, ...], Config]] = []
         for (la, ca), (lb, cb) in itertools.combinations(core, 2):
             fa, fb = la.split()[1], lb.split()[1]
             if fa == fb:
@@ -133,13 +137,6 @@ def nearest_working(original: Config, space: FlagSpace, evaluate: BatchPredicate
             merged = ca.with_(fb, cb.get(fb))
             if _keeps_intent(original, merged):
                 pairs.append(((la, lb), merged))
-        unique = list({c: labels for labels, c in pairs}.items())
-        outcomes = evaluate([c for c, _ in unique])
-        evaluations += len(unique)
-        by_config = {o.config: o for o in outcomes}
-        for candidate, labels in unique:
-            outcome = by_config[candidate]
-            if _sound(outcome) and candidate not in found:
-                found[candidate] = Fix(labels, candidate, _keeps_intent(original, candidate, outcome), outcome)
+        evaluations += verify(pairs)
     ranked = sorted(found.values(), key=lambda f: (not f.keeps_intent, len(f.edits), simplicity_key(f.config, space)))
     return {"fixes": [f.to_dict() for f in ranked[:limit]], "evaluations": evaluations, "candidates_passing": len(found)}
