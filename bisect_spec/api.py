@@ -278,7 +278,7 @@ def sweep(spec: TargetSpec | None = None, *, strategy: str = "default", jobs: in
             summary = summarise(ordered, space, target.describe(), chosen.name, chosen.seed)
             if shrink:
                 _shrink_signatures(session, summary, run.path / "reproducers", fix=fix, progress=progress,
-                                   budget=(shrink_evaluations, shrink_seconds))
+                                   budget=(shrink_evaluations, shrink_seconds), outcomes=ordered)
             local = {str(target.model.path): MODEL}
             if target.draft and target.draft.path:
                 local[str(target.draft.path)] = DRAFT
@@ -298,7 +298,7 @@ def sweep(spec: TargetSpec | None = None, *, strategy: str = "default", jobs: in
 
 
 def _shrink_signatures(session: Session, summary: dict[str, Any], out_dir: Path, *, fix: bool,
-                       progress: ProgressFn | None, budget: tuple[int, float]) -> None:
+                       progress: ProgressFn | None, budget: tuple[int, float], outcomes: Sequence[Outcome]) -> None:
     """Shrink every failure signature of a summary in place (adds ``minimal_argv`` and friends)."""
     from .shrink import Budget
 
@@ -306,7 +306,7 @@ def _shrink_signatures(session: Session, summary: dict[str, Any], out_dir: Path,
     session.start()
     for number, entry in enumerate(failures, 1):
         report = shrink_in_session(session, Config.from_argv(entry["smallest"]), budget=Budget(*budget), fix=fix,
-                                   out_dir=out_dir)
+                                   out_dir=out_dir, evidence=evidence_of(outcomes, entry["id"]))
         result = report.result
         entry["shrink"] = {"status": result.status, "minimal_argv": result.minimal.argv(),
                            "evaluations": result.evaluations, "stop_reason": result.stop_reason,
@@ -390,8 +390,15 @@ def failure_hints(outcome: Outcome) -> set[str]:
     return words
 
 
+def evidence_of(outcomes: Sequence[Outcome], signature_id: str) -> set[str]:
+    """Flags present in every outcome seen failing with ``signature_id`` (the shrinker's best guess)."""
+    members = [set(o.config.flags()) for o in outcomes if o.signature is not None and o.signature.id == signature_id]
+    return set.intersection(*members) if members else set()
+
+
 def shrink_in_session(session: Session, config: Config, *, budget: Any = None, fix: bool = True,
-                      out_dir: Path | None = None, original: Config | None = None) -> ShrinkReport:
+                      out_dir: Path | None = None, original: Config | None = None,
+                      evidence: set[str] | None = None) -> ShrinkReport:
     """Shrink one failing configuration with an already started session (used by sweeps too)."""
     from .errors import BudgetExhausted
     from .shrink import Shrinker
@@ -412,7 +419,7 @@ def shrink_in_session(session: Session, config: Config, *, budget: Any = None, f
     first = evaluate(config)
     space = shrink_space(session, config)
     shrinker = Shrinker(config, lambda c: evaluate(c).signature, space=space, budget=budget,
-                        hints=failure_hints(first), rechecks=1)
+                        hints=failure_hints(first), evidence=evidence or (), rechecks=1)
     notes: list[str] = []
     try:
         result = shrinker.run()

@@ -10,10 +10,12 @@ Design notes (invariants, in the spirit of Hypothesis' ``Shrinker`` and picire's
   candidate is strictly simpler than the current best (asserted).
 * **Confirm first.** The original is re-checked; if it does not fail the same way every
   time, the result is ``flaky`` and nothing is shrunk.
-* **Informed first guess.** Flags named in the failing statement (``speculative_num_steps``
-  in ``assert ... num_steps is None``) are likely necessary: removing all others at once
-  is tried first, then ddmin over what is left, then one-at-a-time removal, then value
-  simplification (each value towards the start of its domain), repeated to a fixpoint.
+* **Informed first guesses.** Flags present in every configuration a sweep saw failing
+  with this signature (``evidence``), and flags named in the failing statement or message
+  (``speculative_num_steps`` in ``assert ... num_steps is None``), are likely necessary:
+  keeping only those is tried first, then ddmin (subsets, then complements) over what is
+  left, then one-at-a-time removal, then value simplification of ordered (numeric) values
+  towards the start of their domain, repeated to a fixpoint.
 * **1-minimal, with proof.** At the end, removing any flag and simplifying any value
   loses the signature; :attr:`ShrinkResult.proof` lists those evaluations.
 * **Budgets** (evaluations, seconds) raise :class:`~bisect_spec.errors.BudgetExhausted`
@@ -82,13 +84,15 @@ class Shrinker:
     """Shrinks one failing configuration against a predicate (see module notes)."""
 
     def __init__(self, original: Config, test: Predicate, *, space: FlagSpace | None = None,
-                 budget: Budget | None = None, hints: Iterable[str] = (), protected: Iterable[str] = (),
+                 budget: Budget | None = None, hints: Iterable[str] = (), evidence: Iterable[str] = (),
+                 protected: Iterable[str] = (),
                  rechecks: int = 1) -> None:
         self.original = original
         self.test = test
         self.space = space
         self.budget = budget or Budget()
         self.hints = set(hints)
+        self.evidence = set(evidence)
         self.protected = set(protected)
         self.rechecks = rechecks
         self.cache: dict[Config, Signature | None] = {}
@@ -180,11 +184,23 @@ class Shrinker:
         return [f for f in self.best.flags() if f not in self.protected]
 
     def remove_flags(self) -> None:
+        """Informed guesses first (keep only the likely flags), then ddmin, then one at a time."""
         flags = self.removable()
+        seen = [f for f in flags if f in self.evidence]
         hinted = [f for f in flags if _flag_dest(f) in self.hints]
-        others = [f for f in flags if f not in hinted]
-        if hinted and others:
-            self.accept(self.best.without(*others), f"remove {len(others)} flags not named in the failing statement")
+        guesses = [(seen, "present in every configuration seen failing this way"),
+                   (sorted(set(seen) | set(hinted)), "seen failing this way or named in the failing statement"),
+                   (hinted, "named in the failing statement")]
+        tried: set[tuple[str, ...]] = set()
+        for keep, why in guesses:
+            current = self.removable()
+            keep = [f for f in keep if f in current]
+            if not keep or len(keep) == len(current) or tuple(keep) in tried:
+                continue
+            tried.add(tuple(keep))
+            drop = [f for f in current if f not in keep]
+            if self.accept(self.best.without(*drop), f"keep only the {len(keep)} flags {why}"):
+                break
         self.ddmin()
         progress = True
         while progress:  # one at a time, until nothing can go: 1-minimal in flags

@@ -40,7 +40,7 @@ from typing import Any
 
 import picire
 
-from bisect_spec.api import TargetSpec, failure_hints, shrink_space, sweep
+from bisect_spec.api import TargetSpec, evidence_of, failure_hints, shrink_space, sweep
 from bisect_spec.errors import BudgetExhausted
 from bisect_spec.flags import Config, Value
 from bisect_spec.outcome import Outcome
@@ -73,6 +73,7 @@ class Case:
     model: str
     start: Config
     expected: str | None = None  # signature id the sweep reported, if the case comes from a sweep
+    evidence: frozenset[str] = frozenset()  # flags in every sweep config failing this way (what `sweep` passes)
 
 
 @dataclass
@@ -149,10 +150,11 @@ class PhaseCountingShrinker(Shrinker):
             self.value_simplification += self.evaluations - before
 
 
-def run_bisect_spec(start: Config, first: Outcome, shared: SharedOutcomes) -> tuple[ShrinkResult, Charged, PhaseCountingShrinker]:
+def run_bisect_spec(start: Config, first: Outcome, shared: SharedOutcomes,
+                    evidence: frozenset[str] = frozenset()) -> tuple[ShrinkResult, Charged, PhaseCountingShrinker]:
     charged = Charged(shared)
     shrinker = PhaseCountingShrinker(start, charged.signature, space=shrink_space(shared.session, start),
-                        hints=failure_hints(first), budget=SHRINK_BUDGET)
+                                     hints=failure_hints(first), evidence=evidence, budget=SHRINK_BUDGET)
     try:
         result = shrinker.run()
     except BudgetExhausted as exc:
@@ -181,7 +183,7 @@ def bench_case(case: Case, shared: SharedOutcomes) -> dict[str, Any]:
     picire_result, picire_charged = run_picire(start, first.signature, shared)
     picire_seconds = time.monotonic() - started
     started = time.monotonic()
-    result, bs_charged, phases = run_bisect_spec(start, first, shared)
+    result, bs_charged, phases = run_bisect_spec(start, first, shared, case.evidence)
     bs_seconds = time.monotonic() - started
     picire_evals = len(picire_charged.asked)
     row.update({
@@ -215,11 +217,12 @@ def sweep_cases(runs_dir: Path, jobs: int) -> tuple[list[Case], dict[str, Any]]:
             continue
         sig = entry["id"]
         smallest = Config.from_argv(entry["smallest"])
-        cases.append(Case(f"sweep {sig} smallest", "0.5.23", "kimi-k2.6", smallest, sig))
+        seen = frozenset(evidence_of(result.outcomes, sig))
+        cases.append(Case(f"sweep {sig} smallest", "0.5.23", "kimi-k2.6", smallest, sig, seen))
         members = [o for o in result.outcomes if o.signature is not None and o.signature.id == sig]
         largest = max(members, key=lambda o: len(o.config)).config  # max keeps the first of equals
         if largest != smallest:
-            cases.append(Case(f"sweep {sig} largest", "0.5.23", "kimi-k2.6", largest, sig))
+            cases.append(Case(f"sweep {sig} largest", "0.5.23", "kimi-k2.6", largest, sig, seen))
     info["failed_signatures"] = sum(1 for e in result.summary["signatures"] if e["kind"] == "failed")
     return cases, info
 

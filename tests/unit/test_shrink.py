@@ -83,3 +83,18 @@ def test_hints_reach_the_answer_in_few_evaluations() -> None:
     hinted = shrink(full(), needs("--f3", "--f7"), space=SPACE, hints={"f3", "f7"})  # type: ignore[arg-type]
     assert hinted.minimal == blind.minimal
     assert hinted.removal_evaluations < blind.removal_evaluations
+
+
+def test_sweep_evidence_is_tried_first() -> None:
+    evidence = {"--f3", "--f7"}  # present in every configuration a sweep saw failing this way
+    result = shrink(full(), needs("--f3", "--f7"), space=SPACE, evidence=evidence)  # type: ignore[arg-type]
+    assert result.minimal == Config.of({"--f3": "1", "--f7": "1"})
+    assert result.history[0][0] == "keep only the 2 flags present in every configuration seen failing this way"
+    assert result.removal_evaluations <= 3  # the guess, then the two removals that prove it
+
+
+def test_wrong_evidence_costs_one_evaluation_and_no_correctness() -> None:
+    right = shrink(full(), needs("--f3", "--f7"), space=SPACE)  # type: ignore[arg-type]
+    wrong = shrink(full(), needs("--f3", "--f7"), space=SPACE, evidence={"--f1"})  # type: ignore[arg-type]
+    assert wrong.minimal == right.minimal
+    assert wrong.evaluations <= right.evaluations + 1
