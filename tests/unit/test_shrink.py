@@ -90,7 +90,8 @@ def test_sweep_evidence_is_tried_first() -> None:
     result = shrink(full(), needs("--f3", "--f7"), space=SPACE, evidence=evidence)  # type: ignore[arg-type]
     assert result.minimal == Config.of({"--f3": "1", "--f7": "1"})
     assert result.history[0][0] == "keep only the 2 flags present in every configuration seen failing this way"
-    assert result.removal_evaluations <= 3  # the guess, then the two removals that prove it
+    # the guess, two removals proving it; after values simplify, two removals proving the new ones
+    assert result.removal_evaluations <= 5
 
 
 def test_wrong_evidence_costs_one_evaluation_and_no_correctness() -> None:
