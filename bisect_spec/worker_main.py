@@ -37,6 +37,46 @@ def _torchvision_shim() -> None:
     globals()["_TORCHVISION_LIBRARY"] = library
 
 
+#: Outbound connection attempts the guard refused (reported by the "info" request).
+BLOCKED: list[str] = []
+
+
+def _no_network() -> None:
+    """Evaluations run offline: any outbound connection or DNS lookup fails at once.
+
+    Without this a hub id costs 46 s of retries before failing; with it, the attempt is
+    a recorded failure (``ConnectionRefusedError: bisect-spec blocked ...``), never a hang.
+    Loopback stays allowed.
+    """
+    import socket
+
+    local = {"127.0.0.1", "::1", "localhost", "0.0.0.0"}
+    real_connect, real_connect_ex, real_getaddrinfo = socket.socket.connect, socket.socket.connect_ex, socket.getaddrinfo
+
+    def refuse(what: str) -> ConnectionRefusedError:
+        BLOCKED.append(what)
+        return ConnectionRefusedError(f"bisect-spec blocked network access to {what}: evaluations run offline")
+
+    def connect(self: socket.socket, address: object) -> None:
+        if self.family in (socket.AF_INET, socket.AF_INET6) and isinstance(address, tuple) and address[0] not in local:
+            raise refuse(f"{address[0]}:{address[1]}")
+        return real_connect(self, address)  # type: ignore[arg-type]
+
+    def connect_ex(self: socket.socket, address: object) -> int:
+        if self.family in (socket.AF_INET, socket.AF_INET6) and isinstance(address, tuple) and address[0] not in local:
+            raise refuse(f"{address[0]}:{address[1]}")
+        return real_connect_ex(self, address)  # type: ignore[arg-type]
+
+    def getaddrinfo(host: object, *args: object, **kwargs: object) -> object:
+        if host is not None and str(host) not in local:
+            raise refuse(str(host))
+        return real_getaddrinfo(host, *args, **kwargs)  # type: ignore[arg-type]
+
+    socket.socket.connect = connect  # type: ignore[method-assign,assignment]
+    socket.socket.connect_ex = connect_ex  # type: ignore[method-assign,assignment]
+    socket.getaddrinfo = getaddrinfo  # type: ignore[assignment]
+
+
 def main() -> int:
     protocol_fd = os.dup(1)
     os.environ["BISECT_SPEC_PROTOCOL_FD"] = str(protocol_fd)
@@ -45,6 +85,8 @@ def main() -> int:
     sys.stdout = sys.stderr
     config = json.loads(sys.argv[1])
     _load_package()
+    if config.get("offline", True):
+        _no_network()
     if config.get("torchvision_shim"):
         _torchvision_shim()
     try:
@@ -66,7 +108,7 @@ def main() -> int:
         elif op == "flags":
             reply = {"flags": evaluator.flags()}
         elif op == "info":
-            reply = evaluator.info()
+            reply = {**evaluator.info(), "network_blocked": list(BLOCKED)}
         elif op == "source":
             reply = evaluator.source_of(request["file"], request["function"])
         elif op == "exit":

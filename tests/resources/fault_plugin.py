@@ -2,7 +2,7 @@
 
 Loaded into an evaluation worker through ``BISECT_SPEC_WORKER_PLUGIN``. Every fault is
 real: a segfault through ctypes, a hang, ``os._exit``, a real failed allocation, garbage
-written on the worker's protocol pipe.
+written on the worker's protocol pipe, a real attempt to reach a model hub.
 """
 
 from __future__ import annotations
@@ -28,7 +28,12 @@ def before_evaluate(argv: list[str]) -> list[str]:
         sys.exit(4)
     elif kind == "memory":
         bytearray(1 << 46)  # 64 TiB: a real MemoryError from the allocator
+    elif kind == "network":
+        import urllib.request
+
+        urllib.request.urlopen("http://huggingface.co/api/models/moonshotai/Kimi-K2.6", timeout=30)
     elif kind == "garbage":
         os.write(int(os.environ["BISECT_SPEC_PROTOCOL_FD"]), b"this is not json\n")
         time.sleep(3600)
     return argv
+
