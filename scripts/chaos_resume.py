@@ -1,0 +1,126 @@
+#!/usr/bin/env python
+"""Chaos check: kill -9 a sweep (and its shrink phase) at random points, resume, repeat.
+
+One uninterrupted reference run, then one run that is SIGKILLed ``--kills`` times at
+random moments (during the covering array, the Hypothesis search or the shrinking) and
+resumed with ``--resume`` after each kill, until it completes. Reports lost and
+duplicated journal records and whether results.jsonl and summary.json are
+byte-identical to the reference.
+
+Usage: python scripts/chaos_resume.py [--kills 20] [--strategy quick] [--seed 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+
+BISECT_SPEC = Path(sys.executable).with_name("bisect-spec")
+
+
+def sweep_argv(runs: Path, strategy: str, resume: str | None) -> list[str]:
+    argv = [str(BISECT_SPEC), "sweep", "--sglang", "0.5.23", "--model", "kimi-k2.6", "--draft", "eagle3",
+            "--hardware", "rtx-pro-6000", "--strategy", strategy, "--runs-dir", str(runs), "--no-cache", "--jobs", "2"]
+    return [*argv, "--resume", resume] if resume else argv
+
+
+def kill_group(proc: subprocess.Popen[bytes]) -> None:
+    children = psutil.Process(proc.pid).children(recursive=True) if proc.poll() is None else []
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    psutil.wait_procs(children, timeout=20)
+
+
+def journal_keys(run: Path) -> list[str]:
+    path = run / "journal.jsonl"
+    if not path.exists():
+        return []
+    keys = []
+    for line in path.read_text().splitlines():
+        with contextlib.suppress(ValueError):  # a torn last line: the next resume drops and re-evaluates it
+            keys.append(json.loads(line)["key"])
+    return keys
+
+
+def phase_of(run: Path) -> str:
+    """Where the run was when it was killed: start-up, cover, search or shrink."""
+    if (run / "reproducers").exists():
+        return "shrink"
+    path = run / "journal.jsonl"
+    lines = path.read_text().splitlines() if path.exists() else []
+    for line in reversed(lines):
+        try:
+            return str(json.loads(line)["phase"])
+        except ValueError:
+            continue
+    return "start-up"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--kills", type=int, default=20)
+    parser.add_argument("--strategy", default="quick")
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+    rng = random.Random(args.seed)
+    root = Path(tempfile.mkdtemp(prefix="chaos-"))
+
+    started = time.monotonic()
+    subprocess.run(sweep_argv(root / "reference", args.strategy, None), check=True, capture_output=True)
+    reference_seconds = time.monotonic() - started
+    reference = next((root / "reference").iterdir())
+    print(f"reference run: {reference_seconds:.1f} s, {len(journal_keys(reference))} journal records")
+
+    runs = root / "chaos"
+    run_id: str | None = None
+    kills = resumes = 0
+    phases: dict[str, int] = {}
+    while True:
+        proc = subprocess.Popen(sweep_argv(runs, args.strategy, run_id), start_new_session=True,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        if run_id is not None:
+            resumes += 1
+        if kills < args.kills:
+            time.sleep(rng.uniform(2.0, max(3.0, reference_seconds * 0.9)))
+            if proc.poll() is None:
+                kill_group(proc)
+                kills += 1
+                made = sorted(runs.iterdir()) if runs.exists() else []
+                if run_id is None and made:
+                    run_id = made[0].name
+                phase = phase_of(runs / run_id) if run_id else "start-up"
+                phases[phase] = phases.get(phase, 0) + 1
+                continue
+        _, err = proc.communicate(timeout=600)
+        if proc.returncode != 0:
+            sys.exit(f"resume failed: {err.decode()[-2000:]}")
+        if run_id is None:
+            run_id = next(runs.iterdir()).name
+        break
+
+    run = runs / run_id
+    keys = journal_keys(run)
+    reference_keys = journal_keys(reference)
+    lost = len(set(reference_keys) - set(keys))
+    duplicated = len(keys) - len(set(keys))
+    same = {name: (run / name).read_bytes() == (reference / name).read_bytes()
+            for name in ("results.jsonl", "summary.json")}
+    print(f"kills: {kills} (at: {', '.join(f'{k} {v}' for k, v in sorted(phases.items()))}), resumes: {resumes}")
+    print(f"journal records: {len(keys)} (reference {len(reference_keys)}), lost: {lost}, duplicated: {duplicated}")
+    print("byte-identical to the uninterrupted run: " + ", ".join(f"{k} {'yes' if v else 'NO'}" for k, v in same.items()))
+    sys.exit(0 if lost == 0 and duplicated == 0 and all(same.values()) else 1)
+
+
+if __name__ == "__main__":
+    main()
