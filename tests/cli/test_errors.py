@@ -128,3 +128,67 @@ def test_sglang_that_does_not_import_names_the_missing_module(tmp_path: Path) ->
 def test_debug_shows_the_traceback() -> None:
     result = CliRunner().invoke(main, ["--debug", "probe", "--model", "nope", "--", "--tp", "1"])
     assert result.exit_code == 2
+
+
+# -- more of the bad-input catalogue: strategies, runs, profiles, environments ------------
+
+
+def test_unknown_strategy_suggests_the_closest() -> None:
+    exit_code, output = run("sweep", "--strategy", "quik")
+    assert exit_code == 2
+    assert assert_one_clear_line(output) == ("Error: unknown strategy 'quik': did you mean quick? choose one of default, "
+                                             "eagle-core, interactions, nightly, quick, or pass a .toml file")
+
+
+def test_strategy_file_with_a_syntax_error_names_the_file(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text('include = ["--page-size"\n')
+    exit_code, output = run("sweep", "--strategy", str(bad))
+    assert exit_code == 2
+    assert assert_one_clear_line(output).startswith(f"Error: strategy file {bad}: ")
+
+
+def test_strategy_file_that_does_not_exist(tmp_path: Path) -> None:
+    exit_code, output = run("sweep", "--strategy", str(tmp_path / "nope.toml"))
+    assert exit_code == 2
+    assert assert_one_clear_line(output) == f"Error: strategy file {tmp_path / 'nope.toml'} does not exist"
+
+
+def test_resume_of_a_run_that_does_not_exist(tmp_path: Path) -> None:
+    exit_code, output = run("sweep", "--resume", "nope", "--runs-dir", str(tmp_path))
+    assert exit_code == 1
+    assert assert_one_clear_line(output) == f"Error: no run 'nope' in {tmp_path}"
+
+
+def test_resume_of_a_directory_that_is_not_a_run(tmp_path: Path) -> None:
+    (tmp_path / "stuff").mkdir()
+    exit_code, output = run("sweep", "--resume", "stuff", "--runs-dir", str(tmp_path))
+    assert exit_code == 1
+    assert assert_one_clear_line(output) == f"Error: {tmp_path / 'stuff'} is not a bisect-spec run (no run.json)"
+
+
+def test_corrupt_model_profile(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text("{ not json")
+    exit_code, output = run("probe", "--model-path", str(tmp_path), "--", "--tp", "1")
+    assert exit_code == 2
+    assert assert_one_clear_line(output).startswith(f"Error: model config {tmp_path / 'config.json'} is unreadable: ")
+
+
+def test_model_directory_without_config(tmp_path: Path) -> None:
+    exit_code, output = run("probe", "--model-path", str(tmp_path), "--", "--tp", "1")
+    assert exit_code == 2
+    assert assert_one_clear_line(output) == (f"Error: --model-path {tmp_path}: no config.json there; "
+                                             "pass a directory that holds the model's config.json")
+
+
+def test_removing_a_release_that_is_not_installed(tmp_path: Path) -> None:
+    exit_code, output = run("env", "remove", "0.4.6", env={"BISECT_SPEC_HOME": str(tmp_path)})
+    assert exit_code == 1
+    assert assert_one_clear_line(output) == "Error: SGLang 0.4.6 is not installed (installed: none)"
+
+
+def test_shrink_with_no_flags() -> None:
+    exit_code, output = run("shrink", "--")
+    assert exit_code == 2
+    assert assert_one_clear_line(output) == (
+        "Error: no SGLang flags given: pass them after --, e.g. -- --speculative-algorithm EAGLE3")
