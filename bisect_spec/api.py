@@ -208,7 +208,9 @@ def sweep(spec: TargetSpec | None = None, *, strategy: str = "default", jobs: in
         space = chosen.space(table)
         plan = covering_plan(space, chosen)
         if run is None:
-            meta = {"schema": "bisect-spec/run/1", "asked": dict(spec.__dict__), "target": target.describe(),
+            # the release is recorded as resolved: a resume must not drift to a newer install
+            asked = {**spec.__dict__, "release": target.release}
+            meta = {"schema": "bisect-spec/run/1", "asked": asked, "target": target.describe(),
                     "strategy": chosen.to_dict(), "seed": chosen.seed, "space": space.describe(),
                     "plan_size": len(plan), "search_budget": chosen.random_budget}
             run = store.create_run(runs_dir, meta)
