@@ -53,6 +53,12 @@ def journal_keys(run: Path) -> list[str]:
     return keys
 
 
+def progress_of(run: Path) -> int:
+    """Work done so far: one unit per journal record, one per shrunk signature's reproducer files."""
+    shrunk = len(list((run / "reproducers").iterdir())) if (run / "reproducers").exists() else 0
+    return len(journal_keys(run)) + shrunk
+
+
 def phase_of(run: Path) -> str:
     """Where the run was when it was killed: start-up, cover, search or shrink."""
     if (run / "reproducers").exists():
@@ -80,7 +86,9 @@ def main() -> None:
     subprocess.run(sweep_argv(root / "reference", args.strategy, None), check=True, capture_output=True)
     reference_seconds = time.monotonic() - started
     reference = next((root / "reference").iterdir())
-    print(f"reference run: {reference_seconds:.1f} s, {len(journal_keys(reference))} journal records")
+    total = progress_of(reference)
+    print(f"reference run: {reference_seconds:.1f} s, {len(journal_keys(reference))} journal records, "
+          f"{len(list((reference / 'reproducers').iterdir()))} signatures shrunk")
 
     runs = root / "chaos"
     run_id: str | None = None
@@ -92,7 +100,15 @@ def main() -> None:
         if run_id is not None:
             resumes += 1
         if kills < args.kills:
-            time.sleep(rng.uniform(2.0, max(3.0, reference_seconds * 0.9)))
+            # kill at a random point of the remaining work: journal records, then shrunk signatures
+            current = progress_of(runs / run_id) if run_id else 0
+            target = rng.randint(current + 1, max(current + 1, total - 1))
+            deadline = time.monotonic() + 120
+            while proc.poll() is None and time.monotonic() < deadline:
+                made = sorted(runs.iterdir()) if runs.exists() else []
+                if made and progress_of(made[0]) >= target:
+                    break
+                time.sleep(0.01)
             if proc.poll() is None:
                 kill_group(proc)
                 kills += 1
