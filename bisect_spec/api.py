@@ -10,11 +10,12 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -108,10 +109,17 @@ def probe(tokens: Sequence[str], spec: TargetSpec | None = None, *,
     :param on_start: called once the worker is up (the CLI announces simulated hardware there).
     :raises UsageError: unknown flag for this release, bad value, not an SGLang command.
     """
-    spec = spec or TargetSpec()
-    config, spec, notes = understand_flags(tokens, spec)
+    with _first_evaluation(tokens, spec, jobs=1, timeout=timeout, on_start=on_start) as (session, full, outcome, notes):
+        return ProbeResult(session.target, full, outcome, session.info, notes)
+
+
+@contextlib.contextmanager
+def _first_evaluation(tokens: Sequence[str], spec: TargetSpec | None, *, jobs: int, timeout: float,
+                      on_start: Callable[[Session], None] | None) -> Iterator[tuple[Session, Config, Outcome, list[str]]]:
+    """Understand the user's flags, start a session and evaluate them once (probe and shrink start so)."""
+    config, spec, notes = understand_flags(tokens, spec or TargetSpec())
     target = spec.resolve()
-    session = Session(target, jobs=1, timeout=timeout, log_dir=environments.home() / "logs")
+    session = Session(target, jobs=jobs, timeout=timeout, log_dir=environments.home() / "logs")
     try:
         config = session.canonical(config)
         session.start()
@@ -122,7 +130,7 @@ def probe(tokens: Sequence[str], spec: TargetSpec | None = None, *,
             notes.append(f"added --speculative-draft-model-path for the '{target.draft.name if target.draft else ''}' draft")
         outcome = session.evaluate(full)
         check_usage(session, outcome)
-        return ProbeResult(session.target, full, outcome, session.info, notes)
+        yield session, full, outcome, notes
     finally:
         session.close()
 
@@ -488,27 +496,14 @@ def shrink(tokens: Sequence[str], spec: TargetSpec | None = None, *, budget: Any
 
     :raises UsageError: bad flags, or the configuration passes (nothing to shrink).
     """
-    spec = spec or TargetSpec()
-    config, spec, notes = understand_flags(tokens, spec)
-    target = spec.resolve()
-    session = Session(target, jobs=max(1, min(os.cpu_count() or 1, 4)), timeout=timeout,
-                      log_dir=environments.home() / "logs")
-    try:
-        config = session.canonical(config)
-        session.start()
-        if on_start:
-            on_start(session)
-        full = session.with_draft(config)
-        first = session.evaluate(full)
-        check_usage(session, first)
+    jobs = max(1, min(os.cpu_count() or 1, 4))
+    with _first_evaluation(tokens, spec, jobs=jobs, timeout=timeout, on_start=on_start) as (session, full, first, notes):
         if first.passed:
-            raise UsageError(f"this configuration resolves without error on SGLang {target.release}: nothing to shrink "
-                             "(use bisect-spec probe to see the resolved values)")
+            raise UsageError(f"this configuration resolves without error on SGLang {session.target.release}: "
+                             "nothing to shrink (use bisect-spec probe to see the resolved values)")
         signature = first.signature
         assert signature is not None
         report = shrink_in_session(session, full, budget=budget, fix=fix,
                                    out_dir=out_dir or Path("runs") / f"shrink-{signature.id}")
         report.notes[:0] = notes
         return report
-    finally:
-        session.close()
