@@ -102,7 +102,8 @@ def main() -> None:
         if kills < args.kills:
             # kill at a random point of the remaining work: journal records, then shrunk signatures
             current = progress_of(runs / run_id) if run_id else 0
-            target = rng.randint(current + 1, max(current + 1, total - 1))
+            step = max(1, 2 * (total - current) // (args.kills - kills + 1))  # spread the kills over what is left
+            target = current + rng.randint(1, step)
             deadline = time.monotonic() + 120
             while proc.poll() is None and time.monotonic() < deadline:
                 made = sorted(runs.iterdir()) if runs.exists() else []
