@@ -37,8 +37,9 @@ def configs(space: FlagSpace, *, max_flags: int | None = None) -> st.SearchStrat
         for spec in space.specs:
             if max_flags is not None and chosen >= max_flags:
                 break
-            index = draw(st.integers(0, len(spec.values) - 1))
-            value = spec.values[index]
+            # sampled_from, not integers(0, n-1): integers over-draws the bounds (index 0 is
+            # "unset"), which hid 4-flag failures; sampled_from still shrinks towards unset.
+            value = draw(st.sampled_from(spec.values))
             if value is not None:
                 mapping[spec.flag] = value
                 chosen += 1
