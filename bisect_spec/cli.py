@@ -128,19 +128,21 @@ class _Progress:
         self.last = 0.0
         self.tty = sys.stderr.isatty()
         self.first_done: int | None = None
+        self.phase = ""
 
     def __call__(self, done: int, total: int, signatures: int, phase: str) -> None:
         now = time.monotonic()
-        if self.first_done is None:
-            self.first_done = done - 1
+        if phase != self.phase:  # rate and ETA are per phase
+            self.phase, self.started, self.first_done, self.last = phase, now, done - 1, 0.0
         if now - self.last < (0.25 if self.tty else 5.0) and done < total:
             return
         self.last = now
         fresh = done - (self.first_done or 0)
-        rate = fresh / max(now - self.started, 1e-9)
-        eta = (total - done) / rate if rate > 0 else 0
-        line = (f"[{phase}] {done}/{total} configs · {rate:.0f}/s · ETA {eta:.0f}s · "
-                f"{signatures} signature{'s' if signatures != 1 else ''}")
+        elapsed = now - self.started
+        rate = fresh / elapsed if elapsed >= 0.5 else 0.0  # no rate from a fraction of a second
+        speed = f"{rate:.0f}/s · ETA {(total - done) / rate:.0f}s" if rate > 0 else "-/s · ETA -"
+        unit = "signatures shrunk" if phase == "shrink" else "configs"
+        line = f"[{phase}] {done}/{total} {unit} · {speed} · {signatures} signature{'s' if signatures != 1 else ''}"
         click.echo(("\r" + line.ljust(78)) if self.tty else line, err=True, nl=not self.tty)
 
     def finish(self) -> None:
