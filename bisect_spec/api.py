@@ -25,6 +25,7 @@ from .errors import UsageError
 from .flags import Config, parse_command
 from .outcome import Outcome, Status
 from .session import DRAFT, MODEL, Session, Target
+from .signature import Signature
 
 log = logging.getLogger(__name__)
 
@@ -313,10 +314,12 @@ def _shrink_signatures(session: Session, summary: dict[str, Any], out_dir: Path,
     from .shrink import Budget
 
     failures = [s for s in summary["signatures"] if s["kind"] == "failed"]
+    by_config = {o.config: o for o in outcomes}
     session.start()
     for number, entry in enumerate(failures, 1):
-        report = shrink_in_session(session, Config.from_argv(entry["smallest"]), budget=Budget(*budget), fix=fix,
-                                   out_dir=out_dir, evidence=evidence_of(outcomes, entry["id"]))
+        smallest = Config.from_argv(entry["smallest"])
+        report = shrink_in_session(session, smallest, budget=Budget(*budget), fix=fix, out_dir=out_dir,
+                                   evidence=evidence_of(outcomes, entry["id"]), first=by_config.get(smallest))
         result = report.result
         entry["shrink"] = {"status": result.status, "minimal_argv": result.minimal.argv(),
                            "evaluations": result.evaluations, "stop_reason": result.stop_reason,
@@ -408,8 +411,12 @@ def evidence_of(outcomes: Sequence[Outcome], signature_id: str) -> set[str]:
 
 def shrink_in_session(session: Session, config: Config, *, budget: Any = None, fix: bool = True,
                       out_dir: Path | None = None, original: Config | None = None,
-                      evidence: set[str] | None = None) -> ShrinkReport:
-    """Shrink one failing configuration with an already started session (used by sweeps too)."""
+                      evidence: set[str] | None = None, first: Outcome | None = None) -> ShrinkReport:
+    """Shrink one failing configuration with an already started session (used by sweeps too).
+
+    :param first: the configuration's outcome if the caller has it (it is not evaluated again for it;
+        the shrinker's own re-check still evaluates the original afresh).
+    """
     from .errors import BudgetExhausted
     from .shrink import Shrinker
 
@@ -426,9 +433,14 @@ def shrink_in_session(session: Session, config: Config, *, budget: Any = None, f
             outcomes[outcome.config] = outcome
         return [outcomes[c] for c in candidates]
 
-    first = evaluate(config)
+    def predicate(candidate: Config) -> Signature | None:
+        if candidate == config:  # the shrinker asks for the original only to (re-)check it: evaluate afresh
+            outcomes[candidate] = session.evaluate(candidate)
+        return evaluate(candidate).signature
+
+    first = first or evaluate(config)
     space = shrink_space(session, config)
-    shrinker = Shrinker(config, lambda c: evaluate(c).signature, space=space, budget=budget,
+    shrinker = Shrinker(config, predicate, space=space, budget=budget,
                         hints=failure_hints(first), evidence=evidence or (), rechecks=1)
     notes: list[str] = []
     try:
@@ -503,7 +515,7 @@ def shrink(tokens: Sequence[str], spec: TargetSpec | None = None, *, budget: Any
                              "nothing to shrink (use bisect-spec probe to see the resolved values)")
         signature = first.signature
         assert signature is not None
-        report = shrink_in_session(session, full, budget=budget, fix=fix,
+        report = shrink_in_session(session, full, budget=budget, fix=fix, first=first,
                                    out_dir=out_dir or Path("runs") / f"shrink-{signature.id}")
         report.notes[:0] = notes
         return report
