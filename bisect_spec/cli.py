@@ -399,6 +399,47 @@ def env_remove(releases: tuple[str, ...]) -> None:
         click.echo(f"{release}: removed")
 
 
+# -- bisect across releases ------------------------------------------------------------
+
+@main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@target_options
+@click.option("--good", metavar="VER", default=None, help="Oldest release to consider (default: the oldest known).")
+@click.option("--bad", metavar="VER", default=None, help="Newest release to consider (default: the newest known).")
+@click.option("--releases", "release_list", metavar="A,B,..", default=None,
+              help="Consider only these releases (comma-separated), e.g. the installed ones.")
+@click.option("--moves/--no-moves", default=True, show_default=True,
+              help="Also find where a failure that stays the same moved to another file or function.")
+@click.option("--json", "as_json", is_flag=True, help="Print the documented JSON (schema bisect-spec/bisect/1).")
+@click.option("--timeout", default=120.0, show_default=True, help="Seconds before an evaluation counts as hung.")
+@click.argument("flags", nargs=-1, type=click.UNPROCESSED)
+def bisect(good: str | None, bad: str | None, release_list: str | None, moves: bool, as_json: bool, timeout: float,
+           flags: tuple[str, ...], **kwargs: Any) -> None:
+    """Find the first SGLang release where a configuration's verdict changes.
+
+    Binary search over the releases from --good to --bad (environments are built on
+    demand; already built ones are preferred), matching failures across releases by
+    their cross-release key, so a failure that moved to another file is still one
+    failure. Each boundary is shown with the code on both sides, side by side.
+
+    Example:
+
+        bisect-spec bisect --model deepseek-v3 --draft eagle3 --good 0.4.6 -- \
+            --speculative-num-steps 1 --speculative-num-draft-tokens 3
+    """
+    spec = spec_from(kwargs)
+    releases = [r.strip() for r in release_list.split(",") if r.strip()] if release_list else None
+
+    def progress(message: str) -> None:
+        click.echo(f"… {message}", err=True)
+
+    report = api.bisect(list(flags), spec, good=good, bad=bad, releases=releases, moves=moves,
+                        progress=None if as_json else progress, timeout=timeout)
+    if as_json:
+        click.echo(json.dumps(report.to_dict(), indent=2, sort_keys=True))
+    else:
+        click.echo(render.bisect_text(report))
+
+
 def run() -> None:
     """Console-script entry point."""
     main(prog_name="bisect-spec")
