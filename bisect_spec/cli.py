@@ -440,6 +440,49 @@ def bisect(good: str | None, bad: str | None, release_list: str | None, moves: b
         click.echo(render.bisect_text(report))
 
 
+# -- nightly compatibility matrix --------------------------------------------------------
+
+EXIT_REGRESSION = 3
+
+
+@main.command()
+@click.option("--matrix", "matrix_file", required=True, type=click.Path(dir_okay=False), metavar="FILE",
+              help="Matrix file (TOML): releases × models × drafts × hardware; see examples/nightly-matrix.toml.")
+@click.option("--out", type=click.Path(file_okay=False), default="nightlies", show_default=True,
+              help="Where nightlies are stored (and the baseline is looked up).")
+@click.option("--baseline", default="latest", show_default=True, metavar="ID|PATH|latest|none",
+              help="Nightly to compare against; latest = the newest finished one of the same matrix name.")
+@click.option("--resume", metavar="ID", default=None, help="Continue an interrupted nightly.")
+@click.option("--jobs", "-j", type=int, default=None, help="Parallel workers per cell (default: CPU cores).")
+@click.option("--no-install", is_flag=True, help="Skip cells whose release is not installed instead of building it.")
+@click.option("--json", "as_json", is_flag=True, help="Print nightly.json (schema bisect-spec/nightly/1).")
+def nightly(matrix_file: str, out: str, baseline: str, resume: str | None, jobs: int | None, no_install: bool,
+            as_json: bool) -> None:
+    """Run the compatibility matrix and compare it with the previous nightly.
+
+    Each cell (release × model × draft × hardware) is a sweep with the matrix's
+    strategy. Signatures are matched to the baseline by cross-release key: new ones
+    are regressions, vanished ones are fixes, moved or reworded ones are listed.
+    Exit status: 0 no regression, 3 regressions, 1/2 errors.
+
+    Example:
+
+        bisect-spec nightly --matrix examples/nightly-matrix.toml --out nightlies
+    """
+    def progress(message: str) -> None:
+        click.echo(f"… {message}", err=True)
+
+    data = api.nightly(matrix_file, out=Path(out), resume=resume, baseline=baseline, jobs=jobs,
+                       progress=None if as_json else progress, install=not no_install)
+    if as_json:
+        click.echo(json.dumps(data, indent=2, sort_keys=True))
+    else:
+        click.echo(render.nightly_text(data))
+        click.echo(f"stored in {data['path']}")
+    if data["regressions"]:
+        sys.exit(EXIT_REGRESSION)
+
+
 def run() -> None:
     """Console-script entry point."""
     main(prog_name="bisect-spec")

@@ -258,3 +258,64 @@ def bisect_text(report: Any) -> str:
     for note in data["notes"]:
         out.append(f"note: {note}")
     return "\n".join(out)
+
+
+_CHANGE_WORDS = {"new": "NEW (regression)", "vanished": "vanished (fixed)", "location-moved": "moved",
+                 "message-changed": "message changed"}
+
+
+def nightly_text(data: dict[str, Any]) -> str:
+    """The terminal summary of a nightly: one row per cell, then the changes against the baseline."""
+    rows = []
+    per_cell: dict[str, int] = {}
+    for change in data.get("changes", []):
+        if change["change"] == "new":
+            per_cell[change["cell"]] = per_cell.get(change["cell"], 0) + 1
+    for cell in data["cells"]:
+        counts = cell.get("counts") or {}
+        rows.append([cell["id"], cell["status"] if cell["status"] != "skipped" else f"skipped: {cell.get('reason')}",
+                     cell.get("evaluated") or "", counts.get("passed", ""),
+                     sum(v for k, v in counts.items() if k != "passed") if counts else "",
+                     len(cell.get("signatures") or []) if cell["status"] == "done" else "",
+                     per_cell.get(cell["id"], "")])
+    out = [f"nightly {data['id']} · matrix {data['matrix'].get('name')} · strategy {data['matrix'].get('strategy')} · "
+           f"baseline {data.get('baseline') or 'none'}",
+           table(["cell", "status", "evaluated", "passed", "failed", "signatures", "new"], rows, max_width=60)]
+    changes = data.get("changes", [])
+    if changes:
+        out += ["", table(["cell", "change", "signature", "key", "what"],
+                          [[c["cell"], _CHANGE_WORDS.get(c["change"], c["change"]), c["signature"],
+                            c["cross_release_key"], _change_detail(c)] for c in changes], max_width=70)]
+    elif data.get("baseline"):
+        out.append(f"no change against {data['baseline']}")
+    out.append(f"{data.get('regressions', 0)} regression(s)")
+    return "\n".join(out)
+
+
+def _change_detail(change: dict[str, Any]) -> str:
+    before, after = change.get("before") or {}, change.get("after") or {}
+    if change["change"] == "location-moved":
+        return f"{before.get('location')} → {after.get('location')}"
+    if change["change"] == "message-changed":
+        return f"{before.get('message')!r} → {after.get('message')!r}"
+    side = after or before
+    return f"{change.get('title') or ''}: {' '.join(side.get('smallest') or [])}"
+
+
+def nightly_markdown(data: dict[str, Any]) -> str:
+    """``nightly.md``: the changes first (what a reviewer needs), then every cell."""
+    out = [f"# Nightly {data['id']}", "",
+           f"Matrix `{data['matrix'].get('name')}`, strategy `{data['matrix'].get('strategy')}`, "
+           f"baseline `{data.get('baseline') or 'none'}`: **{data.get('regressions', 0)} regression(s)**.", ""]
+    changes = data.get("changes", [])
+    if changes:
+        out += ["| cell | change | signature | detail |", "|---|---|---|---|"]
+        out += [f"| {c['cell']} | {_CHANGE_WORDS.get(c['change'], c['change'])} | `{c['signature']}` | "
+                f"{_change_detail(c).replace('|', '/')} |" for c in changes]
+        out.append("")
+    out += ["| cell | status | evaluated | signatures |", "|---|---|---|---|"]
+    for cell in data["cells"]:
+        status = cell["status"] if cell["status"] != "skipped" else f"skipped: {cell.get('reason')}"
+        out.append(f"| {cell['id']} | {status} | {cell.get('evaluated') or ''} | "
+                   f"{', '.join('`' + s['id'] + '`' for s in cell.get('signatures') or [])} |")
+    return "\n".join(out) + "\n"
