@@ -84,7 +84,7 @@ class _Located:
     def line_of(self, key: str, value: str | None = None) -> int:
         start = 0
         for number, line in enumerate(self.lines, 1):
-            if re.match(rf"\s*\"?{re.escape(key)}\"?\s*=", line):
+            if re.match(rf"\s*(\"?{re.escape(key)}\"?\s*=|\[\[?{re.escape(key)}\]\]?\s*$)", line):
                 start = number
                 break
         if value is not None and start:
@@ -146,6 +146,8 @@ def load_matrix(path: str | Path) -> Matrix:
 
     name = typed("name", str, path.stem)
     strategy = typed("strategy", str, "quick")
+    if strategy.endswith(".toml") and not Path(strategy).is_absolute():
+        strategy = str((path.parent / strategy).resolve())  # relative to the matrix file, not the cwd
     seed = typed("seed", int, None)
     budget = typed("budget", int, None)
     jobs = typed("jobs", int, None)

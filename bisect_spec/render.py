@@ -285,7 +285,7 @@ def nightly_text(data: dict[str, Any]) -> str:
     if changes:
         out += ["", table(["cell", "change", "signature", "key", "what"],
                           [[c["cell"], _CHANGE_WORDS.get(c["change"], c["change"]), c["signature"],
-                            c["cross_release_key"], _change_detail(c)] for c in changes], max_width=70)]
+                            c["cross_release_key"], _change_detail(c)] for c in changes], max_width=120)]
     elif data.get("baseline"):
         out.append(f"no change against {data['baseline']}")
     out.append(f"{data.get('regressions', 0)} regression(s)")
