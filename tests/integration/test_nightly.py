@@ -63,7 +63,7 @@ def edited_baseline(first: dict[str, Any], out: Path, edit: Any) -> str:
     edit(data)
     data["id"] = baseline.name
     (baseline / "nightly.json").write_text(json.dumps(data))
-    return baseline.name
+    return str(baseline.name)
 
 
 def test_same_results_as_the_baseline_is_no_change_and_exit_0(first: dict[str, Any], tmp_path: Path) -> None:
