@@ -115,8 +115,8 @@ def load_matrix(path: str | Path) -> Matrix:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         match = re.search(r"\(at line (\d+), column (\d+)\)", str(exc))
-        line = int(match.group(1)) if match else 1
-        message = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(exc))
+        line = int(match.group(1)) if match else max(1, len(text.splitlines()))  # "(at end of document)"
+        message = re.sub(r"\s*\(at (line \d+, column \d+|end of document)\)", "", str(exc))
         raise where.error(line, f"not valid TOML: {message}") from None
     for key in data:
         if key not in _KEYS:
