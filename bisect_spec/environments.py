@@ -125,7 +125,7 @@ def get(release: str) -> Environment:
         return Environment(CURRENT, sys.executable, (), False, None)
     directory = _release_dir(release)
     if not (directory / "env.json").is_file():
-        have = ", ".join(installed()) or "none"
+        have = list_releases(installed()) or "none"
         raise ReleaseError(f"SGLang {release} is not installed (installed: {have}); run: bisect-spec env install {release}")
     if not _base_python().exists():
         raise ReleaseError(f"the shared base environment is missing ({_base_dir()}); run: bisect-spec env install {release}")
@@ -245,6 +245,13 @@ def cached_flag_table(release: str) -> list[dict[str, Any]] | None:
         return None
     table: list[dict[str, Any]] = json.loads(path.read_text())
     return table
+
+
+def list_releases(releases: list[str], most: int = 4) -> str:
+    """Releases for a one-line message: all of them when few, else the ends and the count."""
+    if len(releases) <= most:
+        return ", ".join(releases)
+    return f"{', '.join(releases[:2])}, …, {releases[-1]} ({len(releases)} installed releases)"
 
 
 def releases_with_flag(flag: str, *, exclude: str = "") -> list[str]:
