@@ -92,3 +92,12 @@ def test_every_change_of_a_monotone_step_function_is_found(boundaries: list[int]
     spans = [r for span, _ in search.segments() for r in span]
     seen_skipped = {o.release for o in search.skipped}
     assert spans == [r for r in RELEASES if r not in seen_skipped]  # every other release is in exactly one segment
+
+
+def test_builds_stay_within_log2_n_plus_one_when_the_newest_is_built() -> None:
+    worst = 0
+    for boundary in range(1, 64):
+        calls, observe = step([boundary])
+        find_changes(RELEASES, observe, free=lambda r: r == RELEASES[-1])  # type: ignore[arg-type]
+        worst = max(worst, len([c for c in calls if c != 63]))
+    assert worst <= math.ceil(math.log2(len(RELEASES))) + 1
