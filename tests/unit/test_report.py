@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import copy
 import json
-from collections import Counter
 import xml.etree.ElementTree as ET
+from collections import Counter
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
@@ -128,7 +128,8 @@ def test_nightly_markdown_leads_with_changes_then_the_matrix() -> None:
                         f"(6 signatures) · against {BASELINE}: 1 regression, 1 fixed, 1 changed")
     assert text.index("## Changes since") < text.index("## Release × failure") < text.index("## Cells")
     assert ("| **regression** | `0.5.23/deepseek-v3/eagle3/h100x8` | ValueError in _resolve_page_size `e41f0c2d7a` | "
-            "`srt/arg_groups/speculative_hook.py::_resolve_page_size` | `--speculative-algorithm EAGLE3 --page-size 16` |") in lines
+            "`srt/arg_groups/speculative_hook.py::_resolve_page_size` | "
+            "`--speculative-algorithm EAGLE3 --page-size 16` |") in lines
     assert "| failure | 0.5.9 | 0.5.12 | 0.5.23 |" in lines
     assert "| ValueError in _resolve_page_size `5b7a19e3c0` | · | · | 9 **new** |" in lines
     assert "| RuntimeError in _handle_gpu_memory_settings `0c5d2e9f41` | · | 4 | fixed |" in lines
