@@ -57,7 +57,7 @@ code{font:12px ui-monospace,SFMono-Regular,Menlo,monospace;background:#f3f3f3;pa
 .grid figure{margin:0;background:#fff;border:1px solid #e3e3e3;border-radius:6px;padding:6px}
 figcaption{font-size:12px;color:#333;font-weight:600;margin-bottom:2px}
 svg text{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif}
-.note{color:#555;font-size:12px}.nw{white-space:nowrap}
+.note{color:#555;font-size:12px}.nw{white-space:nowrap}.scroll{overflow-x:auto}
 """
 
 HATCH = ('<pattern id="{id}" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)">'
@@ -194,7 +194,7 @@ def _heatmaps(model: dict[str, Any]) -> str:
     titles = [row["title"] for table in model["matrix"] for row in table["rows"]]
     label_w = min(430.0, max(220.0, max((_text_width(t, 13) for t in titles), default=0) + 24))  # one for all: columns align
     for table in model["matrix"]:
-        parts.append(el("h3", esc(table["facet"])) + _heatmap(model, table, top, label_w))
+        parts.append(el("h3", esc(table["facet"])) + el("div", _heatmap(model, table, top, label_w), class_="scroll"))
     return "\n".join(parts)
 
 

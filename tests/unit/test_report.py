@@ -207,6 +207,9 @@ def test_junit_cell_without_failures_is_one_passing_testcase() -> None:
     root = junit_tree(clean)
     assert [root.get(k) for k in ("tests", "failures", "skipped")] == ["1", "0", "0"]
     assert next(root.iter("testcase")).get("name") == "no failure signature (280 configurations)"
+    page = report.to_html(clean)
+    assert "No failure signatures: every configuration resolved." in page
+    assert "No results.jsonl in this run: no flag-pair maps." in page
 
 
 # -- HTML (structure; tests/integration/test_report_browser.py renders it in a browser) -----------------------
