@@ -28,13 +28,18 @@ from .flags import Config
 from .report import SweepInput, cell_of, headline
 
 #: Okabe–Ito colours (distinguishable with the common colour-vision deficiencies), one per signature.
-PALETTE = ("#D55E00", "#0072B2", "#E69F00", "#CC79A7", "#56B4E9", "#009E73", "#F0E442", "#999999")
-LIGHT_PALETTE = {"#E69F00", "#56B4E9", "#F0E442", "#999999"}  # dark text on these
+#: The most frequent signatures get their own colour; the rest share OTHER_COLOUR.
+PALETTE = ("#D55E00", "#0072B2", "#E69F00", "#CC79A7", "#56B4E9", "#009E73", "#F0E442")
+OTHER_COLOUR = "#999999"
+LIGHT_PALETTE = {"#E69F00", "#56B4E9", "#F0E442", OTHER_COLOUR}  # dark text on these
+LONG_ARGV = 8  # tokens; longer reproducers are folded in a <details>
 #: Heat ramp from "rare" to "every configuration" (light orange to dark red).
 RAMP = ((0.0, (254, 232, 200)), (0.35, (253, 187, 132)), (0.7, (227, 74, 51)), (1.0, (153, 0, 0)))
 PASSED_FILL = "#e3eee3"
 NEW, FIXED, CHANGED = "#c62828", "#2e7d32", "#ef6c00"
-MAX_PAIRS = 24
+MAX_PAIRS = 16
+MAX_VALUES = 12
+OTHER = "other"
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;color:#1f2328;margin:0;background:#fafafa}
@@ -56,8 +61,10 @@ code{font:12px ui-monospace,SFMono-Regular,Menlo,monospace;background:#f3f3f3;pa
 .grid{display:flex;flex-wrap:wrap;align-items:flex-start;gap:14px 22px}
 .grid figure{margin:0;background:#fff;border:1px solid #e3e3e3;border-radius:6px;padding:6px}
 figcaption{font-size:12px;color:#333;font-weight:600;margin-bottom:2px}
+.why{font-weight:400;color:#555;font-size:11px}
 svg text{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif}
 .note{color:#555;font-size:12px}.nw{white-space:nowrap}.scroll{overflow-x:auto}
+td{max-width:420px}td code{overflow-wrap:anywhere}summary{cursor:pointer;color:#555}
 """
 
 HATCH = ('<pattern id="{id}" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)">'
@@ -310,21 +317,32 @@ def _cells_table(model: dict[str, Any]) -> str:
 
 
 def _colours(cell: dict[str, Any]) -> dict[str, str]:
-    return {sig["id"]: PALETTE[number % len(PALETTE)] for number, sig in enumerate(cell["signatures"])}
+    """A colour per signature: the most frequent ones (the summary lists them first) their own, the rest grey."""
+    return {sig["id"]: PALETTE[number] if number < len(PALETTE) else OTHER_COLOUR
+            for number, sig in enumerate(cell["signatures"])}
+
+
+def _others(cell: dict[str, Any]) -> list[dict[str, Any]]:
+    others: list[dict[str, Any]] = cell["signatures"][len(PALETTE):]
+    return others
 
 
 def _sweep_pictures(model: dict[str, Any], data: SweepInput) -> str:
     cell = model["cells"][0]
     colours = _colours(cell)
-    return "\n".join([el("h2", "Outcomes"), _outcome_bar(cell, colours), _signature_table(cell, colours),
-                      el("h2", "Flag pairs"), _pair_maps(data, cell, colours)])
+    return "\n".join([el("h2", "Outcomes"), _outcome_bar(cell, colours), el("h2", "Flag pairs"),
+                      _pair_maps(data, cell, colours), el("h2", "Failure signatures"), _signature_table(cell, colours)])
 
 
 def _outcome_bar(cell: dict[str, Any], colours: dict[str, str]) -> str:
     total = cell["evaluated"] or 1
     width = 1000.0
     segments = [("passed", cell["counts"].get("passed", 0), PASSED_FILL)]
-    segments += [(f"{sig['title']} [{sig['id']}]", sig["count"], colours[sig["id"]]) for sig in cell["signatures"]]
+    segments += [(f"{sig['title']} [{sig['id']}]", sig["count"], colours[sig["id"]])
+                 for sig in cell["signatures"][:len(PALETTE)]]
+    others = _others(cell)
+    if others:
+        segments.append((f"{len(others)} other signatures", sum(s["count"] for s in others), OTHER_COLOUR))
     other = cell["evaluated"] - sum(n for _, n, _ in segments)
     if other > 0:
         segments.append(("other outcomes (no signature)", other, "#bbb"))
@@ -352,10 +370,18 @@ def _signature_table(cell: dict[str, Any], colours: dict[str, str]) -> str:
     for sig in cell["signatures"]:
         swatch = el("span", "", class_="swatch", style=f"background:{colours[sig['id']]}")
         rows.append([el("span", swatch + code(sig["id"]), class_="nw"), esc(sig["exc_type"] or sig["kind"]),
-                     code(sig["location"]), str(sig["count"]), argv_html(sig["smallest"]),
+                     code(sig["location"]), str(sig["count"]), _folded_argv(sig["smallest"]),
                      argv_html(sig["minimal"]) if sig["minimal"] is not None else "–", esc(sig["message"] or sig["statement"])])
-    return table(["signature", "type", "location", "count", "smallest reproducer", "minimal (shrunk)", "message / statement"],
-                 rows, numeric=(3,))
+    return el("div", table(["signature", "type", "location", "count", "smallest seen", "minimal (shrunk)",
+                            "message / statement"], rows, numeric=(3,)), class_="scroll")
+
+
+def _folded_argv(argv: Sequence[str]) -> str:
+    """A reproducer; a long one folded behind a summary (a native ``<details>``: no script)."""
+    if len(argv) <= LONG_ARGV:
+        return argv_html(argv)
+    flags = sum(1 for token in argv if token.startswith("--"))
+    return el("details", el("summary", f"{flags} flags") + argv_html(argv))
 
 
 def flag_label(flag: str) -> str:
@@ -389,35 +415,111 @@ def _config(record: dict[str, Any]) -> Config:
         return Config()
 
 
+def omega_squared(groups: Sequence[tuple[int, int]], total: int, failed: int) -> float:
+    """How much of the variance of "fails" the grouping explains, corrected for the number of groups (ω²).
+
+    ``groups`` are ``(configurations, failing)`` per group. Uncorrected (η²), a grid with more
+    cells always explains more, if only by chance: a flag with 27 values would win every ranking.
+    """
+    k = len(groups)
+    if total <= k or failed in (0, total):
+        return 0.0
+    mean = failed / total
+    ss_total = total * mean * (1 - mean)
+    ss_between = sum(n * (f / n - mean) ** 2 for n, f in groups)
+    ms_within = (ss_total - ss_between) / (total - k)
+    return (ss_between - (k - 1) * ms_within) / (ss_total + ms_within)
+
+
+def _fold(column: list[str], failing: list[bool], order: list[str]) -> list[str]:
+    """Keep a flag's :data:`MAX_VALUES` - 1 values that fail most often; the rest become ``other``."""
+    if len(set(column)) <= MAX_VALUES:
+        return column
+    seen: Counter[str] = Counter(column)
+    fails: Counter[str] = Counter(v for v, bad in zip(column, failing, strict=True) if bad)
+    kept = set(sorted(seen, key=lambda v: (-fails[v], -seen[v], order.index(v) if v in order else len(order)))[:MAX_VALUES - 1])
+    return [v if v in kept else OTHER for v in column]
+
+
+def _groups(failing: list[bool], *columns: list[str]) -> list[tuple[int, int]]:
+    counts: dict[tuple[str, ...], list[int]] = {}
+    for bad, *key in zip(failing, *columns, strict=True):
+        slot = counts.setdefault(tuple(key), [0, 0])
+        slot[0] += 1
+        slot[1] += bad
+    return [(n, f) for n, f in counts.values()]
+
+
 def pair_grids(data: SweepInput) -> list[dict[str, Any]]:
-    """For each pair of flags (both with two or more values seen): value × value counts of outcomes.
+    """For pairs of flags (each with two or more values seen): value × value counts of outcomes.
 
     Each grid is ``{"flags": (a, b), "values": (values_a, values_b), "cells": {(va, vb): {"total",
-    "failed", "signatures": Counter}}, "spread": max - min failure share}``. At most
-    :data:`MAX_PAIRS`, the pairs whose failure share varies most, in the space's order.
+    "failed", "signatures": Counter}}, "why": signature id or None, "of": pairs considered}``.
+    When every pair fits (:data:`MAX_PAIRS`), all are shown in the space's order. Otherwise the
+    pictures follow the failures: for each signature, most frequent first, the pair of flags of
+    its (shrunk) reproducer, or its one flag and the partner that best tells where it fails
+    (ω² of "fails with this signature"); ``why`` names the signature. Free places go to the
+    pairs whose two values together explain failing best beyond either flag alone (ω²(a × b) −
+    max(ω²(a), ω²(b))). A flag with more than :data:`MAX_VALUES` values shows those that fail
+    most, the rest as ``other``.
     """
     domains = flag_domains(data)
-    records = [(_config(r), r) for r in data.results]
-    seen = {flag: {value_label(c.get(flag)) for c, _ in records} for flag in domains}
-    flags = [flag for flag in domains if len(seen[flag]) >= 2]
+    configs = [_config(r) for r in data.results]
+    failing = [r.get("status") != "passed" for r in data.results]
+    signature = [(r.get("signature") or {}).get("id") or str(r.get("status")) for r in data.results]
+    columns = {flag: _fold([value_label(c.get(flag)) for c in configs], failing, order) for flag, order in domains.items()}
+    flags = [flag for flag in domains if len(set(columns[flag])) >= 2]
+    pairs = list(itertools.combinations(flags, 2))
+    chosen: dict[tuple[str, str], str | None] = dict.fromkeys(pairs)
+    if len(pairs) > MAX_PAIRS:
+        chosen = _chosen_pairs(data, flags, columns, failing, signature)
     grids: list[dict[str, Any]] = []
-    for a, b in itertools.combinations(flags, 2):
+    for (a, b), why in chosen.items():
         cells: dict[tuple[str, str], dict[str, Any]] = {}
-        for config, record in records:
-            slot = cells.setdefault((value_label(config.get(a)), value_label(config.get(b))),
-                                    {"total": 0, "failed": 0, "signatures": Counter()})
+        for va, vb, bad, sig in zip(columns[a], columns[b], failing, signature, strict=True):
+            slot = cells.setdefault((va, vb), {"total": 0, "failed": 0, "signatures": Counter()})
             slot["total"] += 1
-            if record.get("status") != "passed":
+            if bad:
                 slot["failed"] += 1
-                slot["signatures"][(record.get("signature") or {}).get("id") or str(record.get("status"))] += 1
-        shares = [s["failed"] / s["total"] for s in cells.values()]
-        values = ([v for v in domains[a] if v in seen[a]], [v for v in domains[b] if v in seen[b]])
-        grids.append({"flags": (a, b), "values": values, "cells": cells,
-                      "spread": max(shares, default=0.0) - min(shares, default=0.0)})
-    if len(grids) > MAX_PAIRS:
-        kept = {id(g) for g in sorted(grids, key=lambda g: -float(g["spread"]))[:MAX_PAIRS]}
-        grids = [g for g in grids if id(g) in kept]
+                slot["signatures"][sig] += 1
+        values = tuple([v for v in [*domains[flag], OTHER] if v in set(columns[flag])] for flag in (a, b))
+        grids.append({"flags": (a, b), "values": values, "cells": cells, "why": why, "of": len(pairs)})
     return grids
+
+
+def _chosen_pairs(data: SweepInput, flags: list[str], columns: dict[str, list[str]], failing: list[bool],
+                  signature: list[str]) -> dict[tuple[str, str], str | None]:
+    """At most :data:`MAX_PAIRS` pairs: one per signature first, then the strongest interactions."""
+    index = {flag: number for number, flag in enumerate(flags)}
+
+    def pair(a: str, b: str) -> tuple[str, str]:
+        return (a, b) if index[a] < index[b] else (b, a)
+
+    def omega(outcome: list[bool], *cols: list[str]) -> float:
+        return omega_squared(_groups(outcome, *cols), len(outcome), sum(outcome))
+
+    chosen: dict[tuple[str, str], str | None] = {}
+    for sig in (data.summary.get("signatures") or []):
+        if len(chosen) >= MAX_PAIRS:
+            break
+        argv = (sig.get("shrink") or {}).get("minimal_argv") or sig.get("smallest") or []
+        own = [flag for flag in dict.fromkeys(t for t in argv if t.startswith("--")) if flag in index]
+        fails_so = [s == sig.get("id") for s in signature]
+        if not own or not any(fails_so):
+            continue
+        if len(own) >= 2:
+            best = max(itertools.combinations(own, 2), key=lambda ab: omega(fails_so, columns[ab[0]], columns[ab[1]]))
+        else:
+            partner = max((f for f in flags if f != own[0]), key=lambda f: omega(fails_so, columns[own[0]], columns[f]))
+            best = (own[0], partner)
+        chosen.setdefault(pair(*best), str(sig.get("id")))
+    if len(chosen) < MAX_PAIRS:
+        alone = {flag: omega(failing, columns[flag]) for flag in flags}
+        gain = {(a, b): omega(failing, columns[a], columns[b]) - max(alone[a], alone[b])
+                for a, b in itertools.combinations(flags, 2) if (a, b) not in chosen}
+        for extra in sorted(gain, key=lambda ab: -gain[ab])[:MAX_PAIRS - len(chosen)]:
+            chosen[extra] = None
+    return chosen
 
 
 def _pair_maps(data: SweepInput, cell: dict[str, Any], colours: dict[str, str]) -> str:
@@ -426,11 +528,19 @@ def _pair_maps(data: SweepInput, cell: dict[str, Any], colours: dict[str, str]) 
     grids = pair_grids(data)
     if not grids:
         return el("p", "Fewer than two flags vary in this run: no flag-pair maps.", class_="note")
+    shown = ""
+    if len(grids) < grids[0]["of"]:
+        shown = (f"Showing {len(grids)} of the {grids[0]['of']} pairs: for each failure signature (most frequent "
+                 "first) the flags of its reproducer, then the pairs whose two values together explain failing best "
+                 "beyond either flag alone. ")
     titles = {sig["id"]: sig["title"] for sig in cell["signatures"]}
     legend = [el("span", el("span", "", class_="swatch", style=f"background:{colours[s['id']]}") + esc(s["title"]) + " "
-                 + code(s["id"])) for s in cell["signatures"]]
+                 + code(s["id"])) for s in cell["signatures"][:len(PALETTE)]]
+    if _others(cell):
+        legend.append(el("span", el("span", "", class_="swatch", style=f"background:{OTHER_COLOUR}")
+                         + f"{len(_others(cell))} other signatures"))
     legend.append(el("span", el("span", "", class_="swatch", style=f"background:{PASSED_FILL}") + "all pass"))
-    intro = ("For each pair of flags: rows are the first flag's values, columns the second's. A cell's colour is the "
+    intro = (shown + "For each pair of flags: rows are the first flag's values, columns the second's. A cell's colour is the "
              "signature most of its failing configurations share; the stronger, the larger the share failing (the number, "
              "in %). Pale green: all pass; white: combination not evaluated. Hover for counts.")
     return (el("p", intro, class_="note") + el("p", " &nbsp; ".join(legend))
@@ -456,7 +566,12 @@ def _pair_map(grid: dict[str, Any], colours: dict[str, str], titles: dict[str, s
                                   (x, y, size - 2), colours, titles))
     width, height = max(left + size * len(cols), overhang) + 6, top + size * len(rows) + 4
     picture = svg(width, height, f"{a} (rows) × {b} (columns): share of configurations failing", "".join(out), "pairmap")
-    return el("figure", el("figcaption", f"{esc(flag_label(a))} × {esc(flag_label(b))}") + picture)
+    caption = f"{esc(flag_label(a))} × {esc(flag_label(b))}"
+    why = grid.get("why")
+    if why:
+        swatch = el("span", "", class_="swatch", style=f"background:{colours.get(why, OTHER_COLOUR)}")
+        caption += el("div", swatch + f"for {esc(titles.get(why, why))} {code(why)}", class_="why")
+    return el("figure", el("figcaption", caption) + picture)
 
 
 def _pair_cell(slot: dict[str, Any] | None, what: str, box: tuple[float, float, float], colours: dict[str, str],

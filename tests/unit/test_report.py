@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import json
+import random
 import xml.etree.ElementTree as ET
 from collections import Counter
 from html.parser import HTMLParser
@@ -22,7 +23,7 @@ import pytest
 
 from bisect_spec import api, report
 from bisect_spec.report import NightlyInput, SweepInput
-from bisect_spec.report_html import pair_grids
+from bisect_spec.report_html import MAX_PAIRS, MAX_VALUES, omega_squared, pair_grids
 from tests.conftest import RESOURCES
 
 RUN_ID = "20261130-183524-kimi-k2.6-0.5.23-5ae9"
@@ -288,6 +289,49 @@ def test_pair_grids_count_every_result_once_per_pair() -> None:
         assert sum(sum(s["signatures"].values()) for s in grid["cells"].values()) == 60
     algorithm = next(g for g in grids if g["flags"] == ("--speculative-algorithm", "--speculative-eagle-topk"))
     assert algorithm["values"][0] == ["unset", "EAGLE3", "EAGLE", "NEXTN", "STANDALONE", "NGRAM"]
+
+
+def synthetic_sweep(seed: int = 0) -> SweepInput:
+    """600 random configurations of 8 flags (28 pairs): "ab" fails iff --f0 1 and --f1 2, else "c" iff --f5 3;
+    --f7 has 30 values."""
+    rng = random.Random(seed)
+    domains: dict[str, list[list[str] | None]] = {f"--f{i}": [None, ["1"], ["2"], ["3"]] for i in range(7)}
+    domains["--f7"] = [None, *[[str(v)] for v in range(29)]]
+    results = []
+    for _ in range(600):
+        config = {flag: rng.choice(values) for flag, values in domains.items()}
+        argv = [token for flag, value in config.items() if value is not None for token in (flag, *value)]
+        if config["--f0"] == ["1"] and config["--f1"] == ["2"]:
+            results.append({"config": argv, "status": "failed", "signature": {"id": "ab"}})
+        elif config["--f5"] == ["3"]:
+            results.append({"config": argv, "status": "failed", "signature": {"id": "c"}})
+        else:
+            results.append({"config": argv, "status": "passed"})
+    signatures = [{"id": "c", "count": 1, "smallest": ["--f5", "3"]},
+                  {"id": "ab", "count": 1, "smallest": ["--f0", "1", "--f1", "2", "--f3", "2"],
+                   "shrink": {"minimal_argv": ["--f0", "1", "--f1", "2"]}}]
+    return SweepInput("synthetic", {"space": {"flags": domains}}, {"signatures": signatures}, results)
+
+
+def test_pair_grids_follow_the_signatures_when_not_every_pair_fits() -> None:
+    grids = pair_grids(synthetic_sweep())
+    assert len(grids) == MAX_PAIRS < grids[0]["of"] == 28
+    assert (grids[0]["why"], grids[1]["why"]) == ("c", "ab")
+    assert "--f5" in grids[0]["flags"]
+    assert grids[1]["flags"] == ("--f0", "--f1")
+    assert grids[1]["cells"][("1", "2")]["failed"] == grids[1]["cells"][("1", "2")]["total"] > 0
+    assert all(g["why"] is None for g in grids[2:])
+    folded = next(g for g in grids if "--f7" in g["flags"])
+    f7_values = folded["values"][list(folded["flags"]).index("--f7")]
+    assert len(f7_values) == MAX_VALUES and f7_values[-1] == "other"
+    for grid in grids:
+        assert sum(c["total"] for c in grid["cells"].values()) == 600
+
+
+def test_omega_squared_corrects_for_many_groups() -> None:
+    assert omega_squared([(50, 0), (50, 50)], 100, 50) > 0.95  # the grouping decides everything
+    # 20 groups of 5 failing 2 or 3 times: what chance gives; uncorrected it would explain 4 % (η² = 1/25)
+    assert omega_squared([(5, 2 + i % 2) for i in range(20)], 100, 50) < 0
 
 
 def test_version_key_orders_numerically() -> None:
