@@ -64,7 +64,7 @@ figcaption{font-size:12px;color:#333;font-weight:600;margin-bottom:2px}
 .why{font-weight:400;color:#555;font-size:11px}
 svg text{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif}
 .note{color:#555;font-size:12px}.nw{white-space:nowrap}.scroll{overflow-x:auto}
-td{max-width:420px}td code{overflow-wrap:anywhere}summary{cursor:pointer;color:#555}
+td{max-width:420px}td code{overflow-wrap:break-word}summary{cursor:pointer;color:#555}
 """
 
 HATCH = ('<pattern id="{id}" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)">'
@@ -100,6 +100,11 @@ def svg(width: float, height: float, title: str, content: str, class_: str) -> s
 
 def code(text: Any, class_: str | None = None) -> str:
     return el("code", esc(text), class_=class_)
+
+
+def location_html(location: Any) -> str:
+    """``srt/x/y.py::function`` that may wrap after a ``/`` or before ``::`` rather than anywhere."""
+    return el("code", esc(location).replace("/", "/<wbr>").replace("::", "<wbr>::"))
 
 
 def argv_html(argv: Sequence[str] | None) -> str:
@@ -163,7 +168,7 @@ def _changes(model: dict[str, Any]) -> str:
         word, cls = words.get(str(change.get("change")), (str(change.get("change")), "b-changed"))
         side = change.get("after") or change.get("before") or {}
         rows.append([el("span", esc(word), class_=f"badge {cls}"), code(change.get("cell"), "nw"),
-                     f"{esc(change.get('title'))} {code(change.get('signature'))}", code(side.get("location")),
+                     f"{esc(change.get('title'))} {code(change.get('signature'))}", location_html(side.get("location")),
                      argv_html(side.get("smallest"))])
     return heading + table(["change", "cell", "failure", "where", "smallest reproducer"], rows)
 
@@ -370,7 +375,7 @@ def _signature_table(cell: dict[str, Any], colours: dict[str, str]) -> str:
     for sig in cell["signatures"]:
         swatch = el("span", "", class_="swatch", style=f"background:{colours[sig['id']]}")
         rows.append([el("span", swatch + code(sig["id"]), class_="nw"), esc(sig["exc_type"] or sig["kind"]),
-                     code(sig["location"]), str(sig["count"]), _folded_argv(sig["smallest"]),
+                     location_html(sig["location"]), str(sig["count"]), _folded_argv(sig["smallest"]),
                      argv_html(sig["minimal"]) if sig["minimal"] is not None else "–", esc(sig["message"] or sig["statement"])])
     return el("div", table(["signature", "type", "location", "count", "smallest seen", "minimal (shrunk)",
                             "message / statement"], rows, numeric=(3,)), class_="scroll")
