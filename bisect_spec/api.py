@@ -544,6 +544,8 @@ def report_input(target: str | Path, *, runs_dir: Path = Path("runs")) -> Any:
         raise UsageError(f"no run or nightly '{target}': not a path, and no run '{target}' in {runs_dir}{hint}")
     if path.is_file() and path.name in ("run.json", "summary.json", "results.jsonl"):
         path = path.parent
+    if path.is_file() and path.suffix != ".json":
+        raise UsageError(f"{path} is neither a bisect-spec run (a directory with run.json) nor a nightly (nightly.json)")
     nightly_file = path if path.is_file() else path / "nightly.json"
     if nightly_file.is_file():
         nightly = _read_json(nightly_file, "rerun bisect-spec nightly")

@@ -70,6 +70,15 @@ def test_directory_that_is_neither_a_run_nor_a_nightly(tmp_path: Path) -> None:
     assert error_line(output) == f"Error: {tmp_path} is neither a bisect-spec run (no run.json) nor a nightly (no nightly.json)"
 
 
+def test_file_that_is_neither_a_run_nor_a_nightly(tmp_path: Path) -> None:
+    path = tmp_path / "notes.txt"
+    path.write_text("hello")
+    code, output = run("report", str(path))
+    assert code == 2
+    assert error_line(output) == (f"Error: {path} is neither a bisect-spec run (a directory with run.json) nor a nightly "
+                                  "(nightly.json)")
+
+
 def test_corrupt_nightly(tmp_path: Path) -> None:
     path = tmp_path / "nightly.json"
     path.write_text('{"schema": "bisect-spec/nightly/1",\n "cells": [')
