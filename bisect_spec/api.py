@@ -521,6 +521,51 @@ def shrink(tokens: Sequence[str], spec: TargetSpec | None = None, *, budget: Any
         return report
 
 
+# -- bisect across releases ----------------------------------------------------------
+
+SPECULATIVE_PREFIX = "--speculative-"
+
+
+def bisect(tokens: Sequence[str], spec: TargetSpec | None = None, *, good: str | None = None, bad: str | None = None,
+           releases: Sequence[str] | None = None, moves: bool = True, progress: Callable[[str], None] | None = None,
+           timeout: float = 120.0) -> Any:
+    """Find the first release where a configuration's verdict changes, and where its failure moved.
+
+    Speculative flags without ``--speculative-algorithm`` get the draft's algorithm (EAGLE3 for
+    ``--draft eagle3``): without one, SGLang switches speculation off and checks nothing.
+
+    :return: a :class:`~bisect_spec.timeline.BisectReport`.
+    :raises UsageError: no flags, unknown release, ends in the wrong order.
+    """
+    from .timeline import bisect_releases
+
+    spec = spec or TargetSpec()
+    config, spec, notes = understand_flags(tokens, spec)
+    if not config.items:
+        raise UsageError("no flags to bisect: pass SGLang flags after --, "
+                         "e.g. bisect-spec bisect -- --speculative-algorithm EAGLE3 --speculative-num-draft-tokens 3")
+    flags = config.flags()
+    if "--speculative-algorithm" not in flags and any(f.startswith(SPECULATIVE_PREFIX) for f in flags) and spec.draft:
+        draft = profiles.load_draft(spec.draft, profiles.load_model(spec.model, path=spec.model_path), path=spec.draft_path)
+        if draft is not None and draft.algorithm:
+            config = config.with_("--speculative-algorithm", draft.algorithm)
+            notes.append(f"added --speculative-algorithm {draft.algorithm} for the '{draft.name}' draft")
+    report = bisect_releases(config, spec, good=good, bad=bad, candidates=releases, moves=moves, progress=progress,
+                             timeout=timeout)
+    report.notes[:0] = notes
+    return report
+
+
+def nightly(matrix_file: str | Path, *, out: Path = Path("nightlies"), resume: str | None = None,
+            baseline: str | None = "latest", jobs: int | None = None, progress: Callable[[str], None] | None = None,
+            install: bool = True) -> dict[str, Any]:
+    """Run a nightly matrix (see :mod:`bisect_spec.nightly`); returns ``nightly.json``'s data plus ``path``."""
+    from .nightly import run_nightly
+
+    return run_nightly(matrix_file, out=out, resume=resume, baseline=baseline, jobs=jobs, progress=progress,
+                       install=install)
+
+
 # -- report ------------------------------------------------------------------------------------------------
 
 

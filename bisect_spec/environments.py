@@ -57,14 +57,11 @@ def version_key(version: str) -> tuple[int, ...]:
     """Sort key for release strings: 0.5.9 < 0.5.10 < 0.5.10.post1 < 0.5.11."""
     parts: list[int] = []
     for piece in version.split("."):
-        match = re.match(r"(\d+)(?:post(\d+)|rc(\d+))?", piece)
-        if not match:
-            parts.append(-1)
+        if piece.startswith("post") and piece[4:].isdigit():
+            parts.append(int(piece[4:]))  # 0.5.10.post1 = (0, 5, 10, 1) > (0, 5, 10)
             continue
-        if piece.startswith("post"):
-            parts.append(int(piece[4:]))
-            continue
-        parts.append(int(match.group(1)))
+        match = re.match(r"(\d+)", piece)
+        parts.append(int(match.group(1)) if match else -1)
     return tuple(parts)
 
 
