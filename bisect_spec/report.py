@@ -137,8 +137,10 @@ def _nightly_model(nightly: dict[str, Any]) -> dict[str, Any]:
                       "strategy": raw.get("strategy"), "status": raw.get("status") or "done", "reason": raw.get("reason"),
                       "run": raw.get("run"), "evaluated": int(raw.get("evaluated") or 0),
                       "counts": dict(raw.get("counts") or {}), "signatures": signatures})
-    strategy = (nightly.get("matrix") or {}).get("strategy")
-    title = f"nightly {nightly.get('id', '?')}" + (f" · strategy {strategy}" if strategy else "")
+    matrix = nightly.get("matrix") or {}
+    strategy = str(matrix.get("strategy") or "").rpartition("/")[2].removesuffix(".toml")
+    title = (f"nightly {nightly.get('id', '?')}" + (f" · matrix {matrix['name']}" if matrix.get("name") else "")
+             + (f" · strategy {strategy}" if strategy else ""))
     return _assemble("nightly", str(nightly.get("id", "?")), title, baseline, cells, changes, [])
 
 
@@ -282,10 +284,16 @@ def _md_changes(model: dict[str, Any]) -> list[str]:
             before, after = change.get("before") or {}, change.get("after") or {}
             key = "message" if kind == "message-changed" else "location"
             where = f"{_code(str(before.get(key) or ''))} → {_code(str(after.get(key) or ''))}"
-        lines.append(f"| {CHANGE_WORDS.get(kind, _md(kind))} | {_code(str(change.get('cell')))} | "
+        lines.append(f"| {CHANGE_WORDS.get(kind, _md(kind))} | {_code(str(change.get('cell')))}{against(change, _code)} | "
                      f"{_md(change.get('title') or '')} {_code(str(change.get('signature') or ''))} | {where} | "
                      f"{_code(argv_text(side.get('smallest')))} |")
     return [*lines, ""]
+
+
+def against(change: dict[str, Any], code: Callable[[str], str]) -> str:
+    """`` vs <cell>`` when a change compares with another cell (an older release: the baseline lacked this one)."""
+    other = change.get("against")
+    return f" vs {code(str(other))}" if other and other != change.get("cell") else ""
 
 
 def _md_matrix(model: dict[str, Any]) -> list[str]:
@@ -390,7 +398,7 @@ def to_junit(data: ReportInput) -> str:
         classname = f"sglang-{cell['release'].replace('.', '_')}.{facet}"
         if cell["status"] != "done":
             case = ET.SubElement(suite, "testcase", classname=classname, name=f"cell {cell['status']}")
-            ET.SubElement(case, "skipped" if cell["status"] == "skipped" else "error",
+            ET.SubElement(case, "skipped" if cell["status"] in ("skipped", "pending") else "error",
                           message=cell["reason"] or cell["status"], type=cell["status"])
         for sig in cell["signatures"]:
             _junit_case(suite, classname, sig, cell, model["baseline"])

@@ -25,7 +25,7 @@ from typing import Any
 
 from .errors import UsageError
 from .flags import Config
-from .report import SweepInput, cell_of, headline
+from .report import SweepInput, against, cell_of, headline
 
 #: Okabe–Ito colours (distinguishable with the common colour-vision deficiencies), one per signature.
 #: The most frequent signatures get their own colour; the rest share OTHER_COLOUR.
@@ -167,7 +167,7 @@ def _changes(model: dict[str, Any]) -> str:
     for change in sorted(model["changes"], key=lambda c: (order.get(str(c.get("change")), 2), str(c.get("cell")))):
         word, cls = words.get(str(change.get("change")), (str(change.get("change")), "b-changed"))
         side = change.get("after") or change.get("before") or {}
-        rows.append([el("span", esc(word), class_=f"badge {cls}"), code(change.get("cell"), "nw"),
+        rows.append([el("span", esc(word), class_=f"badge {cls}"), code(change.get("cell"), "nw") + against(change, code),
                      f"{esc(change.get('title'))} {code(change.get('signature'))}", location_html(side.get("location")),
                      argv_html(side.get("smallest"))])
     return heading + table(["change", "cell", "failure", "where", "smallest reproducer"], rows)

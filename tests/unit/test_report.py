@@ -354,3 +354,35 @@ def test_every_format_of_a_copy_is_independent_of_input_mutation(fmt: str) -> No
     before = copy.deepcopy(data)
     report.render(NightlyInput(data), fmt)
     assert data == before  # rendering does not edit the caller's data
+
+
+def test_a_nightly_the_nightly_command_wrote() -> None:
+    """``nightly-tiny-real.json``: ``bisect-spec nightly`` on tests/resources/matrices/three-releases.toml
+    (real 0.5.9/0.5.12/0.5.23 sweeps) against a baseline edited as tests/integration/test_nightly.py does:
+    the type error removed from one cell, a RuntimeError added to another, the 0.5.23 h100 cell dropped
+    (so that cell is compared with 0.5.12: its failures moved)."""
+    data = NightlyInput(json.loads((RESOURCES / "nightly-tiny-real.json").read_text()))
+    model = model_of(data)
+    assert model["title"] == "nightly 20261130-185520-test-nightly-09dd · matrix test-nightly · strategy tiny-strategy"
+    assert (model["totals"]["evaluated"], model["totals"]["regressions"], model["totals"]["fixed"],
+            model["totals"]["changed"]) == (102, 1, 1, 2)
+    root = junit_tree(data)
+    assert [root.get(k) for k in ("tests", "failures", "errors", "skipped")] == ["13", "1", "0", "11"]
+    (failure,) = root.iter("failure")
+    assert failure.get("message", "").startswith("regression since baseline-x: TypeError in _handle_speculative_decoding")
+    lines = report.to_markdown(data).splitlines()
+    moved = [line for line in lines if line.startswith("| location moved |")]
+    assert len(moved) == 2
+    assert all("| `0.5.23/deepseek-v3/eagle3/h100x8` vs `0.5.12/deepseek-v3/eagle3/h100x8` |" in line for line in moved)
+    assert "| TypeError in _handle_eagle_family `d4b68cd739` | 2 | 2 **new** | 2 (moved) |" in lines
+    page = report.to_html(data)
+    assert_self_contained(page)
+    assert len(parsed(page).with_class("g", "regression")) == 1
+
+
+def test_pending_cells_are_skipped_in_junit() -> None:
+    data = nightly_data()
+    data["cells"][0].update(status="pending", signatures=[], counts={}, evaluated=0)
+    root = junit_tree(NightlyInput(data))
+    case = next(c for c in root.iter("testcase") if c.get("name") == "cell pending")
+    assert case.find("skipped") is not None and case.find("error") is None
