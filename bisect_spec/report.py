@@ -18,7 +18,7 @@ format, schema ``bisect-spec/report/1``::
                   id, cross_release_key, kind, exc_type, location, title, message, statement, count,
                   smallest (argv), minimal (shrunk 1-minimal argv or null), change ("new" | "message-changed"
                   | "location-moved" | null), known (true when a baseline exists and it is not new)
-    changes[]   the nightly's changes as given (cell, change, cross_release_key, signature, title, before, after)
+    changes[]   the nightly's changes as given (cell, against, change, cross_release_key, signature, title, before, after)
     matrix[]    one per facet (model, draft, hardware): facet, releases (version order), rows[]:
                   cross_release_key, title, location, cells {release: {count, share, signatures, change}
                   or null when absent}; a signature that vanished has count 0 and change "vanished"
