@@ -483,6 +483,45 @@ def nightly(matrix_file: str, out: str, baseline: str, resume: str | None, jobs:
         sys.exit(EXIT_REGRESSION)
 
 
+# -- report (reports of a sweep run or a nightly matrix) --------------------------------------------------
+
+
+@main.command("report")
+@click.argument("target")
+@click.option("--format", "fmt", type=click.Choice(["md", "json", "junit", "html"]), default="md", show_default=True,
+              help="md: Markdown for PRs and issues; json: schema bisect-spec/report/1; junit: JUnit XML for CI; "
+                   "html: one self-contained page with pictures.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), default=None,
+              help="Write the report to FILE (default: print it).")
+@click.option("--runs-dir", type=click.Path(file_okay=False), default="runs", show_default=True,
+              help="Where run ids are looked up.")
+def report(target: str, fmt: str, output: str | None, runs_dir: str) -> None:
+    """Report a sweep run or a nightly matrix as Markdown, JSON, JUnit XML or HTML.
+
+    TARGET is a run id (looked up in --runs-dir), a run directory, a nightly directory
+    or its nightly.json. For a nightly, the report leads with the regressions, fixes and
+    changes against its baseline; JUnit marks regressions as failures and failures the
+    baseline had already as skipped (type "known").
+
+    Example:
+
+        bisect-spec report nightlies/20261130-0215-ab12 --format html -o nightly.html
+
+        bisect-spec report 20261130-171500-kimi-k2.6-0.5.23-ab12 --format junit -o junit.xml
+    """
+    text = api.report(target, fmt, runs_dir=Path(runs_dir))
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    from .errors import StoreError
+
+    try:
+        Path(output).write_text(text)
+    except OSError as exc:
+        raise StoreError(f"cannot write {output}: {exc.strerror or exc}") from exc
+    click.echo(f"{fmt} report written to {output}", err=True)
+
+
 def run() -> None:
     """Console-script entry point."""
     main(prog_name="bisect-spec")
