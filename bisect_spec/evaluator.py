@@ -315,9 +315,11 @@ def _real_gpu_without_kernels(hardware: dict[str, Any] | None) -> bool:
 
     Then SGLang is imported with the GPU hidden (:func:`simulated_gpu.gpu_hidden`), as it
     is on a CPU machine; resolution afterwards sees the real GPUs. With ``sgl_kernel``
-    installed (a real SGLang box) the import is left alone.
+    installed (a real SGLang box), or ``BISECT_SPEC_GPU_AT_IMPORT=visible``, the import is left alone.
     """
     if hardware is None or not (hardware.get("name") == "real" or hardware.get("auto")):
+        return False
+    if os.environ.get("BISECT_SPEC_GPU_AT_IMPORT") == "visible":  # measure the plain import too (fidelity script)
         return False
     import importlib.util
 

@@ -49,6 +49,7 @@ from typing import Any
 
 from bisect_spec import worker
 from bisect_spec.api import TargetSpec
+from bisect_spec.errors import BisectSpecError
 from bisect_spec.flags import Config
 from bisect_spec.outcome import Outcome
 from bisect_spec.plan import covering_plan, load_strategy
@@ -92,10 +93,11 @@ def plan_configs(session: Session, strategy_name: str, seed: int, limit: int) ->
 
 
 def resolve(spec: TargetSpec, configs: Sequence[Config] | None, *, jobs: int, strategy: str, seed: int,
-            limit: int) -> tuple[list[Config], dict[str, Outcome], dict[str, Any]]:
+            limit: int, log_dir: Path | None = None, extra_env: tuple[tuple[str, str], ...] = ()
+            ) -> tuple[list[Config], dict[str, Outcome], dict[str, Any]]:
     """Resolve ``configs`` (or the plan, when None) on one target; outcomes by configuration key."""
     target = spec.resolve()
-    session = Session(target, jobs=jobs, timeout=120.0)
+    session = Session(target, jobs=jobs, timeout=120.0, log_dir=log_dir, extra_env=extra_env)
     try:
         started = time.perf_counter()
         info = dict(session.start())
@@ -216,6 +218,8 @@ def markdown(report: dict[str, Any]) -> str:
     out = [f"# Hardware-simulation fidelity: real GPU vs simulated `{report['profile']}`", ""]
     out.append(f"**Agreement: {report['agreement_percent']} %** ({report['agreeing']} of {report['configs']} "
                "configurations agree in verdict and every resolved value; goal 100 %)")
+    if "visible_import_agreement_percent" in report:
+        out.append(f"With the GPU visible while SGLang is imported: **{report['visible_import_agreement_percent']} %**")
     out += ["", f"real side: `{report['real_label']}` · simulated side: `{report['simulated_label']}` · "
             f"SGLang {report['sglang']} · strategy `{report['strategy']}` seed {report['seed']}", ""]
     for note in report["notes"]:
@@ -228,12 +232,26 @@ def markdown(report: dict[str, Any]) -> str:
                 f"({model['agreeing']}/{model['configs']})", "", "| field | compared | differ |", "|---|---|---|"]
         for name, counts in sorted(model["fields"].items()):
             out.append(f"| {name} | {counts['compared']} | {counts['differ']} |")
-        if model["disagreements"]:
-            out += ["", "| configuration | field | real | simulated |", "|---|---|---|---|"]
-            for d in model["disagreements"]:
-                out.append(f"| `{' '.join(d['config']) or '(baseline)'}` | {d['field']} | {d['real']} | "
-                           f"{d['simulated']} |")
+        out += disagreement_table(model["disagreements"])
+        visible = model.get("visible_import")
+        if visible:
+            out += ["", f"### {model['model']}: real GPU *visible while SGLang is imported* vs simulated"]
+            if "error" in visible:
+                out += ["", f"not measurable: {visible['error']}"]
+            else:
+                out += ["", f"{visible['agreement_percent']} % ({visible['agreeing']}/{visible['configs']}); "
+                        "differences here and not above come from import-time constants (`_is_cuda = is_cuda()`)"]
+                out += disagreement_table(visible["disagreements"])
     return "\n".join(out) + "\n"
+
+
+def disagreement_table(disagreements: Sequence[dict[str, Any]]) -> list[str]:
+    if not disagreements:
+        return []
+    out = ["", "| configuration | field | real | simulated |", "|---|---|---|---|"]
+    for d in disagreements:
+        out.append(f"| `{' '.join(d['config']) or '(baseline)'}` | {d['field']} | {d['real']} | {d['simulated']} |")
+    return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -250,6 +268,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=300, help="covering-plan configurations per model")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--out", type=Path, default=Path("fidelity-out"))
+    parser.add_argument("--also-visible-import", action=argparse.BooleanOptionalAction, default=True,
+                        help="also resolve on the real GPU with SGLang imported while the GPU is visible "
+                             "(BISECT_SPEC_GPU_AT_IMPORT=visible): shows what import-time constants change")
+    parser.add_argument("--log-dir", type=Path, default=None, help="where workers log (worker-RELEASE.log)")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     started = time.time()
@@ -265,6 +287,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         notes.append(f"PLUMBING CHECK: the 'real' side is the simulated profile {args.real_profile}, not a GPU")
     models = []
     release = args.sglang
+    outcomes_path = args.out / "outcomes.jsonl"
+    outcomes_path.write_text("")
     info_real: dict[str, Any] = {}
     info_sim: dict[str, Any] = {}
     for model in args.model or ["kimi-k2.6", "llama-3.1-8b"]:
@@ -272,20 +296,36 @@ def main(argv: Sequence[str] | None = None) -> int:
         sim_spec = TargetSpec(release=release, model=model, draft=args.draft, hardware=args.profile, gpus=gpus)
         print(f"[{model}] resolving on {real_hardware} ...", flush=True)
         configs, real, info_real = resolve(real_spec, None, jobs=args.jobs, strategy=args.strategy, seed=args.seed,
-                                           limit=args.limit)
+                                           limit=args.limit, log_dir=args.log_dir)
         print(f"[{model}] {len(real)} configurations in {info_real['seconds']} s; now simulated {profile.label} ...",
               flush=True)
         _, simulated, info_sim = resolve(sim_spec, configs, jobs=args.jobs, strategy=args.strategy, seed=args.seed,
-                                         limit=args.limit)
+                                         limit=args.limit, log_dir=args.log_dir)
         print(f"[{model}] {len(simulated)} configurations in {info_sim['seconds']} s", flush=True)
         result = compare(configs, real, simulated)
         result.update(model=model, draft=args.draft, real_worker=info_real, simulated_worker=info_sim)
-        models.append(result)
         print(f"[{model}] agreement {result['agreement_percent']} % ({result['agreeing']}/{result['configs']}), "
               f"{len(result['disagreements'])} field disagreements", flush=True)
-        (args.out / "outcomes.jsonl").open("a").write("".join(
-            json.dumps({"model": model, "side": side, "outcome": o.to_dict()}, default=repr) + "\n"
-            for side, group in (("real", real), ("simulated", simulated)) for o in group.values()))
+        sides = [("real", real), ("simulated", simulated)]
+        if args.also_visible_import and info_real.get("gpu_hidden_at_import"):
+            try:
+                _, visible, info_visible = resolve(real_spec, configs, jobs=args.jobs, strategy=args.strategy,
+                                                   seed=args.seed, limit=args.limit, log_dir=args.log_dir,
+                                                   extra_env=(("BISECT_SPEC_GPU_AT_IMPORT", "visible"),))
+            except BisectSpecError as exc:  # SGLang may not import at all with the GPU visible and no sgl_kernel
+                result["visible_import"] = {"error": str(exc)}
+                print(f"[{model}] real GPU visible at import: {exc}", flush=True)
+            else:
+                against = compare(configs, visible, simulated)
+                against["real_worker"] = info_visible
+                result["visible_import"] = against
+                sides.append(("real-visible-import", visible))
+                print(f"[{model}] real GPU visible at import vs simulated: {against['agreement_percent']} %, "
+                      f"{len(against['disagreements'])} field disagreements", flush=True)
+        models.append(result)
+        with outcomes_path.open("a") as stream:
+            stream.writelines(json.dumps({"model": model, "side": side, "outcome": o.to_dict()}, default=repr) + "\n"
+                              for side, group in sides for o in group.values())
     if info_real.get("gpu_hidden_at_import"):
         notes.append("sgl_kernel is not installed here: SGLang was imported with the GPU hidden (as on a CPU "
                      "machine); module-level constants computed at import keep CPU values on both sides, so "
@@ -300,11 +340,16 @@ def main(argv: Sequence[str] | None = None) -> int:
               "hardware_facts": facts, "profile_record": profile.record,
               "profile_check": profile_check(profile.record or {}, facts),
               "notes": notes, "models": models, "seconds": round(time.time() - started, 1)}
+    visible = [m["visible_import"] for m in models if "agreeing" in m.get("visible_import", {})]
+    if visible:
+        seen = sum(v["configs"] for v in visible)
+        report["visible_import_agreement_percent"] = round(100.0 * sum(v["agreeing"] for v in visible) / seen, 2)
     (args.out / "fidelity.json").write_text(json.dumps(report, indent=2, default=repr) + "\n")
     (args.out / "fidelity.md").write_text(markdown(report))
     print(f"agreement {report['agreement_percent']} % ({agreeing}/{total} configurations) real "
           f"{report['real_label']} vs simulated {report['simulated_label']}; "
           f"{sum(len(m['disagreements']) for m in models)} disagreements; "
+          f"{'visible-import agreement ' + str(report['visible_import_agreement_percent']) + ' %; ' if visible else ''}"
           f"profile mismatches: {[r['field'] for r in report['profile_check'] if r['match'] is False]}; "
           f"written {args.out}/fidelity.json and fidelity.md ({report['seconds']} s)")
     return 0
