@@ -122,6 +122,9 @@ def verdict(outcome: Outcome) -> str:
 def compare(configs: Iterable[Config], real: dict[str, Outcome], simulated: dict[str, Outcome]) -> dict[str, Any]:
     """Per configuration: verdict and every resolved value, real against simulated.
 
+    Resolved values are compared where both sides pass; where the verdicts differ, both
+    headlines are listed instead.
+
     :return: ``{"configs", "agreeing", "agreement_percent", "disagreements", "fields"}`` where
         ``fields`` counts, per field, the configurations compared and those that differ.
     """
@@ -135,8 +138,9 @@ def compare(configs: Iterable[Config], real: dict[str, Outcome], simulated: dict
         total += 1
         differ = []
         pairs: list[tuple[str, Any, Any]] = [("verdict", verdict(a), verdict(b))]
-        names = sorted(set(a.resolved) | set(b.resolved))
-        pairs += [(name, a.resolved.get(name, "<absent>"), b.resolved.get(name, "<absent>")) for name in names]
+        if a.passed and b.passed:  # resolved values exist only for passing configurations
+            names = sorted(set(a.resolved) | set(b.resolved))
+            pairs += [(name, a.resolved.get(name, "<absent>"), b.resolved.get(name, "<absent>")) for name in names]
         for name, left, right in pairs:
             counts = fields.setdefault(name, {"compared": 0, "differ": 0})
             counts["compared"] += 1

@@ -3,7 +3,7 @@ has one but no ``sgl_kernel``. The "real" GPU is faked here by installing the si
 before SGLang is imported (this machine has no GPU); everything after that is the evaluator's
 own code path. Prints one JSON line: what the evaluator reported.
 
-argv[1]: "hide" (default behaviour) or "plain" (hiding disabled: shows the import failing).
+argv[1]: "hide" (default behaviour) or "visible" (``BISECT_SPEC_GPU_AT_IMPORT=visible``); argv[2]: model dir.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import json
 import os
 import sys
 import types
+from pathlib import Path
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 package = types.ModuleType("bisect_spec")
@@ -26,10 +27,10 @@ library.define("qnms(Tensor qdets, Tensor qscores, float iou_threshold) -> Tenso
 
 from bisect_spec import evaluator, simulated_gpu  # noqa: E402
 
-profile = json.loads(open(os.path.join(package.__path__[0], "data", "hardware", "h200.json")).read())
+profile = json.loads(Path(package.__path__[0], "data", "hardware", "h200.json").read_text())
 simulated_gpu.install(profile, 1)  # the fake "real" GPU, visible before SGLang is imported
-if sys.argv[1] == "plain":
-    evaluator._real_gpu_without_kernels = lambda hardware: False  # type: ignore[attr-defined]
+if sys.argv[1] == "visible":
+    os.environ["BISECT_SPEC_GPU_AT_IMPORT"] = "visible"
 try:
     worker = evaluator.Evaluator({"name": "real"}, 1)
 except Exception as exc:
