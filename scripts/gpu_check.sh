@@ -141,22 +141,26 @@ fi
 # --- (c) fidelity: real GPU vs simulated profile ----------------------------------------------
 echo "(c) fidelity: real GPU vs simulated $PROFILE ($(elapsed) s so far)"
 fidelity_summary="did not finish"
+rm -f "$OUT/fidelity.json" "$OUT/fidelity.md"
 # shellcheck disable=SC2086  # FIDELITY_ARGS is a list of extra options
-if timeout 420 "$PY" "$ROOT/scripts/hardware_fidelity.py" --sglang current --profile "$PROFILE" --out "$OUT" \
-        --log-dir "$OUT" $FIDELITY_ARGS; then
-    fidelity_summary="$("$PY" - "$OUT/fidelity.json" <<'EOF'
+timeout 420 "$PY" "$ROOT/scripts/hardware_fidelity.py" --sglang current --profile "$PROFILE" --out "$OUT" \
+    --log-dir "$OUT" $FIDELITY_ARGS
+fidelity_exit=$?
+if [ -f "$OUT/fidelity.json" ]; then  # written after each phase: a cut-off run still has a figure
+    fidelity_summary="$("$PY" - "$OUT/fidelity.json" "$fidelity_exit" <<'EOF'
 import json, sys
 r = json.load(open(sys.argv[1]))
 wrong = [row["field"] for row in r["profile_check"] if row["match"] is False]
 visible = r.get("visible_import_agreement_percent")
-print(f"{r['agreement_percent']} % agreement ({r['agreeing']}/{r['configs']} configurations), "
+state = "" if r.get("finished") else f"UNFINISHED (exit {sys.argv[2]}): "
+print(f"{state}{r['agreement_percent']} % agreement ({r['agreeing']}/{r['configs']} configurations), "
       f"{'GPU visible at import: ' + str(visible) + ' %, ' if visible is not None else ''}"
       f"{sum(len(m['disagreements']) for m in r['models'])} field disagreements; "
       f"profile fields differing from the machine: {', '.join(wrong) or 'none'}")
 EOF
 )"
 else
-    fidelity_summary="hardware_fidelity.py failed (exit $?): see $LOG"
+    fidelity_summary="hardware_fidelity.py failed (exit $fidelity_exit) before any figure: see $LOG"
 fi
 
 # --- summary ----------------------------------------------------------------------------------

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import sys
 import time
@@ -224,7 +225,9 @@ def markdown(report: dict[str, Any]) -> str:
                "configurations agree in verdict and every resolved value; goal 100 %)")
     if "visible_import_agreement_percent" in report:
         out.append(f"With the GPU visible while SGLang is imported: **{report['visible_import_agreement_percent']} %**")
-    out += ["", f"real side: `{report['real_label']}` · simulated side: `{report['simulated_label']}` · "
+    if not report.get("finished"):
+        out.append("**The run did not finish: the figures cover what was measured before it stopped.**")
+    out += ["", f"real side: `{report.get('real_label')}` · simulated side: `{report.get('simulated_label')}` · "
             f"SGLang {report['sglang']} · strategy `{report['strategy']}` seed {report['seed']}", ""]
     for note in report["notes"]:
         out.append(f"* {note}")
@@ -270,7 +273,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--strategy", default="eagle-core")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--limit", type=int, default=300, help="covering-plan configurations per model")
-    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--jobs", type=int, default=max(1, min(4, (os.cpu_count() or 2) // 2)),
+                        help="workers per side (each imports SGLang once)")
     parser.add_argument("--out", type=Path, default=Path("fidelity-out"))
     parser.add_argument("--also-visible-import", action=argparse.BooleanOptionalAction, default=True,
                         help="also resolve on the real GPU with SGLang imported while the GPU is visible "
@@ -286,18 +290,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     profile = load_hardware(args.profile, gpus)
     real_hardware = args.real_profile or "real"
-    notes = []
+    report: dict[str, Any] = {
+        "schema": SCHEMA, "profile": args.profile, "gpus": gpus, "sglang": args.sglang, "strategy": args.strategy,
+        "seed": args.seed, "limit": args.limit, "hardware_facts": facts, "profile_record": profile.record,
+        "profile_check": profile_check(profile.record or {}, facts), "notes": [], "models": [], "finished": False}
     if args.real_profile:
-        notes.append(f"PLUMBING CHECK: the 'real' side is the simulated profile {args.real_profile}, not a GPU")
-    models = []
-    release = args.sglang
+        report["notes"].append(f"PLUMBING CHECK: the 'real' side is the simulated profile {args.real_profile}, "
+                               "not a GPU")
     outcomes_path = args.out / "outcomes.jsonl"
     outcomes_path.write_text("")
-    info_real: dict[str, Any] = {}
-    info_sim: dict[str, Any] = {}
+
+    def keep(model: str, side: str, group: dict[str, Outcome]) -> None:
+        with outcomes_path.open("a") as stream:
+            stream.writelines(json.dumps({"model": model, "side": side, "outcome": o.to_dict()}, default=repr) + "\n"
+                              for o in group.values())
+
+    plans: dict[str, tuple[TargetSpec, list[Config], dict[str, Outcome]]] = {}
+    # phase 1: real GPU (SGLang imported with the GPU hidden when sgl_kernel is missing) vs simulated
     for model in args.model or ["kimi-k2.6", "llama-3.1-8b"]:
-        real_spec = TargetSpec(release=release, model=model, draft=args.draft, hardware=real_hardware, gpus=gpus)
-        sim_spec = TargetSpec(release=release, model=model, draft=args.draft, hardware=args.profile, gpus=gpus)
+        real_spec = TargetSpec(release=args.sglang, model=model, draft=args.draft, hardware=real_hardware, gpus=gpus)
+        sim_spec = TargetSpec(release=args.sglang, model=model, draft=args.draft, hardware=args.profile, gpus=gpus)
         print(f"[{model}] resolving on {real_hardware} ...", flush=True)
         configs, real, info_real = resolve(real_spec, None, jobs=args.jobs, strategy=args.strategy, seed=args.seed,
                                            limit=args.limit, log_dir=args.log_dir)
@@ -308,56 +320,67 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"[{model}] {len(simulated)} configurations in {info_sim['seconds']} s", flush=True)
         result = compare(configs, real, simulated)
         result.update(model=model, draft=args.draft, real_worker=info_real, simulated_worker=info_sim)
+        report["models"].append(result)
+        report.update(sglang=info_sim.get("sglang_version", args.sglang), real_label=info_real.get("hardware_label"),
+                      simulated_label=info_sim.get("hardware_label"))
+        if info_real.get("gpu_hidden_at_import") and not any("GPU hidden" in n for n in report["notes"]):
+            report["notes"].append(
+                "sgl_kernel is not installed here: SGLang was imported with the GPU hidden (as on a CPU machine); "
+                "module-level constants computed at import keep CPU values on both sides, so the main figure "
+                "measures the simulation of the probes resolution makes after import (see the visible-import "
+                "figure for the rest)")
+        keep(model, "real", real)
+        keep(model, "simulated", simulated)
+        plans[model] = (real_spec, configs, simulated)
         print(f"[{model}] agreement {result['agreement_percent']} % ({result['agreeing']}/{result['configs']}), "
               f"{len(result['disagreements'])} field disagreements", flush=True)
-        sides = [("real", real), ("simulated", simulated)]
-        if args.also_visible_import and info_real.get("gpu_hidden_at_import"):
-            try:
-                _, visible, info_visible = resolve(real_spec, configs, jobs=args.jobs, strategy=args.strategy,
-                                                   seed=args.seed, limit=args.limit, log_dir=args.log_dir,
-                                                   extra_env=(("BISECT_SPEC_GPU_AT_IMPORT", "visible"),))
-            except BisectSpecError as exc:  # SGLang may not import at all with the GPU visible and no sgl_kernel
-                result["visible_import"] = {"error": str(exc)}
-                print(f"[{model}] real GPU visible at import: {exc}", flush=True)
-            else:
-                against = compare(configs, visible, simulated)
-                against["real_worker"] = info_visible
-                result["visible_import"] = against
-                sides.append(("real-visible-import", visible))
-                print(f"[{model}] real GPU visible at import vs simulated: {against['agreement_percent']} %, "
-                      f"{len(against['disagreements'])} field disagreements", flush=True)
-        models.append(result)
-        with outcomes_path.open("a") as stream:
-            stream.writelines(json.dumps({"model": model, "side": side, "outcome": o.to_dict()}, default=repr) + "\n"
-                              for side, group in sides for o in group.values())
-    if info_real.get("gpu_hidden_at_import"):
-        notes.append("sgl_kernel is not installed here: SGLang was imported with the GPU hidden (as on a CPU "
-                     "machine); module-level constants computed at import keep CPU values on both sides, so "
-                     "what is measured is the simulation of the probes resolution makes after import")
-    agreeing = sum(m["agreeing"] for m in models)
-    total = sum(m["configs"] for m in models)
-    report = {"schema": SCHEMA, "profile": args.profile, "gpus": gpus, "sglang": info_sim.get("sglang_version", release),
-              "real_label": info_real.get("hardware_label"), "simulated_label": info_sim.get("hardware_label"),
-              "strategy": args.strategy, "seed": args.seed, "limit": args.limit,
-              "configs": total, "agreeing": agreeing,
-              "agreement_percent": round(100.0 * agreeing / total, 2) if total else 0.0,
-              "hardware_facts": facts, "profile_record": profile.record,
-              "profile_check": profile_check(profile.record or {}, facts),
-              "notes": notes, "models": models, "seconds": round(time.time() - started, 1)}
-    visible = [m["visible_import"] for m in models if "agreeing" in m.get("visible_import", {})]
-    if visible:
-        seen = sum(v["configs"] for v in visible)
-        report["visible_import_agreement_percent"] = round(100.0 * sum(v["agreeing"] for v in visible) / seen, 2)
-    (args.out / "fidelity.json").write_text(json.dumps(report, indent=2, default=repr) + "\n")
-    (args.out / "fidelity.md").write_text(markdown(report))
-    print(f"agreement {report['agreement_percent']} % ({agreeing}/{total} configurations) real "
-          f"{report['real_label']} vs simulated {report['simulated_label']}; "
-          f"{sum(len(m['disagreements']) for m in models)} disagreements; "
-          f"{'visible-import agreement ' + str(report['visible_import_agreement_percent']) + ' %; ' if visible else ''}"
+        write_report(args.out, report, started)
+    # phase 2: the real GPU visible while SGLang imports (may fail or be slow without sgl_kernel: runs last)
+    hidden = any(m["real_worker"].get("gpu_hidden_at_import") for m in report["models"])
+    for result in report["models"] if args.also_visible_import and hidden else []:
+        model = result["model"]
+        real_spec, configs, simulated = plans[model]
+        print(f"[{model}] resolving on the real GPU, visible while SGLang imports ...", flush=True)
+        try:
+            _, visible, info_visible = resolve(real_spec, configs, jobs=args.jobs, strategy=args.strategy,
+                                               seed=args.seed, limit=args.limit, log_dir=args.log_dir,
+                                               extra_env=(("BISECT_SPEC_GPU_AT_IMPORT", "visible"),))
+        except BisectSpecError as exc:  # SGLang may not import at all with the GPU visible and no sgl_kernel
+            result["visible_import"] = {"error": str(exc)}
+            print(f"[{model}] real GPU visible at import: {exc}", flush=True)
+        else:
+            against = compare(configs, visible, simulated)
+            against["real_worker"] = info_visible
+            result["visible_import"] = against
+            keep(model, "real-visible-import", visible)
+            print(f"[{model}] real GPU visible at import vs simulated: {against['agreement_percent']} %, "
+                  f"{len(against['disagreements'])} field disagreements", flush=True)
+        write_report(args.out, report, started)
+    report["finished"] = True
+    write_report(args.out, report, started)
+    visible_figure = report.get("visible_import_agreement_percent")
+    print(f"agreement {report['agreement_percent']} % ({report['agreeing']}/{report['configs']} configurations) real "
+          f"{report.get('real_label')} vs simulated {report.get('simulated_label')}; "
+          f"{sum(len(m['disagreements']) for m in report['models'])} disagreements; "
+          f"{'' if visible_figure is None else f'visible-import agreement {visible_figure} %; '}"
           f"profile mismatches: {[r['field'] for r in report['profile_check'] if r['match'] is False]}; "
           f"written {args.out}/fidelity.json and fidelity.md ({report['seconds']} s)")
     return 0
 
+
+def write_report(out: Path, report: dict[str, Any], started: float) -> None:
+    """Totals, then fidelity.json and fidelity.md (written after every phase: a cut-off run keeps its results)."""
+    models = report["models"]
+    report["agreeing"] = sum(m["agreeing"] for m in models)
+    report["configs"] = sum(m["configs"] for m in models)
+    report["agreement_percent"] = round(100.0 * report["agreeing"] / report["configs"], 2) if report["configs"] else 0.0
+    visible = [m["visible_import"] for m in models if "agreeing" in m.get("visible_import", {})]
+    if visible:
+        seen = sum(v["configs"] for v in visible)
+        report["visible_import_agreement_percent"] = round(100.0 * sum(v["agreeing"] for v in visible) / seen, 2)
+    report["seconds"] = round(time.time() - started, 1)
+    (out / "fidelity.json").write_text(json.dumps(report, indent=2, default=repr) + "\n")
+    (out / "fidelity.md").write_text(markdown(report))
 
 if __name__ == "__main__":
     sys.exit(main())
