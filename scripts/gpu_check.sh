@@ -143,7 +143,7 @@ echo "(c) fidelity: real GPU vs simulated $PROFILE ($(elapsed) s so far)"
 fidelity_summary="did not finish"
 rm -f "$OUT/fidelity.json" "$OUT/fidelity.md"
 # shellcheck disable=SC2086  # FIDELITY_ARGS is a list of extra options
-timeout 420 "$PY" "$ROOT/scripts/hardware_fidelity.py" --sglang current --profile "$PROFILE" --out "$OUT" \
+timeout 360 "$PY" "$ROOT/scripts/hardware_fidelity.py" --sglang current --profile "$PROFILE" --out "$OUT" \
     --log-dir "$OUT" $FIDELITY_ARGS
 fidelity_exit=$?
 if [ -f "$OUT/fidelity.json" ]; then  # written after each phase: a cut-off run still has a figure

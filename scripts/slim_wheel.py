@@ -51,7 +51,7 @@ def slim(source: Path, out_dir: Path, drop: Sequence[str] = DEFAULT_DROP) -> tup
         rows.append([record_name, "", ""])
         text = io.StringIO()
         csv.writer(text, lineterminator="\n").writerows(rows)
-        dst.writestr(record_name, text.getvalue())
+        dst.writestr(src.getinfo(record_name), text.getvalue())  # its own timestamp: the output is reproducible
     return target, dropped
 
 
