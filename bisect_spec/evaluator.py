@@ -310,16 +310,16 @@ class _ProcessState:
             sys.argv[:] = argv
 
 
-def _real_gpu_without_kernels(hardware: dict[str, Any] | None) -> bool:
-    """Real GPUs are asked for and visible, but ``sgl_kernel`` is not installed.
+def _gpu_without_kernels(hardware: dict[str, Any] | None) -> bool:
+    """This machine has a GPU torch can see, but ``sgl_kernel`` is not installed.
 
     Then SGLang is imported with the GPU hidden (:func:`simulated_gpu.gpu_hidden`), as it
-    is on a CPU machine; resolution afterwards sees the real GPUs. With ``sgl_kernel``
-    installed (a real SGLang box), or ``BISECT_SPEC_GPU_AT_IMPORT=visible``, the import is left alone.
+    is on a CPU machine, whether the real GPUs or a simulated box answer afterwards:
+    importing with CUDA visible makes modules reach for ``sgl_kernel``. With
+    ``sgl_kernel`` installed (a real SGLang box), or ``BISECT_SPEC_GPU_AT_IMPORT=visible``,
+    the import is left alone.
     """
-    if hardware is None or not (hardware.get("name") == "real" or hardware.get("auto")):
-        return False
-    if os.environ.get("BISECT_SPEC_GPU_AT_IMPORT") == "visible":  # measure the plain import too (fidelity script)
+    if hardware is None or os.environ.get("BISECT_SPEC_GPU_AT_IMPORT") == "visible":
         return False
     import importlib.util
 
@@ -344,7 +344,7 @@ class Evaluator:
         started = time.perf_counter()
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-        self.gpu_hidden_at_import = _real_gpu_without_kernels(hardware)
+        self.gpu_hidden_at_import = _gpu_without_kernels(hardware)
         if self.gpu_hidden_at_import:
             from bisect_spec import simulated_gpu as hiding
 

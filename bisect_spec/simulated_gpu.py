@@ -174,21 +174,23 @@ def import_on_cpu(module: str) -> None:
 
     import torch
 
+    hiding = gpu_hidden if _REAL_GPU_HIDDEN_AT_IMPORT else contextlib.nullcontext
     if not _SIMULATED:
-        with gpu_hidden() if _REAL_GPU_HIDDEN_AT_IMPORT else contextlib.nullcontext():
+        with hiding():
             importlib.import_module(module)
         return
     _apply(torch, _ORIGINAL)
     reset_hardware_memo()
     try:
-        importlib.import_module(module)
+        with hiding():  # on a GPU box without sgl_kernel the original state shows a GPU: hide it too
+            importlib.import_module(module)
     finally:
         _apply(torch, _SIMULATED)
         reset_hardware_memo()
 
 
-#: Set when SGLang was imported on a real GPU box with the GPU hidden (no ``sgl_kernel``
-#: there): lazily imported modules are then imported the same way.
+#: Set when SGLang was imported on a GPU box with the GPU hidden (no ``sgl_kernel`` there),
+#: for real or simulated hardware: lazily imported modules are then imported the same way.
 _REAL_GPU_HIDDEN_AT_IMPORT: list[bool] = []
 
 
@@ -216,7 +218,7 @@ def gpu_hidden() -> Iterator[None]:
 
 
 def hide_gpu_for_lazy_imports() -> None:
-    """Import lazily loaded SGLang modules with the real GPU hidden too (see :func:`gpu_hidden`)."""
+    """Import lazily loaded SGLang modules with the machine's GPU hidden too (see :func:`gpu_hidden`)."""
     if not _REAL_GPU_HIDDEN_AT_IMPORT:
         _REAL_GPU_HIDDEN_AT_IMPORT.append(True)
 

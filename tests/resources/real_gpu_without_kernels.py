@@ -3,7 +3,8 @@ has one but no ``sgl_kernel``. The "real" GPU is faked here by installing the si
 before SGLang is imported (this machine has no GPU); everything after that is the evaluator's
 own code path. Prints one JSON line: what the evaluator reported.
 
-argv[1]: "hide" (default behaviour) or "visible" (``BISECT_SPEC_GPU_AT_IMPORT=visible``); argv[2]: model dir.
+argv[1]: which hardware the worker is asked for: "real" or "simulated" (the h200 profile, as the
+fidelity check's simulated side on that machine); argv[2]: model dir.
 """
 
 from __future__ import annotations
@@ -29,10 +30,8 @@ from bisect_spec import evaluator, simulated_gpu  # noqa: E402
 
 profile = json.loads(Path(package.__path__[0], "data", "hardware", "h200.json").read_text())
 simulated_gpu.install(profile, 1)  # the fake "real" GPU, visible before SGLang is imported
-if sys.argv[1] == "visible":
-    os.environ["BISECT_SPEC_GPU_AT_IMPORT"] = "visible"
 try:
-    worker = evaluator.Evaluator({"name": "real"}, 1)
+    worker = evaluator.Evaluator({"name": "real"} if sys.argv[1] == "real" else profile, 1)
 except Exception as exc:
     print(json.dumps({"import_error": f"{type(exc).__name__}: {exc}"}))
     sys.exit(0)
