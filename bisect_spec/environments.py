@@ -122,7 +122,9 @@ def get(release: str) -> Environment:
     """
     check_release_name(release)
     if release == CURRENT:
-        return Environment(CURRENT, sys.executable, (), False, None)
+        # the user's own Python, with the import path it was given (an unpacked SGLang on PYTHONPATH works)
+        inherited = tuple(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)
+        return Environment(CURRENT, sys.executable, inherited, False, None)
     directory = _release_dir(release)
     if not (directory / "env.json").is_file():
         have = list_releases(installed()) or "none"

@@ -349,6 +349,29 @@ class _ProcessState:
             sys.argv[:] = argv
 
 
+def _gpu_without_kernels(hardware: dict[str, Any] | None) -> bool:
+    """This machine has a GPU torch can see, but ``sgl_kernel`` is not installed.
+
+    Then SGLang is imported with the GPU hidden (:func:`simulated_gpu.gpu_hidden`), as it
+    is on a CPU machine, whether the real GPUs or a simulated box answer afterwards:
+    importing with CUDA visible makes modules reach for ``sgl_kernel``. With
+    ``sgl_kernel`` installed (a real SGLang box), or ``BISECT_SPEC_GPU_AT_IMPORT=visible``,
+    the import is left alone.
+    """
+    if hardware is None or os.environ.get("BISECT_SPEC_GPU_AT_IMPORT") == "visible":
+        return False
+    import importlib.util
+
+    import torch
+
+    if not torch.cuda.is_available():
+        return False
+    try:
+        return importlib.util.find_spec("sgl_kernel") is None
+    except (ImportError, ValueError):
+        return True
+
+
 class Evaluator:
     """One imported SGLang release, ready to resolve configurations on request.
 
@@ -360,7 +383,15 @@ class Evaluator:
         started = time.perf_counter()
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-        with contextlib.redirect_stdout(sys.stderr):
+        self.gpu_hidden_at_import = _gpu_without_kernels(hardware)
+        if self.gpu_hidden_at_import:
+            from bisect_spec import simulated_gpu as hiding
+
+            hiding.hide_gpu_for_lazy_imports()
+            importing: contextlib.AbstractContextManager[None] = hiding.gpu_hidden()
+        else:
+            importing = contextlib.nullcontext()
+        with contextlib.redirect_stdout(sys.stderr), importing:
             import sglang
             import sglang.srt.server_args as server_args_module
 
@@ -425,6 +456,7 @@ class Evaluator:
             "import_seconds": round(self.import_seconds, 3),
             "caches": len(self._caches),
             "cpu_imports": list(self.cpu_imports),
+            "gpu_hidden_at_import": self.gpu_hidden_at_import,
             "paranoid": self.paranoid,
         }
 
