@@ -38,7 +38,8 @@ class _DeviceProperties:
         self.name: str = profile["gpu_name"]
         self.major: int = major
         self.minor: int = minor
-        self.total_memory: int = int(profile["memory_mib"]) * 1024 * 1024
+        # torch reports less than nvidia-smi (measured on an H200: 143155 vs 143771 MiB)
+        self.total_memory: int = int(profile.get("torch_memory_mib", profile["memory_mib"])) * 1024 * 1024
         self.multi_processor_count: int = int(profile["sm_count"])
         self.L2_cache_size: int = int(profile.get("l2_cache_bytes", 50 * 1024 * 1024))
         self.is_integrated: bool = False
