@@ -30,6 +30,20 @@ class ReleaseError(BisectSpecError):
     """A release's evaluation environment is missing, unbuildable or not importable."""
 
 
+class ReleaseUnavailable(ReleaseError):
+    """A release's environment cannot be built or imported here (recorded; skipped like ``git bisect skip``).
+
+    :param release: the release.
+    :param reason: one line saying why.
+    """
+
+    def __init__(self, release: str, reason: str) -> None:
+        super().__init__(f"SGLang {release} is unavailable here: {reason} "
+                         f"(retry with: bisect-spec env install --retry {release})")
+        self.release = release
+        self.reason = reason
+
+
 class WorkerError(BisectSpecError):
     """An evaluation worker could not be started or answered nonsense."""
 
