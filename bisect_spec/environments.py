@@ -69,6 +69,12 @@ def available_releases() -> list[str]:
     return known_releases()
 
 
+def first_release_knowing(architecture: str) -> str | None:
+    """The oldest release with a model class for ``architecture`` (measured from the wheels)."""
+    found = pins().get("architectures_first_known", {}).get(architecture)
+    return str(found) if found else None
+
+
 def select_releases(specs: list[str] | tuple[str, ...], *, all_releases: bool = False) -> list[str]:
     """Expand release arguments into releases, oldest first, without duplicates.
 
@@ -100,18 +106,17 @@ def select_releases(specs: list[str] | tuple[str, ...], *, all_releases: bool = 
 
 
 def version_key(version: str) -> tuple[int, ...]:
-    """Sort key for release strings: 0.5.9 < 0.5.10 < 0.5.10.post1 < 0.5.11."""
-    parts: list[int] = []
-    for piece in version.split("."):
-        match = re.match(r"(\d+)(?:post(\d+)|rc(\d+))?", piece)
-        if not match:
-            parts.append(-1)
-            continue
-        if piece.startswith("post"):
-            parts.append(int(piece[4:]))
-            continue
-        parts.append(int(match.group(1)))
-    return tuple(parts)
+    """Sort key for release strings: 0.5.1 < 0.5.1.post1 < 0.5.1.post3 < 0.5.2 < 0.5.10rc1 < 0.5.10 < 0.5.10.post1.
+
+    A release is (numbers..., stage, n): stage -1 for rc n, 0 for the release, 1 for post n.
+    """
+    match = re.match(r"^(\d+(?:\.\d+)*)(?:\.?(rc|post)(\d+))?$", version)
+    if not match:
+        return (-1,)
+    numbers = [int(part) for part in match.group(1).split(".")]
+    numbers += [0] * (4 - len(numbers))
+    stage = {"rc": -1, "post": 1}.get(match.group(2) or "", 0)
+    return (*numbers, stage, int(match.group(3) or 0))
 
 
 @dataclass(frozen=True)

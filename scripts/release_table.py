@@ -14,7 +14,7 @@ done in one worker per release (both probes share it) to keep the run short.
 
 Records go to a JSON-lines file as they are measured, so an interrupted run resumes.
 
-Usage: python scripts/release_table.py [--releases 0.4.6..0.5.23] [--out runs/release-table.jsonl] [--table]
+Usage: python scripts/release_table.py [--releases 0.4.6..0.5.23 ...] [--out runs/release-table.jsonl] [--table]
 """
 
 from __future__ import annotations
@@ -77,16 +77,17 @@ def measure(release: str) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--releases", default="0.4.6..0.5.23")
+    parser.add_argument("--releases", nargs="+", default=["0.4.6..0.5.23"],
+                        help="Releases or ranges; releases without .postN are measured first.")
     parser.add_argument("--out", default="runs/release-table.jsonl")
     parser.add_argument("--table", action="store_true", help="Only print the table of what is recorded.")
     args = parser.parse_args()
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     done = {json.loads(line)["release"]: json.loads(line) for line in out.read_text().splitlines()} if out.is_file() else {}
-    releases = environments.select_releases([args.releases])
+    releases = environments.select_releases(args.releases)
     if not args.table:
-        for release in releases:
+        for release in sorted(releases, key=lambda r: ("post" in r, environments.version_key(r))):
             if release in done:
                 continue
             row = measure(release)
