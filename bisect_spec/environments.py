@@ -365,7 +365,8 @@ def install(release: str, progress: Callable[[str], None] | None = None, *, veri
                       f"sglang=={release}", *overlay], staging / "install.log", progress)
     except ReleaseError as exc:
         if any(words in str(exc) for words in _NOT_BUILDABLE):
-            raise _mark_unavailable(release, f"cannot be built: {exc}") from exc
+            reason = re.sub(r"^installing failed: (ERROR: )?| \(full log: .*\)$", "", str(exc))
+            raise _mark_unavailable(release, f"cannot be built: {reason}") from exc
         raise
     shutil.rmtree(directory, ignore_errors=True)
     staging.rename(directory)
