@@ -64,7 +64,7 @@ def test_import_window_serves_only_the_named_module_and_removes_transient_stubs(
             pass
 
     assert Method.__mro__ == (Method, object)
-    with pytest.raises(NotImplementedError, match="vllm._custom_ops.scaled_fp8_quant is a bisect-spec stub"):
+    with pytest.raises(NotImplementedError, match=r"vllm\._custom_ops\.scaled_fp8_quant is a bisect-spec stub"):
         scaled_fp8_quant()
     assert "vllm" not in sys.modules and "vllm._custom_ops" not in sys.modules
     with pytest.raises(ImportError):
