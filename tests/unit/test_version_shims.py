@@ -60,7 +60,7 @@ def test_import_window_serves_only_the_named_module_and_removes_transient_stubs(
         with pytest.raises(ImportError):
             importlib.import_module("vllm.model_executor")  # guarded fallbacks still see "no vllm"
 
-        class Method(version_shims._StubModule("vllm._custom_ops").Base):  # type: ignore[misc,name-defined]
+        class Method(version_shims._StubModule("vllm._custom_ops").Base):  # type: ignore[misc]
             pass
 
     assert Method.__mro__ == (Method, object)
