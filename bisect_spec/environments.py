@@ -426,6 +426,23 @@ def cached_flag_table(release: str) -> list[dict[str, Any]] | None:
     return table
 
 
+def spans(releases: list[str]) -> str:
+    """Releases as runs over the installed ones: ``0.4.6 ... 0.5.9, 0.5.12``.
+
+    With dozens of releases installed, naming each one makes a hint unreadable; a run
+    ``A ... B`` means every installed release from A to B.
+    """
+    order = {release: index for index, release in enumerate(installed())}
+    runs: list[list[str]] = []
+    for release in sorted(releases, key=version_key):
+        if runs and release in order and runs[-1][-1] in order and order[release] == order[runs[-1][-1]] + 1:
+            runs[-1].append(release)
+        else:
+            runs.append([release])
+    return ", ".join(run[0] if len(run) == 1 else f"{run[0]}, {run[1]}" if len(run) == 2 else f"{run[0]} ... {run[-1]}"
+                     for run in runs)
+
+
 def releases_with_flag(flag: str, *, exclude: str = "") -> list[str]:
     """Installed releases whose parser knows ``flag`` (for "it exists in ..." hints)."""
     found = []

@@ -103,3 +103,14 @@ def test_retry_ignores_the_record_and_remove_forgets_it(empty_home: Path) -> Non
 def test_unavailable_is_a_release_error_so_existing_handlers_catch_it() -> None:
     assert issubclass(ReleaseUnavailable, ReleaseError)
     assert ReleaseUnavailable("0.4.8", "why").exit_code == 1
+
+
+def test_release_lists_in_hints_collapse_into_runs_of_installed_releases(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BISECT_SPEC_HOME", str(tmp_path))
+    for release in ("0.4.6", "0.4.9", "0.5.1", "0.5.3", "0.5.9", "0.5.12", "0.5.23"):
+        (tmp_path / "envs" / f"sglang-{release}").mkdir(parents=True)
+        (tmp_path / "envs" / f"sglang-{release}" / "env.json").write_text("{}")
+    assert environments.spans(["0.5.9", "0.4.6", "0.4.9", "0.5.1", "0.5.3", "0.5.23"]) == "0.4.6 ... 0.5.9, 0.5.23"
+    assert environments.spans(["0.5.12", "0.5.23"]) == "0.5.12, 0.5.23"
+    assert environments.spans(["0.5.3"]) == "0.5.3"
