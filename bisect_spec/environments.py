@@ -364,6 +364,7 @@ def install(release: str, progress: Callable[[str], None] | None = None, *, veri
         _pip(python, ["install", "-q", "--no-deps", "--no-compile", "--upgrade", "--target", str(staging / "site"),
                       f"sglang=={release}", *overlay], staging / "install.log", progress)
     except ReleaseError as exc:
+        shutil.rmtree(staging, ignore_errors=True)
         if any(words in str(exc) for words in _NOT_BUILDABLE):
             reason = re.sub(r"^installing failed: (ERROR: )?| \(full log: .*\)$", "", str(exc))
             raise _mark_unavailable(release, f"cannot be built: {reason}") from exc
@@ -380,6 +381,7 @@ def install(release: str, progress: Callable[[str], None] | None = None, *, veri
             info = probe.start()
             (directory / FLAGS_CACHE).write_text(json.dumps(probe.request({"op": "flags"}, 120)["flags"]))
         except Exception as exc:
+            shutil.rmtree(directory / "site", ignore_errors=True)  # keep the logs, not the files
             raise _mark_unavailable(release, f"does not import: {_one_line(exc)}") from exc
         finally:
             probe.close()
