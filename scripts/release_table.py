@@ -64,12 +64,13 @@ def measure(release: str) -> dict[str, Any]:
     target = TargetSpec(release=release, model="deepseek-v3", draft="eagle3").resolve()
     try:
         with Session(target, timeout=180) as session:
-            row["shims"] = session.info.get("version_shims", [])
-            row["stubbed"] = session.info.get("stubbed_modules", [])
             for name, config in CONFIGS.items():
                 record = session.pool.evaluate(session.argv(session.with_draft(session.canonical(config))))
                 row[name] = outcome_summary(record)
                 row[f"{name}_message"] = str(record.get("exception", {}).get("message", ""))[:160]
+            after = session.pool.request({"op": "info"})  # stubs can be added by lazy imports during evaluation
+            row["shims"] = after.get("version_shims", [])
+            row["stubbed"] = after.get("stubbed_modules", [])
     except BisectSpecError as exc:
         row.update(status="probe-error", reason=str(exc)[:300])
     return row
