@@ -82,10 +82,13 @@ def main() -> None:
                         help="Releases or ranges; releases without .postN are measured first.")
     parser.add_argument("--out", default="runs/release-table.jsonl")
     parser.add_argument("--table", action="store_true", help="Only print the table of what is recorded.")
+    parser.add_argument("--merge", nargs="*", default=[], help="More record files; their rows replace earlier ones.")
     args = parser.parse_args()
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     done = {json.loads(line)["release"]: json.loads(line) for line in out.read_text().splitlines()} if out.is_file() else {}
+    for extra in args.merge:
+        done.update({json.loads(line)["release"]: json.loads(line) for line in Path(extra).read_text().splitlines()})
     releases = environments.select_releases(args.releases)
     if not args.table:
         for release in sorted(releases, key=lambda r: ("post" in r, environments.version_key(r))):
@@ -96,14 +99,15 @@ def main() -> None:
             with out.open("a") as handle:
                 handle.write(json.dumps(row) + "\n")
             print(json.dumps(row), flush=True)
-    print("| release | install | s | MB | A: num-steps unset | B: num-steps 1 |")
-    print("|---|---|---|---|---|---|")
+    print("| release | install | s | own MB | with layers MB | A: num-steps unset | B: num-steps 1 |")
+    print("|---|---|---|---|---|---|---|")
     for release in releases:
         row = done.get(release)
         if row is None:
             continue
         status = row["status"] if row["status"] == "installed" else f"{row['status']}: {row.get('reason', '')}"
-        cells = [release, status, row.get("seconds", ""), row.get("size_mb", ""), row.get("A", "-"), row.get("B", "-")]
+        own = round(environments.describe(release)["size_bytes"] / 1e6, 1) if environments.is_installed(release) else ""
+        cells = [release, status, row.get("seconds", ""), own, row.get("size_mb", ""), row.get("A", "-"), row.get("B", "-")]
         print("| " + " | ".join(str(cell) for cell in cells) + " |")
 
 
