@@ -364,8 +364,11 @@ def install(release: str, progress: Callable[[str], None] | None = None, *, veri
         _pip(python, ["install", "-q", "--no-deps", "--no-compile", "--upgrade", "--target", str(staging / "site"),
                       f"sglang=={release}", *overlay], staging / "install.log", progress)
     except ReleaseError as exc:
+        log = staging / "install.log"
+        offline = log.is_file() and "(from versions: none)" in log.read_text(errors="replace")
         shutil.rmtree(staging, ignore_errors=True)
-        if any(words in str(exc) for words in _NOT_BUILDABLE):
+        # "(from versions: none)": pip saw no index at all (offline), which says nothing about the release
+        if any(words in str(exc) for words in _NOT_BUILDABLE) and not offline:
             reason = re.sub(r"^installing failed: (ERROR: )?| \(full log: .*\)$", "", str(exc))
             raise _mark_unavailable(release, f"cannot be built: {reason}") from exc
         raise
