@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 import click
 
 from . import __version__, api, environments, profiles, render
-from .errors import BisectSpecError
+from .errors import BisectSpecError, ReleaseError, ReleaseUnavailable
 from .session import Session
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -345,44 +345,76 @@ def env() -> None:
 
 
 @env.command("install")
-@click.argument("releases", nargs=-1, required=True)
-def env_install(releases: tuple[str, ...]) -> None:
+@click.argument("releases", nargs=-1)
+@click.option("--all", "all_releases", is_flag=True, help="Every release with recorded pins (0.4.6 ... newest).")
+@click.option("--retry", is_flag=True, help="Try again releases recorded as unavailable here.")
+def env_install(releases: tuple[str, ...], all_releases: bool, retry: bool) -> None:
     """Install SGLang releases (pins recorded in the package; torch stays the CPU build).
+
+    RELEASES are versions or inclusive ranges over the releases with recorded pins
+    (A..B; an open end runs to the oldest/newest). A release that cannot be built or
+    imported here is recorded as unavailable with its reason and skipped next time.
+    Exit status 1 if any release ended unavailable or failed.
 
     Example:
 
         bisect-spec env install 0.5.23
+
+        bisect-spec env install 0.4.6..0.5.3 0.5.23
     """
-    for release in releases:
-        environments.check_release_name(release)
-    for release in releases:
-        environments.install(release, progress=lambda line: click.echo(f"  {line}", err=True))
+    if not releases and not all_releases:
+        raise click.UsageError("name releases (0.5.23, 0.4.6..0.5.3) or use --all")
+    chosen = environments.select_releases(list(releases), all_releases=all_releases)
+    rows: list[list[Any]] = []
+    failed = 0
+    for index, release in enumerate(chosen, 1):
+        click.echo(f"[{index}/{len(chosen)}] {release}", err=True)
+        started = time.perf_counter()
+        was_installed = environments.is_installed(release)
+        try:
+            environments.install(release, progress=lambda line: click.echo(f"  {line}", err=True), retry=retry)
+        except ReleaseUnavailable as exc:
+            failed += 1
+            rows.append([release, f"unavailable: {exc.reason}"[:100], "-", f"{time.perf_counter() - started:.1f}"])
+            continue
+        except ReleaseError as exc:
+            failed += 1
+            rows.append([release, f"failed: {exc}"[:100], "-", f"{time.perf_counter() - started:.1f}"])
+            continue
         info = environments.describe(release)
-        click.echo(f"{release}: ready ({info['size_bytes'] / 1e6:.0f} MB overlay, {info['install_seconds']} s)")
+        seconds = "-" if was_installed else info.get("install_seconds", "-")
+        rows.append([release, "already installed" if was_installed else "installed",
+                     f"{environments.size_of(release) / 1e6:.0f}", seconds])
+    click.echo(render.table(["release", "status", "MB", "seconds"], rows))
+    if failed:
+        sys.exit(1)
 
 
 @env.command("list")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable list.")
 def env_list(as_json: bool) -> None:
-    """List installed releases and the releases with recorded pins.
+    """List installed releases, releases with recorded pins, and unavailable ones with why.
 
     Example:
 
         bisect-spec env list --json
     """
-    rows = []
+    rows: list[dict[str, Any]] = []
     installed = set(environments.installed())
-    for release in sorted(installed | set(environments.known_releases()), key=environments.version_key):
+    unavailable = environments.unavailable()
+    for release in sorted(installed | set(environments.known_releases()) | set(unavailable), key=environments.version_key):
         info = environments.describe(release) if release in installed else {}
         rows.append({"release": release, "installed": release in installed,
                      "pinned": release in environments.known_releases(),
-                     "size_mb": round(info.get("size_bytes", 0) / 1e6, 1) if info else None})
+                     "size_mb": round(environments.size_of(release) / 1e6, 1) if info else None,
+                     "unavailable": unavailable.get(release) if release not in installed else None})
     if as_json:
-        click.echo(json.dumps({"schema": "bisect-spec/envs/1", "home": str(environments.home()), "releases": rows}, indent=2))
+        click.echo(json.dumps({"schema": "bisect-spec/envs/2", "home": str(environments.home()), "releases": rows}, indent=2))
         return
-    click.echo(render.table(["release", "installed", "pins recorded", "overlay MB"],
+    click.echo(render.table(["release", "installed", "pins recorded", "MB", "unavailable because"],
                             [[r["release"], "yes" if r["installed"] else "-", "yes" if r["pinned"] else "-",
-                              r["size_mb"] if r["size_mb"] is not None else "-"] for r in rows]))
+                              r["size_mb"] if r["size_mb"] is not None else "-", (r["unavailable"] or "-")[:90]]
+                             for r in rows]))
 
 
 @env.command("remove")

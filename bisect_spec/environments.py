@@ -2,13 +2,20 @@
 
 Layout under :func:`home` (``$BISECT_SPEC_HOME``, default ``~/.cache/bisect-spec``)::
 
-    envs/base-py311/            one venv: torch 2.13.0 (CPU), triton, transformers, ...
-    envs/sglang-0.5.23/site/    pip install --no-deps --target: sglang + release pins
-    envs/sglang-0.5.23/env.json written last: an environment without it is incomplete
+    envs/base-py311/                    one venv: torch 2.13.0 (CPU), triton, transformers, ...
+    envs/layers/transformers-4.57.1/    a shared layer (transformers + its tokenizers/hub pins)
+    envs/sglang-0.5.23/site/            pip install --no-deps --target: sglang + release pins
+    envs/sglang-0.5.23/env.json         written last: an environment without it is incomplete
+    envs/sglang-0.4.5/unavailable.json  a release that cannot be built or imported here
 
-A worker runs the base venv's Python with the release's ``site`` first on
-``PYTHONPATH``, so the overlay's sglang/transformers shadow the base. A further release
-costs 35-130 MB and seconds, not another 2.3 GB. Pins live in ``data/releases.json``.
+A worker runs the base venv's Python with the release's ``site`` and then its layers
+first on ``PYTHONPATH``, so they shadow the base. A further release costs 6-130 MB and
+seconds, not another 2.3 GB; releases needing the same transformers share one layer.
+Pins live in ``data/releases.json``.
+
+A release whose environment cannot be built or imported is recorded as unavailable
+(with a one-line reason) and later calls skip it at once, like ``git bisect skip``,
+unless a retry is forced.
 
 Torch is never left to pip's resolver: it is installed alone as ``torch==2.13.0`` and
 every later install runs with a constraint pinning it, so no CUDA build is pulled.
@@ -16,6 +23,7 @@ every later install runs with a constraint pinning it, so no CUDA build is pulle
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -29,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from . import worker
-from .errors import ReleaseError, UsageError
+from .errors import ReleaseError, ReleaseUnavailable, UsageError
 
 CURRENT = "current"
 #: File caching a release's flag table; bump the suffix when the table's shape changes.
@@ -53,16 +61,62 @@ def known_releases() -> list[str]:
     return sorted(pins()["releases"], key=version_key)
 
 
+def available_releases() -> list[str]:
+    """Every release with recorded pins, oldest first (what ranges and ``--all`` cover).
+
+    Some may turn out unavailable here: :func:`ensure` says so per release.
+    """
+    return known_releases()
+
+
+def first_release_knowing(architecture: str) -> str | None:
+    """The oldest release with a model class for ``architecture`` (measured from the wheels)."""
+    found = pins().get("architectures_first_known", {}).get(architecture)
+    return str(found) if found else None
+
+
+def select_releases(specs: list[str] | tuple[str, ...], *, all_releases: bool = False) -> list[str]:
+    """Expand release arguments into releases, oldest first, without duplicates.
+
+    Each spec is a release (``0.5.9``), or an inclusive range ``A..B`` over the releases
+    with recorded pins (``0.4.6..0.5.23``; an open end, ``..0.5.3`` or ``0.5.13..``,
+    runs to the oldest/newest). ``all_releases`` adds every release with recorded pins.
+
+    :raises UsageError: a malformed release or a range whose ends are out of order.
+    """
+    known = available_releases()
+    chosen: set[str] = set(known) if all_releases else set()
+    for spec in specs:
+        if ".." in spec:
+            low, high = spec.split("..", 1)
+            low, high = low or known[0], high or known[-1]
+            check_release_name(low)
+            check_release_name(high)
+            if version_key(low) > version_key(high):
+                raise UsageError(f"range {spec} runs backwards: write {high}..{low}")
+            inside = [r for r in known if version_key(low) <= version_key(r) <= version_key(high)]
+            if not inside:
+                raise UsageError(f"no release with recorded pins lies in {spec} (known: {known[0]} ... {known[-1]})")
+            chosen.update(inside)
+        else:
+            if check_release_name(spec) == CURRENT:
+                raise UsageError("'current' is the running Python's own SGLang: there is nothing to install")
+            chosen.add(spec)
+    return sorted(chosen, key=version_key)
+
+
 def version_key(version: str) -> tuple[int, ...]:
-    """Sort key for release strings: 0.5.9 < 0.5.10 < 0.5.10.post1 < 0.5.11."""
-    parts: list[int] = []
-    for piece in version.split("."):
-        if piece.startswith("post") and piece[4:].isdigit():
-            parts.append(int(piece[4:]))  # 0.5.10.post1 = (0, 5, 10, 1) > (0, 5, 10)
-            continue
-        match = re.match(r"(\d+)", piece)
-        parts.append(int(match.group(1)) if match else -1)
-    return tuple(parts)
+    """Sort key for release strings: 0.5.1 < 0.5.1.post1 < 0.5.1.post3 < 0.5.2 < 0.5.10rc1 < 0.5.10 < 0.5.10.post1.
+
+    A release is (numbers..., stage, n): stage -1 for rc n, 0 for the release, 1 for post n.
+    """
+    match = re.match(r"^(\d+(?:\.\d+)*)(?:\.?(rc|post)(\d+))?$", version)
+    if not match:
+        return (-1,)
+    numbers = [int(part) for part in match.group(1).split(".")]
+    numbers += [0] * (4 - len(numbers))
+    stage = {"rc": -1, "post": 1}.get(match.group(2) or "", 0)
+    return (*numbers, stage, int(match.group(3) or 0))
 
 
 @dataclass(frozen=True)
@@ -87,6 +141,51 @@ def _base_dir() -> Path:
 
 def _release_dir(release: str) -> Path:
     return home() / "envs" / f"sglang-{release}"
+
+
+def _layer_dir(layer: str) -> Path:
+    return home() / "envs" / "layers" / layer
+
+
+UNAVAILABLE = "unavailable.json"
+
+
+def is_installed(release: str) -> bool:
+    """Whether ``release`` has a complete environment (one ``stat``; no import check)."""
+    return release == CURRENT or (_release_dir(release) / "env.json").is_file()
+
+
+def unavailable_reason(release: str) -> str | None:
+    """Why ``release`` was found unavailable here, or None if it was not.
+
+    Recorded in ``data/releases.json`` (measured once for everyone) or in the release's
+    directory (found on this machine).
+    """
+    recorded = pins()["releases"].get(release, {}).get("unavailable")
+    if recorded:
+        return str(recorded)
+    marker = _release_dir(release) / UNAVAILABLE
+    if marker.is_file():
+        with contextlib.suppress(ValueError):
+            return str(json.loads(marker.read_text()).get("reason") or "unknown reason")
+    return None
+
+
+def unavailable() -> dict[str, str]:
+    """Releases recorded as unavailable, with their reasons, oldest first."""
+    root = home() / "envs"
+    found = [p.name.removeprefix("sglang-") for p in root.glob("sglang-*") if (p / UNAVAILABLE).is_file()] \
+        if root.is_dir() else []
+    found += [r for r, entry in pins()["releases"].items() if entry.get("unavailable")]
+    return {r: unavailable_reason(r) or "" for r in sorted(set(found), key=version_key)}
+
+
+def _mark_unavailable(release: str, reason: str) -> ReleaseUnavailable:
+    directory = _release_dir(release)
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / UNAVAILABLE).write_text(json.dumps({"status": "unavailable", "release": release, "reason": reason,
+                                                     "recorded_at": time.time()}, indent=2))
+    return ReleaseUnavailable(release, reason)
 
 
 def _base_python() -> Path:
@@ -127,11 +226,19 @@ def get(release: str) -> Environment:
         return Environment(CURRENT, sys.executable, inherited, False, None)
     directory = _release_dir(release)
     if not (directory / "env.json").is_file():
-        have = list_releases(installed()) or "none"
+        reason = unavailable_reason(release)
+        if reason is not None:
+            raise ReleaseUnavailable(release, reason)
+        have = spans(installed()) or "none"
         raise ReleaseError(f"SGLang {release} is not installed (installed: {have}); run: bisect-spec env install {release}")
     if not _base_python().exists():
         raise ReleaseError(f"the shared base environment is missing ({_base_dir()}); run: bisect-spec env install {release}")
-    return Environment(release, str(_base_python()), (str(directory / "site"),), True, directory)
+    layers = describe(release).get("layers", [])
+    return Environment(release, str(_base_python()), _import_path(directory, layers), True, directory)
+
+
+def _import_path(directory: Path, layers: list[str]) -> tuple[str, ...]:
+    return (str(directory / "site"), *(str(_layer_dir(layer) / "site") for layer in layers))
 
 
 def newest_installed() -> str:
@@ -187,10 +294,51 @@ def ensure_base(progress: Callable[[str], None] | None = None) -> Path:
     return _base_python()
 
 
-def install(release: str, progress: Callable[[str], None] | None = None, *, verify: bool = True) -> Environment:
+def ensure(release: str, progress: Callable[[str], None] | None = None) -> Environment:
+    """The environment of ``release``, installing it first if missing.
+
+    :raises ReleaseUnavailable: it cannot be built or imported here (recorded; cheap to ask again).
+    :raises ReleaseError: installing failed for a passing reason (network): nothing is recorded.
+    """
+    if is_installed(release):
+        return get(release)
+    return install(release, progress)
+
+
+def _ensure_layer(layer: str, python: Path, progress: Callable[[str], None] | None) -> None:
+    """Install a shared layer once (its ``layer.json`` is written last)."""
+    directory = _layer_dir(layer)
+    if (directory / "layer.json").is_file():
+        return
+    packages: list[str] = list(pins()["layers"][layer])
+    staging = directory.with_name(directory.name + ".partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    if progress:
+        progress(f"installing the shared layer {layer}: {' '.join(packages)}")
+    started = time.perf_counter()
+    _pip(python, ["install", "-q", "--no-deps", "--no-compile", "--upgrade", "--target", str(staging / "site"),
+                  *packages], staging / "install.log", progress)
+    size = sum(f.stat().st_size for f in (staging / "site").rglob("*") if f.is_file())
+    (staging / "layer.json").write_text(json.dumps({"layer": layer, "packages": packages, "size_bytes": size,
+                                                    "install_seconds": round(time.perf_counter() - started, 1)}))
+    shutil.rmtree(directory, ignore_errors=True)
+    staging.rename(directory)
+
+
+#: pip's words for "this version does not exist for this Python", a permanent condition.
+_NOT_BUILDABLE = ("No matching distribution", "Could not find a version", "ResolutionImpossible",
+                  "is not a supported wheel", "requires a different Python")
+
+
+def install(release: str, progress: Callable[[str], None] | None = None, *, verify: bool = True,
+            retry: bool = False) -> Environment:
     """Install (or repair) the environment of ``release``; a no-op when complete.
 
-    :raises ReleaseError: pip or the import check failed; nothing half-built is left marked complete.
+    :param retry: try again even though the release was recorded as unavailable.
+    :raises ReleaseUnavailable: the release cannot be built or does not import here; the
+        reason is recorded so the next call answers at once (unless ``retry``).
+    :raises ReleaseError: pip failed for another reason (network): nothing is recorded.
     """
     check_release_name(release)
     if release == CURRENT:
@@ -198,19 +346,37 @@ def install(release: str, progress: Callable[[str], None] | None = None, *, veri
     directory = _release_dir(release)
     if (directory / "env.json").is_file():
         return get(release)
+    reason = unavailable_reason(release)
+    recorded_in_pins = bool(pins()["releases"].get(release, {}).get("unavailable"))
+    if reason is not None and (not retry or recorded_in_pins):
+        raise ReleaseUnavailable(release, reason)
     python = ensure_base(progress)
-    overlay: list[str] = list(pins()["releases"].get(release, {}).get("overlay", []))
+    entry: dict[str, Any] = pins()["releases"].get(release, {})
+    overlay: list[str] = list(entry.get("overlay", []))
+    layers: list[str] = list(entry.get("layers", []))
     staging = directory.with_name(directory.name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
     started = time.perf_counter()
-    if progress:
-        progress(f"installing sglang=={release} {' '.join(overlay)}".rstrip())
-    _pip(python, ["install", "-q", "--no-deps", "--no-compile", "--upgrade", "--target", str(staging / "site"),
-                  f"sglang=={release}", *overlay], staging / "install.log", progress)
+    try:
+        for layer in layers:
+            _ensure_layer(layer, python, progress)
+        if progress:
+            progress(f"installing sglang=={release} {' '.join(overlay)}".rstrip())
+        _pip(python, ["install", "-q", "--no-deps", "--no-compile", "--upgrade", "--target", str(staging / "site"),
+                      f"sglang=={release}", *overlay], staging / "install.log", progress)
+    except ReleaseError as exc:
+        log = staging / "install.log"
+        offline = log.is_file() and "(from versions: none)" in log.read_text(errors="replace")
+        shutil.rmtree(staging, ignore_errors=True)
+        # "(from versions: none)": pip saw no index at all (offline), which says nothing about the release
+        if any(words in str(exc) for words in _NOT_BUILDABLE) and not offline:
+            reason = re.sub(r"^installing failed: (ERROR: )?| \(full log: .*\)$", "", str(exc))
+            raise _mark_unavailable(release, f"cannot be built: {reason}") from exc
+        raise
     shutil.rmtree(directory, ignore_errors=True)
     staging.rename(directory)
-    environment = Environment(release, str(python), (str(directory / "site"),), True, directory)
+    environment = Environment(release, str(python), _import_path(directory, layers), True, directory)
     info: dict[str, Any] = {}
     if verify:
         if progress:
@@ -220,14 +386,32 @@ def install(release: str, progress: Callable[[str], None] | None = None, *, veri
             info = probe.start()
             (directory / FLAGS_CACHE).write_text(json.dumps(probe.request({"op": "flags"}, 120)["flags"]))
         except Exception as exc:
-            raise ReleaseError(f"sglang {release} installed but does not import: {exc}") from exc
+            shutil.rmtree(directory / "site", ignore_errors=True)  # keep the logs, not the files
+            raise _mark_unavailable(release, f"does not import: {_one_line(exc)}") from exc
         finally:
             probe.close()
     size = sum(f.stat().st_size for f in (directory / "site").rglob("*") if f.is_file())
-    record = {"release": release, "overlay": overlay, "pinned": release in pins()["releases"],
+    record = {"release": release, "overlay": overlay, "layers": layers, "pinned": release in pins()["releases"],
               "install_seconds": round(time.perf_counter() - started, 1), "size_bytes": size, "worker_info": info}
+    (directory / UNAVAILABLE).unlink(missing_ok=True)
     (directory / "env.json").write_text(json.dumps(record, indent=2))
     return environment
+
+
+def _one_line(exc: BaseException) -> str:
+    """The last meaningful line of a worker start failure (the exception, not the traceback)."""
+    text = str(exc).strip()
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    picked = next((line for line in reversed(lines) if re.match(r"^[\w.]+(Error|Exception|Exit)\b", line)), None)
+    return (picked or (lines[0] if lines else type(exc).__name__))[:300]
+
+
+def size_of(release: str) -> int:
+    """Bytes the release's own overlay and its layers take (layers are shared)."""
+    info = describe(release)
+    layers = sum(int(json.loads((_layer_dir(layer) / "layer.json").read_text()).get("size_bytes", 0))
+                 for layer in info.get("layers", []) if (_layer_dir(layer) / "layer.json").is_file())
+    return int(info.get("size_bytes", 0)) + layers
 
 
 def remove(release: str) -> None:
@@ -236,7 +420,7 @@ def remove(release: str) -> None:
     directory = _release_dir(release)
     if not directory.exists():
         raise ReleaseError(f"SGLang {release} is not installed (installed: {', '.join(installed()) or 'none'})")
-    shutil.rmtree(directory)
+    shutil.rmtree(directory)  # also forgets an "unavailable" record, so the next install tries again
 
 
 def cached_flag_table(release: str) -> list[dict[str, Any]] | None:
@@ -249,11 +433,21 @@ def cached_flag_table(release: str) -> list[dict[str, Any]] | None:
     return table
 
 
-def list_releases(releases: list[str], most: int = 4) -> str:
-    """Releases for a one-line message: all of them when few, else the ends and the count."""
-    if len(releases) <= most:
-        return ", ".join(releases)
-    return f"{', '.join(releases[:2])}, …, {releases[-1]} ({len(releases)} installed releases)"
+def spans(releases: list[str]) -> str:
+    """Releases as runs over the installed ones: ``0.4.6 ... 0.5.9, 0.5.12``.
+
+    With dozens of releases installed, naming each one makes a hint unreadable; a run
+    ``A ... B`` means every installed release from A to B.
+    """
+    order = {release: index for index, release in enumerate(installed())}
+    runs: list[list[str]] = []
+    for release in sorted(releases, key=version_key):
+        if runs and release in order and runs[-1][-1] in order and order[release] == order[runs[-1][-1]] + 1:
+            runs[-1].append(release)
+        else:
+            runs.append([release])
+    return ", ".join(run[0] if len(run) == 1 else f"{run[0]}, {run[1]}" if len(run) == 2 else f"{run[0]} ... {run[-1]}"
+                     for run in runs)
 
 
 def releases_with_flag(flag: str, *, exclude: str = "") -> list[str]:

@@ -30,6 +30,37 @@ class ReleaseError(BisectSpecError):
     """A release's evaluation environment is missing, unbuildable or not importable."""
 
 
+class ReleaseUnavailable(ReleaseError):
+    """A release's environment cannot be built or imported here (recorded; skipped like ``git bisect skip``).
+
+    :param release: the release.
+    :param reason: one line saying why.
+    """
+
+    def __init__(self, release: str, reason: str) -> None:
+        super().__init__(f"SGLang {release} is unavailable here: {reason} "
+                         f"(retry with: bisect-spec env install --retry {release})")
+        self.release = release
+        self.reason = reason
+
+
+class ArchitectureUnknown(ReleaseError):
+    """The release has no model class for the model's architecture (e.g. Kimi K2.5/K2.6 before 0.5.9).
+
+    A :class:`ReleaseError`: the release cannot evaluate this model at all, so a search
+    across releases treats it like an unavailable one.
+    """
+
+    def __init__(self, release: str, architecture: str, model: str, first_known: str | None) -> None:
+        since = f" (first known in {first_known})" if first_known else ""
+        super().__init__(f"SGLang {release} does not know the architecture {architecture} of {model}{since}; "
+                         "pick a newer --sglang or another --model")
+        self.release = release
+        self.architecture = architecture
+        self.model = model
+        self.first_known = first_known
+
+
 class WorkerError(BisectSpecError):
     """An evaluation worker could not be started or answered nonsense."""
 

@@ -36,7 +36,9 @@ import time
 import traceback
 import types
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 #: Fields reported for passing configurations when present in the release.
 RESOLVED_FIELDS = (
@@ -372,6 +374,60 @@ def _gpu_without_kernels(hardware: dict[str, Any] | None) -> bool:
         return True
 
 
+#: Modules resolution imports lazily: imported on the CPU first (else they reach for sgl_kernel).
+LAZY_MODULES = ("sglang.srt.configs.model_config", "sglang.srt.arg_groups.pipeline",
+                "sglang.srt.arg_groups.overrides", "sglang.srt.utils.hf_transformers_utils")
+
+
+def _applied_shims() -> list[str]:
+    shims = sys.modules.get("bisect_spec.version_shims")
+    return list(getattr(shims, "APPLIED", []))
+
+
+def _import_sglang(stubbed: list[str]) -> tuple[Any, types.ModuleType]:
+    """Import SGLang and its ``server_args`` honestly on the CPU, with the version-skew shims.
+
+    :param stubbed: GPU-only packages stubbed so far; grows as needed (see :func:`with_stubs`).
+    """
+    from bisect_spec import version_shims
+
+    version_shims.apply()
+
+    def load() -> tuple[Any, types.ModuleType]:
+        import sglang
+        import sglang.srt.server_args as server_args_module
+
+        for lazy in LAZY_MODULES:
+            with contextlib.suppress(Exception):
+                __import__(lazy)
+        return sglang, server_args_module
+
+    return with_stubs(load, stubbed, forget="sglang")
+
+
+def with_stubs(action: Callable[[], T], stubbed: list[str], *, forget: str | None = None) -> T:
+    """Run an import ``action``; if it fails only because a GPU-only package is absent
+    (``vllm``, ``sgl_kernel``: see :mod:`version_shims`), stub that package and run it again.
+
+    Each package is stubbed at most once and only after its absence failed an import, so
+    a release that imports without it is imported exactly as before. Every other failure
+    propagates.
+    """
+    from bisect_spec import version_shims
+
+    while True:
+        try:
+            with version_shims.import_window(stubbed):
+                return action()
+        except ImportError as exc:
+            missing = [m for m in version_shims.missing_gpu_modules(exc) if m not in stubbed]
+            if not missing:
+                raise
+            stubbed.extend(missing)
+            if forget:
+                version_shims.forget_partial_import(forget)
+
+
 class Evaluator:
     """One imported SGLang release, ready to resolve configurations on request.
 
@@ -392,14 +448,8 @@ class Evaluator:
         else:
             importing = contextlib.nullcontext()
         with contextlib.redirect_stdout(sys.stderr), importing:
-            import sglang
-            import sglang.srt.server_args as server_args_module
-
-            # Modules resolution imports lazily must be imported on the CPU first.
-            for lazy in ("sglang.srt.configs.model_config", "sglang.srt.arg_groups.pipeline",
-                         "sglang.srt.arg_groups.overrides", "sglang.srt.utils.hf_transformers_utils"):
-                with contextlib.suppress(Exception):
-                    __import__(lazy)
+            self.stubbed: list[str] = []
+            sglang, server_args_module = _import_sglang(self.stubbed)
         self.import_seconds = time.perf_counter() - started
         self.sglang_version: str = getattr(sglang, "__version__", "unknown")
         self.package_root = os.path.dirname(os.path.abspath(sglang.__file__))
@@ -458,6 +508,8 @@ class Evaluator:
             "cpu_imports": list(self.cpu_imports),
             "gpu_hidden_at_import": self.gpu_hidden_at_import,
             "paranoid": self.paranoid,
+            "version_shims": list(_applied_shims()),
+            "stubbed_modules": list(self.stubbed),
         }
 
     def flags(self) -> list[dict[str, Any]]:
@@ -481,6 +533,26 @@ class Evaluator:
                 "help": (action.help or "")[:300],
             })
         return out
+
+    def knows_architecture(self, architecture: str) -> dict[str, Any]:
+        """Whether this release defines a model class named ``architecture``.
+
+        Read from the source of ``sglang/srt/models`` (a class statement), not by importing
+        the model registry: that imports every model module, some of which reach for
+        CUDA-only packages.
+        """
+        pattern = re.compile(rf"^class {re.escape(architecture)}\b", re.MULTILINE)
+        models = os.path.join(self.package_root, "srt", "models")
+        for folder, _dirs, files in os.walk(models):
+            for name in sorted(files):
+                if not name.endswith(".py"):
+                    continue
+                path = os.path.join(folder, name)
+                with open(path, encoding="utf-8", errors="replace") as handle:
+                    if pattern.search(handle.read()):
+                        return {"architecture": architecture, "known": True,
+                                "file": os.path.relpath(path, self.package_root).replace(os.sep, "/")}
+        return {"architecture": architecture, "known": False, "file": None}
 
     def source_of(self, relative_file: str, function: str) -> dict[str, Any]:
         """Source text of ``function`` in ``relative_file`` (for cross-release diffs)."""
@@ -569,7 +641,7 @@ class Evaluator:
                 if lazy is not None and lazy not in self.cpu_imports and _retries < 8:
                     self.cpu_imports.append(lazy)
                     try:
-                        self._memo.import_on_cpu(lazy)
+                        with_stubs(functools.partial(self._memo.import_on_cpu, lazy), self.stubbed)
                     except Exception:
                         pass
                     else:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from . import environments
-from .errors import ReleaseError, UsageError, WorkerError
+from .errors import ArchitectureUnknown, ReleaseError, UsageError, WorkerError
 from .flags import DRAFT_FLAGS, Config
 from .outcome import Outcome
 from .profiles import DraftProfile, HardwareProfile, ModelProfile
@@ -90,7 +90,28 @@ class Session:
             raise ReleaseError(f"{exc}; {fix.format(r=self.target.release)}") from exc
         if self.target.release == environments.CURRENT:
             self.target = Target(self.info["sglang_version"], self.target.model, self.target.draft, self.target.hardware)
+        self._check_architecture()
         return self.info
+
+    def _check_architecture(self) -> None:
+        """Refuse at once a model whose architecture the release has no class for.
+
+        Without this, an old release fails every configuration obscurely (an unknown
+        ``model_type`` deep in transformers); with it, the user reads which release first
+        knows the architecture.
+
+        :raises ArchitectureUnknown: naming the first release known to have it.
+        """
+        architecture = self.target.model.architecture
+        if architecture in ("", "?"):
+            return
+        answer = self.pool.request({"op": "architecture", "architecture": architecture})
+        if answer.get("known", True):
+            return
+        self.close()
+        self.info = {}
+        raise ArchitectureUnknown(self.target.release, architecture, self.target.model.name,
+                                  environments.first_release_knowing(architecture))
 
     def close(self) -> None:
         self.pool.close()
@@ -137,14 +158,14 @@ class Session:
                     entry = next(iter(matches.values()))
                 elif len(matches) > 1:
                     others = environments.releases_with_flag(flag, exclude=self.target.release)
-                    where = f"; as an exact flag it exists in {environments.list_releases(others)}" if others else ""
+                    where = f"; as an exact flag it exists in {environments.spans(others)}" if others else ""
                     raise UsageError(f"flag {flag} is ambiguous in SGLang {self.target.release}: "
                                      f"it could be {', '.join(sorted(matches)[:4])}{where}")
             if entry is None:
                 close = difflib.get_close_matches(flag, list(table), n=2, cutoff=0.75)
                 hint = f"did you mean {' or '.join(close)}? " if close else ""
                 others = environments.releases_with_flag(flag, exclude=self.target.release)
-                where = f"it exists in {environments.list_releases(others)}" if others else "no installed release has it"
+                where = f"it exists in {environments.spans(others)}" if others else "no installed release has it"
                 raise UsageError(f"SGLang {self.target.release} has no flag {flag}: {hint}{where}")
             mapping[entry["option"]] = value
         return Config(tuple(mapping.items()))

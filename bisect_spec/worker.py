@@ -450,14 +450,14 @@ def run_command(argv: Sequence[str], *, log_path: Path | None = None, env: dict[
     """Run an installer command (pip), streaming its output to a log; return its exit code."""
     log_file = open(log_path, "ab") if log_path else None  # noqa: SIM115
     try:
-        proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
-        assert proc.stdout is not None
-        for raw in proc.stdout:
-            if log_file:
-                log_file.write(raw)
-            if progress:
-                progress(raw.decode(errors="replace").rstrip())
-        return proc.wait()
+        with subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env) as proc:
+            assert proc.stdout is not None
+            for raw in proc.stdout:
+                if log_file:
+                    log_file.write(raw)
+                if progress:
+                    progress(raw.decode(errors="replace").rstrip())
+            return proc.wait()
     finally:
         if log_file:
             log_file.close()

@@ -109,6 +109,8 @@ def main() -> int:
             reply = {"flags": evaluator.flags()}
         elif op == "info":
             reply = {**evaluator.info(), "network_blocked": list(BLOCKED)}
+        elif op == "architecture":
+            reply = evaluator.knows_architecture(request["architecture"])
         elif op == "source":
             reply = evaluator.source_of(request["file"], request["function"])
         elif op == "block":

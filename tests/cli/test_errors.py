@@ -56,7 +56,7 @@ def test_release_not_installed_names_the_install_command(tmp_path: Path) -> None
     exit_code, output = run("probe", "--sglang", "0.4.5", "--", "--tp", "8")
     assert exit_code == 1
     line = assert_one_clear_line(output)
-    assert line == (f"Error: SGLang 0.4.5 is not installed (installed: {environments.list_releases(environments.installed())}); "
+    assert line == (f"Error: SGLang 0.4.5 is not installed (installed: {environments.spans(environments.installed())}); "
                     "run: bisect-spec env install 0.4.5")
 
 
@@ -75,7 +75,7 @@ def test_flag_unknown_to_the_release_names_the_releases_that_have_it() -> None:
     assert line.startswith("Error: SGLang 0.5.23 has no flag --ds-heavy-channel-num: ")
     have = environments.releases_with_flag("--ds-heavy-channel-num", exclude="0.5.23")
     assert "0.5.9" in have and "0.5.23" not in have
-    assert line.endswith(f"it exists in {environments.list_releases(have)}")
+    assert line.endswith(f"it exists in {environments.spans(have)}")
 
 
 def test_flag_that_became_an_ambiguous_prefix() -> None:
@@ -88,7 +88,7 @@ def test_flag_that_became_an_ambiguous_prefix() -> None:
                            "--cuda-graph-max-bs-decode, --cuda-graph-max-bs-prefill; as an exact flag it exists in ")
     have = environments.releases_with_flag("--cuda-graph-max-bs", exclude="0.5.23")
     assert "0.5.9" in have
-    assert line.endswith(f"as an exact flag it exists in {environments.list_releases(have)}")
+    assert line.endswith(f"as an exact flag it exists in {environments.spans(have)}")
 
 
 def test_misspelt_flag_gets_the_closest_name() -> None:

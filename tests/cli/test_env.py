@@ -1,0 +1,43 @@
+"""``bisect-spec env``: ranges, --all, and unavailable releases shown with their reason."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from bisect_spec import environments
+from bisect_spec.cli import main
+
+
+def run(*args: str, home: Path | None = None) -> tuple[int, str]:
+    env = {"BISECT_SPEC_HOME": str(home)} if home else None
+    result = CliRunner().invoke(main, list(args), env=env)
+    return result.exit_code, result.output
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    (["env", "install"], "Error: name releases (0.5.23, 0.4.6..0.5.3) or use --all"),
+    (["env", "install", "0.5.23..0.4.6"], "Error: range 0.5.23..0.4.6 runs backwards: write 0.4.6..0.5.23"),
+    (["env", "install", "0.6..0.7"], "Error: no release with recorded pins lies in 0.6..0.7 (known: 0.4.6 ... 0.5.23)"),
+])
+def test_bad_install_arguments_are_one_line_usage_errors(args: list[str], expected: str) -> None:
+    code, output = run(*args)
+    assert code == 2
+    assert [line for line in output.splitlines() if line.startswith("Error:")] == [expected]
+
+
+def test_an_unavailable_release_is_listed_with_its_reason_and_reported_by_install(tmp_path: Path,
+                                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BISECT_SPEC_HOME", str(tmp_path))
+    environments._mark_unavailable("0.4.8", "does not import: ImportError: cannot import name 'x'")
+    code, output = run("env", "list", "--json", home=tmp_path)
+    assert code == 0
+    rows = {row["release"]: row for row in json.loads(output)["releases"]}
+    assert rows["0.4.8"]["unavailable"] == "does not import: ImportError: cannot import name 'x'"
+    assert rows["0.4.9"]["unavailable"] is None
+    code, output = run("env", "install", "0.4.8", home=tmp_path)
+    assert code == 1
+    assert "0.4.8    unavailable: does not import: ImportError: cannot import name 'x'" in output

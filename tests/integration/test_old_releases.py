@@ -1,0 +1,72 @@
+"""Releases from before the TypeError (0.4.6, 0.5.1.post3) and from after (0.5.3), for real.
+
+They import beside torch 2.13/triton 3.9 only through the version-skew shims, so these
+tests also check that each shim is applied where it is needed.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from bisect_spec import environments
+from bisect_spec.api import TargetSpec
+from bisect_spec.errors import ArchitectureUnknown, ReleaseUnavailable
+from bisect_spec.flags import Config
+from bisect_spec.outcome import Status
+from bisect_spec.session import DRAFT, Session
+from tests.conftest import require_release, shared_session
+
+pytestmark = pytest.mark.sglang
+
+STEPS_UNSET = Config.of({"--speculative-algorithm": "EAGLE3", "--speculative-draft-model-path": DRAFT,
+                         "--speculative-num-draft-tokens": "3"})
+STEPS_ONE = STEPS_UNSET.with_("--speculative-num-steps", "1")
+
+
+@pytest.mark.parametrize(("release", "line"), [("0.4.6", 334), ("0.5.1.post3", 649)])
+def test_before_0_5_3_steps_unset_asserts_inline_and_steps_one_passes(release: str, line: int) -> None:
+    session = shared_session(release, model="deepseek-v3")
+    failing = session.evaluate(STEPS_UNSET)
+    assert failing.status is Status.FAILED
+    assert failing.exception["type"] == "AssertionError"
+    assert (failing.frame["file"], failing.frame["function"], failing.frame["line"]) == \
+        ("srt/server_args.py", "__post_init__", line)
+    passing = session.evaluate(STEPS_ONE)
+    assert passing.status is Status.PASSED, passing.exception
+    assert passing.resolved["speculative_num_steps"] == 1
+
+
+def test_from_0_5_3_steps_one_raises_the_type_error() -> None:
+    session = shared_session("0.5.3", model="deepseek-v3")
+    outcome = session.evaluate(STEPS_ONE)
+    assert outcome.status is Status.FAILED
+    assert outcome.exception["type"] == "TypeError"
+    assert outcome.frame["function"] == "_handle_speculative_decoding"
+
+
+def test_old_releases_import_through_the_shims_they_need() -> None:
+    assert "triton.runtime.cache.default_*_dir" in shared_session("0.4.6", model="deepseek-v3").info["version_shims"]
+    assert "torch._C._cpu._is_amx_tile_supported" in shared_session("0.5.1.post3", model="deepseek-v3").info["version_shims"]
+
+
+def test_kimi_on_a_release_without_its_architecture_says_so_in_one_line() -> None:
+    require_release("0.4.6")
+    target = TargetSpec(release="0.4.6", model="kimi-k2.6", draft="eagle3").resolve()
+    with pytest.raises(ArchitectureUnknown) as caught, Session(target, timeout=120):
+        pass
+    assert str(caught.value) == ("SGLang 0.4.6 does not know the architecture KimiK25ForConditionalGeneration of "
+                                 "kimi-k2.6 (first known in 0.5.9); pick a newer --sglang or another --model")
+
+
+def test_a_release_that_cannot_be_built_is_recorded_and_then_refused_at_once() -> None:
+    require_release("0.4.6")  # the shared base exists, so only the overlay install is attempted
+    bogus = "0.4.6.post99"
+    try:
+        with pytest.raises(ReleaseUnavailable, match="cannot be built"):
+            environments.install(bogus)
+        assert environments.unavailable_reason(bogus) is not None
+        assert bogus in environments.unavailable()
+        with pytest.raises(ReleaseUnavailable):
+            environments.ensure(bogus)  # answered from the record: no pip this time
+    finally:
+        environments.remove(bogus)
