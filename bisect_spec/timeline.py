@@ -24,9 +24,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import environments
+from . import environments, profiles
 from .bisection import Change, Observation, find_changes
-from .errors import BisectSpecError, ReleaseError, UsageError
+from .errors import ArchitectureUnknown, BisectSpecError, ReleaseError, UsageError
 from .flags import Config
 from .outcome import Outcome, Status
 from .signature import normalise_message
@@ -108,10 +108,10 @@ class _Prober:
     def _session(self, release: str) -> Any:
         from .session import Session
 
-        if release not in environments.installed():
+        if not environments.is_installed(release):
             self._say(f"building the environment of SGLang {release}")
-            environments.install(release, progress=None)
-            self.built.append(release)
+            self.built.append(release)  # a build attempt costs the same whether or not it works
+            environments.ensure(release, progress=None)
         target = type(self.spec)(**{**self.spec.__dict__, "release": release}).resolve()
         session = Session(target, jobs=1, timeout=self.timeout)
         session.start()
@@ -126,6 +126,10 @@ class _Prober:
         record: dict[str, Any] = {"release": release, "built": False}
         try:
             session = self._session(release)
+        except ArchitectureUnknown as exc:  # a verdict, not a skip: this release cannot run the model
+            record.update(key=f"unsupported:{exc.architecture}", verdict="unsupported", headline=str(exc))
+            self.details[release] = record
+            return record
         except ReleaseError as exc:
             record.update(key=None, verdict="skipped", reason=str(exc))
             self.details[release] = record
@@ -269,6 +273,17 @@ def bisect_releases(config: Config, spec: Any, *, good: str | None = None, bad: 
     pool = list(candidates) if candidates is not None else sorted(
         set(environments.known_releases()) | set(environments.installed()), key=environments.version_key)
     releases = release_range(good, bad, pool)
+    notes: list[str] = []
+    model = profiles.load_model(spec.model, path=spec.model_path)
+    first_known = environments.first_release_knowing(model.architecture) if model.architecture else None
+    if first_known and environments.version_key(releases[0]) < environments.version_key(first_known):
+        older = [r for r in releases if environments.version_key(r) < environments.version_key(first_known)]
+        releases = [r for r in releases if r not in older]
+        notes.append(f"{model.name} ({model.architecture}) needs SGLang {first_known} or newer: "
+                     f"{len(older)} older release(s) not evaluated ({older[0]} … {older[-1]})")
+        if len(releases) < 2:
+            raise UsageError(f"{model.name} ({model.architecture}) is first known in SGLang {first_known}: "
+                             f"pick --bad {first_known} or newer, or another --model")
     prober = _Prober(config, spec, progress=progress, timeout=timeout)
     search = find_changes(releases, prober.observe_verdict, free=prober.free)
     changes = [(c, "verdict") for c in search.changes]
@@ -290,7 +305,7 @@ def bisect_releases(config: Config, spec: Any, *, good: str | None = None, bad: 
     changes.sort(key=lambda pair: environments.version_key(pair[0].after.release))
     boundaries = [_boundary(change, kind, releases, prober) for change, kind in changes]
     verdict_changes = [b for b in boundaries if b["kind"] == "verdict"]
-    notes = [f"skipped {r}: {d['reason']}" for r, d in prober.details.items() if d.get("key") is None]
+    notes += [f"skipped {r}: {d['reason']}" for r, d in prober.details.items() if d.get("key") is None]
     return BisectReport(
         config=config, target={k: v for k, v in spec.__dict__.items() if k != "release"}, releases=releases,
         evaluated=[{k: v for k, v in d.items() if k != "block"} for d in prober.details.values()],
