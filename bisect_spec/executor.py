@@ -46,6 +46,8 @@ class EvaluationPool(Protocol):
     def imap_unordered(self, items: Iterable[tuple[Any, Sequence[str]]], *,
                        depth: int = 2) -> Iterator[tuple[Any, dict[str, Any]]]: ...
 
+    def worker_pids(self) -> list[int]: ...
+
     def close(self) -> None: ...
 
 
@@ -57,14 +59,18 @@ def make_pool(spec: WorkerSpec, *, jobs: int | None, timeout: float, executor: s
     :param address: Ray only: ``None`` starts a local Ray instance, ``auto`` joins the
         cluster this machine belongs to, ``HOST:PORT`` / ``ray://HOST:PORT`` a given one.
     :raises UsageError: unknown executor, or ``address`` given to the local executor.
+    :raises ExecutorError: Ray is not installed, or nothing listens at ``address``.
     """
     if executor == LOCAL:
         if address is not None:
             raise UsageError("--address is for --executor ray; the local executor runs on this machine")
         return WorkerPool(spec, jobs=jobs or default_local_jobs(), timeout=timeout)
     if executor == RAY:
-        from .ray_executor import RayPool
+        from .ray_executor import RayPool, check_reachable, import_ray
 
+        import_ray()  # fail before a run is created, not when its first evaluation is due
+        if address is not None:
+            check_reachable(address)
         return RayPool(spec, jobs=jobs or 0, timeout=timeout, address=address)
     raise UsageError(f"unknown executor {executor!r}: choose {' or '.join(EXECUTORS)}")
 

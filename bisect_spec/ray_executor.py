@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import queue
 import socket
 import threading
@@ -153,10 +154,10 @@ class WorkerActor:
     def replaced(self) -> int:
         return self.pool.replaced
 
-    def pid(self) -> int | None:
-        """The worker process's id (tests kill it from outside)."""
+    def where(self) -> dict[str, Any]:
+        """Node, actor process and worker process (for tests and reports)."""
         workers = self.pool._all
-        return workers[0].pid if workers else None
+        return {"node": socket.gethostname(), "actor_pid": os.getpid(), "worker_pid": workers[0].pid if workers else None}
 
     def close(self) -> None:
         self.pool.close()
@@ -228,8 +229,16 @@ class RayPool:
         """Workers started afresh after a crash or a hang, plus actors replaced after dying."""
         if not self._all:
             return self.actors_replaced
-        counts = [ray_get(self._ray, actor.replaced.remote()) for actor in self._all]
+        counts: list[int] = [ray_get(self._ray, actor.replaced.remote()) for actor in self._all]
         return sum(counts) + self.actors_replaced
+
+    def placements(self) -> list[dict[str, Any]]:
+        """Where each actor and its worker run (node, actor pid, worker pid)."""
+        return [ray_get(self._ray, actor.where.remote()) for actor in self._all]
+
+    def worker_pids(self) -> list[int]:
+        """Process ids of the workers, on the nodes that run them."""
+        return [p["worker_pid"] for p in self.placements() if p["worker_pid"] is not None]
 
     def _replace(self, actor: Any) -> Any:
         """A started actor in place of a dead one. :raises WorkerError: the fresh worker did not start."""

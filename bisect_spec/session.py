@@ -19,10 +19,10 @@ from typing import Any
 
 from . import environments
 from .errors import ReleaseError, UsageError, WorkerError
+from .executor import LOCAL, make_pool
 from .flags import DRAFT_FLAGS, Config
 from .outcome import Outcome
 from .profiles import DraftProfile, HardwareProfile, ModelProfile
-from .executor import LOCAL, make_pool
 
 log = logging.getLogger(__name__)
 
