@@ -562,12 +562,12 @@ def bisect(tokens: Sequence[str], spec: TargetSpec | None = None, *, good: str |
 
 def nightly(matrix_file: str | Path, *, out: Path = Path("nightlies"), resume: str | None = None,
             baseline: str | None = "latest", jobs: int | None = None, progress: Callable[[str], None] | None = None,
-            install: bool = True) -> dict[str, Any]:
+            install: bool = True, executor: str = "local", address: str | None = None) -> dict[str, Any]:
     """Run a nightly matrix (see :mod:`bisect_spec.nightly`); returns ``nightly.json``'s data plus ``path``."""
     from .nightly import run_nightly
 
     return run_nightly(matrix_file, out=out, resume=resume, baseline=baseline, jobs=jobs, progress=progress,
-                       install=install)
+                       install=install, executor=executor, address=address)
 
 
 # -- report ------------------------------------------------------------------------------------------------

@@ -459,7 +459,7 @@ EXIT_REGRESSION = 3
 @click.option("--no-install", is_flag=True, help="Skip cells whose release is not installed instead of building it.")
 @click.option("--json", "as_json", is_flag=True, help="Print nightly.json (schema bisect-spec/nightly/1).")
 def nightly(matrix_file: str, out: str, baseline: str, resume: str | None, jobs: int | None, no_install: bool,
-            as_json: bool) -> None:
+            as_json: bool, executor: str = "local", address: str | None = None) -> None:
     """Run the compatibility matrix and compare it with the previous nightly.
 
     Each cell (release × model × draft × hardware) is a sweep with the matrix's
@@ -470,12 +470,15 @@ def nightly(matrix_file: str, out: str, baseline: str, resume: str | None, jobs:
     Example:
 
         bisect-spec nightly --matrix examples/nightly-matrix.toml --out nightlies
+
+        bisect-spec nightly --matrix examples/nightly-matrix.toml --executor ray --address auto
     """
     def progress(message: str) -> None:
         click.echo(f"… {message}", err=True)
 
     data = api.nightly(matrix_file, out=Path(out), resume=resume, baseline=baseline, jobs=jobs,
-                       progress=None if as_json else progress, install=not no_install)
+                       progress=None if as_json else progress, install=not no_install, executor=executor,
+                       address=address)
     if as_json:
         click.echo(json.dumps(data, indent=2, sort_keys=True))
     else:
@@ -550,6 +553,7 @@ def executor_options(func: F) -> F:
 
 executor_options(main)
 executor_options(sweep)
+executor_options(nightly)
 
 
 def run() -> None:
