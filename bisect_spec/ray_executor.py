@@ -9,7 +9,7 @@ and the actor starts a fresh one; an actor that dies itself (its node lost) is r
 by the pool and its unanswered configurations are evaluated again.
 
 Work is handed out in small chunks to whichever actor is free, and each chunk's results
-stream back (a Ray generator) as they finish, so :meth:`RayPool.imap_unordered` yields
+stream back (a Ray generator, a few results per object) as they finish, so :meth:`RayPool.imap_unordered` yields
 in completion order, like :class:`~bisect_spec.worker.WorkerPool`, and ``api.sweep``
 journals them with the same code.
 
@@ -26,6 +26,7 @@ import os
 import queue
 import socket
 import threading
+import time
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -41,10 +42,13 @@ INSTALL_HINT = "install the extra: pip install 'bisect-spec[ray]'"
 #: Object store of a Ray instance this module starts itself: results are small JSON records.
 LOCAL_OBJECT_STORE_BYTES = 200 * 1024 * 1024
 #: Most configurations handed to one actor at once (results stream back one by one).
-MAX_CHUNK = 16
+MAX_CHUNK = 32
 #: How often one configuration is handed out again after the actor evaluating it died.
 ACTOR_RETRIES = 2
 CONNECT_TIMEOUT = 10.0
+#: Results an actor sends back at once, and the longest a finished result waits for company.
+STREAM_BATCH = 8
+STREAM_DELAY = 0.05
 
 
 def import_ray() -> Any:
@@ -147,9 +151,24 @@ class WorkerActor:
     def request(self, payload: dict[str, Any], timeout: float) -> dict[str, Any]:
         return self.pool.request(payload, timeout)
 
-    def stream(self, items: list[tuple[int, list[str]]], depth: int) -> Iterator[tuple[int, dict[str, Any]]]:
-        """Evaluate ``(index, argv)`` pairs, yielding each result as it finishes (a Ray generator)."""
-        yield from self.pool.imap_unordered(items, depth=depth)
+    def stream(self, items: list[tuple[int, list[str]]], depth: int) -> Iterator[list[tuple[int, dict[str, Any]]]]:
+        """Evaluate ``(index, argv)`` pairs, yielding results in completion order (a Ray generator).
+
+        Results go out in small batches (each Ray object costs more than an evaluation's
+        reply): a batch is sent once it holds :data:`STREAM_BATCH` results or its oldest
+        is :data:`STREAM_DELAY` seconds old, and always at the end of the chunk.
+        """
+        batch: list[tuple[int, dict[str, Any]]] = []
+        oldest = 0.0
+        for result in self.pool.imap_unordered(items, depth=depth):
+            if not batch:
+                oldest = time.monotonic()
+            batch.append(result)
+            if len(batch) >= STREAM_BATCH or time.monotonic() - oldest >= STREAM_DELAY:
+                yield batch
+                batch = []
+        if batch:
+            yield batch
 
     def replaced(self) -> int:
         return self.pool.replaced
@@ -309,10 +328,10 @@ class RayPool:
                     answered: set[int] = set()
                     try:
                         for ref in actor.stream.remote(chunk, depth):
-                            index, record = ray_get(self._ray, ref)
-                            answered.add(index)
-                            done.put((index, record))
-                    except ActorDied as exc:
+                            for index, record in ray_get(self._ray, ref):
+                                answered.add(index)
+                                done.put((index, record))
+                    except (ActorDied, self._ray.exceptions.RayActorError) as exc:  # the stream itself may raise it
                         unanswered = [item for item in chunk if item[0] not in answered]
                         for index, _ in unanswered:
                             tries[index] += 1
