@@ -180,7 +180,8 @@ def sweep(spec: TargetSpec | None = None, *, strategy: str = "default", jobs: in
           random_budget: int | None = None, timeout: float = 60.0, use_cache: bool = True,
           progress: ProgressFn | None = None, on_start: Callable[[Session], None] | None = None,
           extra_env: tuple[tuple[str, str], ...] = (), shrink: bool = False, fix: bool = False,
-          shrink_evaluations: int = 300, shrink_seconds: float = 60.0) -> SweepResult:
+          shrink_evaluations: int = 300, shrink_seconds: float = 60.0, executor: str = "local",
+          address: str | None = None) -> SweepResult:
     """Sweep a strategy's flag space on one target and store the run.
 
     A covering array is evaluated in parallel, then a Hypothesis-driven search spends
@@ -189,6 +190,8 @@ def sweep(spec: TargetSpec | None = None, *, strategy: str = "default", jobs: in
     re-evaluating or duplicating, and outcomes cached by earlier runs are reused.
     With ``shrink``, every failure signature is then shrunk from the smallest
     configuration seen to a 1-minimal reproducer, written to ``reproducers/<id>/``.
+    ``executor="ray"`` evaluates on Ray actors (``address``: ``None`` starts a local Ray
+    instance, ``auto`` joins this machine's cluster); the run store is the same.
 
     :raises StoreError: run missing/locked/unwritable. :raises UsageError: bad strategy/flags.
     """
@@ -210,8 +213,8 @@ def sweep(spec: TargetSpec | None = None, *, strategy: str = "default", jobs: in
         spec = spec or TargetSpec()
         chosen = load_strategy(strategy, seed=seed, random_budget=random_budget)
     target = spec.resolve()
-    jobs = jobs or max(1, min(os.cpu_count() or 1, 8))
-    session = Session(target, jobs=jobs, timeout=timeout, log_dir=(run.path if run else None), extra_env=extra_env)
+    session = Session(target, jobs=jobs, timeout=timeout, log_dir=(run.path if run else None), extra_env=extra_env,
+                      executor=executor, address=address)
     try:
         table = session.flags()
         space = chosen.space(table)
@@ -300,7 +303,8 @@ def sweep(spec: TargetSpec | None = None, *, strategy: str = "default", jobs: in
 
             run.write_text("summary.md", summary_markdown(summary))
             run.write_json("timing.json", {"started": started, "finished": time.time(),
-                                           "seconds": round(time.time() - started, 3), "jobs": jobs,
+                                           "seconds": round(time.time() - started, 3), "jobs": session.pool.jobs,
+                                           "executor": executor,
                                            "reused_from_cache": reused, "torn_records": run.torn,
                                            "worker": session.info})
             return SweepResult(run.id, run.path, target, summary, ordered, reused, run.torn, session.info)
@@ -558,12 +562,12 @@ def bisect(tokens: Sequence[str], spec: TargetSpec | None = None, *, good: str |
 
 def nightly(matrix_file: str | Path, *, out: Path = Path("nightlies"), resume: str | None = None,
             baseline: str | None = "latest", jobs: int | None = None, progress: Callable[[str], None] | None = None,
-            install: bool = True) -> dict[str, Any]:
+            install: bool = True, executor: str = "local", address: str | None = None) -> dict[str, Any]:
     """Run a nightly matrix (see :mod:`bisect_spec.nightly`); returns ``nightly.json``'s data plus ``path``."""
     from .nightly import run_nightly
 
     return run_nightly(matrix_file, out=out, resume=resume, baseline=baseline, jobs=jobs, progress=progress,
-                       install=install)
+                       install=install, executor=executor, address=address)
 
 
 # -- report ------------------------------------------------------------------------------------------------

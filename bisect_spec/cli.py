@@ -152,12 +152,12 @@ class _Progress:
 
 def _run_sweep(as_json: bool, strategy: str, jobs: int | None, seed: int | None, random_budget: int | None,
                runs_dir: str, resume: str | None, no_cache: bool, shrink: bool, fix: bool,
-               **kwargs: Any) -> api.SweepResult:
+               executor: str = "local", address: str | None = None, **kwargs: Any) -> api.SweepResult:
     spec = spec_from(kwargs)
     progress = _Progress()
     result = api.sweep(spec, strategy=strategy, jobs=jobs, runs_dir=Path(runs_dir), resume=resume, seed=seed,
                        random_budget=random_budget, use_cache=not no_cache, progress=progress, on_start=announce_hardware,
-                       shrink=shrink, fix=fix)
+                       shrink=shrink, fix=fix, executor=executor, address=address)
     progress.finish()
     if result.torn:
         click.echo(f"note: {result.torn} torn journal record was dropped and evaluated again", err=True)
@@ -207,6 +207,8 @@ def sweep(**kwargs: Any) -> None:
     Example:
 
         bisect-spec sweep --sglang 0.5.23 --model kimi-k2.6 --draft eagle3 --strategy quick --jobs 2
+
+        bisect-spec sweep --sglang 0.5.23 --strategy nightly --executor ray --address auto
     """
     _run_sweep(**kwargs)
 
@@ -489,7 +491,7 @@ EXIT_REGRESSION = 3
 @click.option("--no-install", is_flag=True, help="Skip cells whose release is not installed instead of building it.")
 @click.option("--json", "as_json", is_flag=True, help="Print nightly.json (schema bisect-spec/nightly/1).")
 def nightly(matrix_file: str, out: str, baseline: str, resume: str | None, jobs: int | None, no_install: bool,
-            as_json: bool) -> None:
+            as_json: bool, executor: str = "local", address: str | None = None) -> None:
     """Run the compatibility matrix and compare it with the previous nightly.
 
     Each cell (release × model × draft × hardware) is a sweep with the matrix's
@@ -500,12 +502,15 @@ def nightly(matrix_file: str, out: str, baseline: str, resume: str | None, jobs:
     Example:
 
         bisect-spec nightly --matrix examples/nightly-matrix.toml --out nightlies
+
+        bisect-spec nightly --matrix examples/nightly-matrix.toml --executor ray --address auto
     """
     def progress(message: str) -> None:
         click.echo(f"… {message}", err=True)
 
     data = api.nightly(matrix_file, out=Path(out), resume=resume, baseline=baseline, jobs=jobs,
-                       progress=None if as_json else progress, install=not no_install)
+                       progress=None if as_json else progress, install=not no_install, executor=executor,
+                       address=address)
     if as_json:
         click.echo(json.dumps(data, indent=2, sort_keys=True))
     else:
@@ -552,6 +557,35 @@ def report(target: str, fmt: str, output: str | None, runs_dir: str) -> None:
     except OSError as exc:
         raise StoreError(f"cannot write {output}: {exc.strerror or exc}") from exc
     click.echo(f"{fmt} report written to {output}", err=True)
+
+
+# -- executors: where evaluations run (--executor local|ray, --address) ---------------------
+
+
+def executor_options(func: F) -> F:
+    """``--executor`` and ``--address``, for every command that sweeps (``sweep``, the bare command).
+
+    Works as a decorator under ``@main.command()`` and on an already defined command
+    (``executor_options(sweep)``); the command passes ``executor`` and ``address`` to the API.
+    """
+    from .executor import EXECUTORS, LOCAL
+
+    options = [
+        click.option("--executor", type=click.Choice(EXECUTORS), default=LOCAL, show_default=True,
+                     help="Where evaluations run: worker processes here, or Ray actors on a Ray cluster "
+                          "(pip install 'bisect-spec[ray]'); results are stored the same way."),
+        click.option("--address", metavar="ADDR", default=None,
+                     help="Ray cluster for --executor ray: HOST:PORT, ray://HOST:PORT, or auto (the cluster this "
+                          "machine belongs to). Default: start a local Ray instance."),
+    ]
+    for option in (options if isinstance(func, click.Command) else reversed(options)):
+        func = option(func)
+    return func
+
+
+executor_options(main)
+executor_options(sweep)
+executor_options(nightly)
 
 
 def run() -> None:

@@ -75,3 +75,7 @@ class BudgetExhausted(BisectSpecError):
     def __init__(self, message: str, result: Any) -> None:
         super().__init__(message)
         self.result = result
+
+
+class ExecutorError(BisectSpecError):
+    """The chosen executor cannot run: Ray missing, no Ray cluster at the address, actors lost."""

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from . import environments
-from .errors import BisectSpecError, StoreError, UsageError
+from .errors import BisectSpecError, ExecutorError, StoreError, UsageError
 from .matrix import Cell, Matrix, load_matrix
 from .signature import normalise_message
 from .store import _atomic_write, list_runs
@@ -142,12 +142,14 @@ def _cell_changes(old: dict[str, Any], cell: dict[str, Any]) -> list[dict[str, A
 
 def run_nightly(matrix_file: str | Path, *, out: Path = Path("nightlies"), resume: str | None = None,
                 baseline: str | None = None, jobs: int | None = None, progress: ProgressFn | None = None,
-                install: bool = True, timeout: float = 60.0) -> dict[str, Any]:
+                install: bool = True, timeout: float = 60.0, executor: str = "local",
+                address: str | None = None) -> dict[str, Any]:
     """Sweep every cell of a matrix and compare with the baseline nightly.
 
     :param resume: id of an interrupted nightly to continue (the matrix file is re-read).
     :param baseline: ``latest`` (default), ``none``, or a nightly id/path.
     :param install: build missing release environments (else such cells are skipped).
+    :param executor: / :param address: where each cell's evaluations run (see ``api.sweep``).
     :return: the ``nightly.json`` data.
     :raises UsageError: bad matrix file. :raises StoreError: unwritable output, unknown resume id.
     """
@@ -202,9 +204,10 @@ def run_nightly(matrix_file: str | Path, *, out: Path = Path("nightlies"), resum
             else:
                 result = sweep(spec, strategy=matrix.strategy, jobs=jobs or matrix.jobs, runs_dir=runs_dir,
                                resume=unfinished[-1] if unfinished else None, seed=matrix.seed,
-                               random_budget=matrix.budget, timeout=timeout, shrink=matrix.shrink)
+                               random_budget=matrix.budget, timeout=timeout, shrink=matrix.shrink,
+                               executor=executor, address=address)
                 summary, run_id = result.summary, result.run_id
-        except (StoreError, UsageError):
+        except (StoreError, UsageError, ExecutorError):  # the whole nightly cannot run, not this cell
             raise
         except BisectSpecError as exc:  # release unavailable, model unknown to it, worker won't start
             record.update(status="skipped", reason=str(exc))

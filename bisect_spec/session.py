@@ -1,6 +1,7 @@
 """An evaluation session: one release, one model, one draft, one hardware box.
 
-It owns the worker pool for the release environment, turns :class:`~bisect_spec.flags.Config`
+It owns the worker pool for the release environment (local worker processes, or Ray
+actors: see :mod:`bisect_spec.executor`), turns :class:`~bisect_spec.flags.Config`
 objects into the argv ``prepare_server_args`` receives (``@model``/``@draft`` become the
 materialised profile directories), validates flags against the release's own parser, and
 wraps worker records into :class:`~bisect_spec.outcome.Outcome` objects.
@@ -18,10 +19,10 @@ from typing import Any
 
 from . import environments
 from .errors import ArchitectureUnknown, ReleaseError, UsageError, WorkerError
+from .executor import LOCAL, make_pool
 from .flags import DRAFT_FLAGS, Config
 from .outcome import Outcome
 from .profiles import DraftProfile, HardwareProfile, ModelProfile
-from .worker import WorkerPool
 
 log = logging.getLogger(__name__)
 
@@ -52,18 +53,19 @@ class Target:
 class Session:
     """Workers for one :class:`Target`; use as a context manager.
 
-    :param jobs: parallel workers (each imports SGLang once).
+    :param jobs: parallel workers (each imports SGLang once); ``None`` = as many as the executor has CPUs.
     :param timeout: seconds one evaluation may take before the worker is killed.
+    :param executor: ``local`` (worker processes here) or ``ray`` (Ray actors; ``address`` says which cluster).
     """
 
-    def __init__(self, target: Target, *, jobs: int = 1, timeout: float = 60.0, log_dir: Path | None = None,
-                 extra_env: tuple[tuple[str, str], ...] = ()) -> None:
+    def __init__(self, target: Target, *, jobs: int | None = 1, timeout: float = 60.0, log_dir: Path | None = None,
+                 extra_env: tuple[tuple[str, str], ...] = (), executor: str = LOCAL, address: str | None = None) -> None:
         self.target = target
         self.environment = environments.get(target.release)
         log_path = str(log_dir / f"worker-{target.release}.log") if log_dir else None
         spec = self.environment.worker_spec(hardware=target.hardware.record, gpus=target.hardware.gpus,
                                             log_path=log_path, extra_env=extra_env)
-        self.pool = WorkerPool(spec, jobs=jobs, timeout=timeout)
+        self.pool = make_pool(spec, jobs=jobs, timeout=timeout, executor=executor, address=address)
         self.info: dict[str, Any] = {}
         self._flags: list[dict[str, Any]] | None = None
 

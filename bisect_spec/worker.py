@@ -432,6 +432,10 @@ class WorkerPool:
         worker.close()
         return self._healthy(worker)
 
+    def worker_pids(self) -> list[int]:
+        """Process ids of the running workers (tests kill them from outside)."""
+        return [w.pid for w in self._all if w.pid is not None]
+
     def close(self) -> None:
         for worker in list(self._all):
             worker.close()

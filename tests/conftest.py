@@ -3,11 +3,13 @@
 Integration tests construct real ``ServerArgs`` from real installed SGLang releases
 (installed by the README's test command). A missing release is a failure, not a skip,
 so a CI run that forgot an install step cannot pass silently; set
-``BISECT_SPEC_ALLOW_MISSING_RELEASES=1`` to skip them locally instead.
+``BISECT_SPEC_ALLOW_MISSING_RELEASES=1`` to skip them locally instead. Ray (the ``ray`` extra,
+pulled in by ``dev``) is treated the same way: ``BISECT_SPEC_ALLOW_MISSING_RAY=1`` skips.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,6 +33,27 @@ def require_release(release: str) -> None:
     if os.environ.get("BISECT_SPEC_ALLOW_MISSING_RELEASES"):
         pytest.skip(message)
     pytest.fail(message)
+
+
+def require_ray() -> None:
+    if importlib.util.find_spec("ray") is not None:
+        return
+    message = "Ray is not installed; run: pip install -e '.[dev]' (or '.[ray]')"
+    if os.environ.get("BISECT_SPEC_ALLOW_MISSING_RAY"):
+        pytest.skip(message)
+    pytest.fail(message)
+
+
+@pytest.fixture(scope="session")
+def ray_cluster() -> Iterator[None]:
+    """One local Ray instance for the whole test session: 2 CPUs, no dashboard, a small object store."""
+    require_ray()
+    import ray
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="WARNING",
+             object_store_memory=80 * 1024 * 1024)
+    yield
+    ray.shutdown()
 
 
 def shared_session(release: str, model: str = "kimi-k2.6", draft: str | None = "eagle3", hardware: str = "rtx-pro-6000",

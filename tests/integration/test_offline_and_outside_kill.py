@@ -48,8 +48,7 @@ def test_a_sweep_opens_no_outbound_connection() -> None:
 
 def test_worker_killed_from_outside_during_an_evaluation() -> None:
     with session_with_plugin(timeout=60) as session:
-        pid = session.pool._all[0].pid
-        assert pid is not None
+        pid = session.pool.worker_pids()[0]
         killer = threading.Timer(2.0, os.kill, (pid, signal.SIGKILL))
         killer.start()
         killed = session.evaluate(Config.of({"--served-model-name": "fault:hang"}))

@@ -88,3 +88,11 @@ def test_example_workflow_uses_real_commands_and_options() -> None:
         command = main.commands[words[1]]
         context = click.Context(command, info_name=words[1], resilient_parsing=False)
         command.parse_args(context, words[2:])  # raises on an unknown option or a bad value
+
+
+def test_ray_is_imported_only_when_the_ray_executor_runs() -> None:
+    """Ray is an optional extra: the CLI and the executor modules load without it."""
+    code = ("import sys, bisect_spec.cli, bisect_spec.executor, bisect_spec.ray_executor, bisect_spec.ray_launch; "
+            "print('ray' in sys.modules)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert result.stdout.strip() == "False"

@@ -1,0 +1,103 @@
+"""The Ray executor gives the local executor's results, on a local Ray cluster (2 CPUs).
+
+Real SGLang 0.5.23 workers run inside Ray actors; the same sweep through both executors
+must store byte-identical ``results.jsonl`` and ``summary.json``, and real worker faults
+(tests/resources/fault_plugin.py) must become the same outcome records.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from bisect_spec import api
+from bisect_spec.flags import Config
+from bisect_spec.ray_executor import RayPool
+from bisect_spec.session import Session
+from tests.conftest import FAULT_PLUGIN, require_release
+
+pytestmark = [pytest.mark.sglang, pytest.mark.slow, pytest.mark.usefixtures("ray_cluster")]
+
+RELEASE = "0.5.23"
+SPEC = api.TargetSpec(release=RELEASE, model="kimi-k2.6", draft="eagle3", hardware="rtx-pro-6000")
+PLUGIN = (("BISECT_SPEC_WORKER_PLUGIN", str(FAULT_PLUGIN)),)
+
+
+def fault(kind: str) -> Config:
+    return Config.of({"--served-model-name": f"fault:{kind}"})
+
+
+def comparable(outcome: Any) -> dict[str, Any]:
+    """An outcome record without durations and tracebacks (what results.jsonl keeps)."""
+    return api._reproducible(outcome.to_dict(), {})
+
+
+def test_a_ray_sweep_stores_byte_identical_results_to_a_local_one(tmp_path: Path) -> None:
+    require_release(RELEASE)
+    placements: list[dict[str, Any]] = []
+
+    def where(session: Session) -> None:
+        assert isinstance(session.pool, RayPool)
+        placements.extend(session.pool.placements())
+
+    local = api.sweep(SPEC, strategy="quick", seed=0, jobs=2, runs_dir=tmp_path / "local", use_cache=False)
+    remote = api.sweep(SPEC, strategy="quick", seed=0, jobs=2, runs_dir=tmp_path / "ray", use_cache=False,
+                       executor="ray", on_start=where)
+    for name in ("results.jsonl", "summary.json"):
+        assert (remote.run_path / name).read_bytes() == (local.run_path / name).read_bytes(), name
+    # the comparison means something: both seed failures and every plan row are in it
+    assert len(remote.summary["signatures"]) >= 2 and len(remote.outcomes) > 100
+    assert json.loads((remote.run_path / "timing.json").read_text())["executor"] == "ray"
+    # the workers really ran inside Ray actors: two actor processes, each the parent of its worker
+    assert len(placements) == 2 and len({p["actor_pid"] for p in placements}) == 2
+    for placement in placements:
+        assert placement["actor_pid"] != os.getpid()
+        assert placement["worker_pid"] not in {c.pid for c in psutil.Process().children()}
+
+
+FAULT_PLAN = [Config(), fault("segfault"), Config.of({"--tp-size": "2"}), fault("hang"),
+              Config.of({"--speculative-algorithm": "NGRAM"})]
+
+
+def faults_through(executor: str) -> tuple[dict[str, dict[str, Any]], dict[str, Any], int]:
+    """The fault plan through ``evaluate_many`` (two requests in flight) and ``sys.exit`` through ``evaluate``."""
+    target = api.TargetSpec(release=RELEASE, model="llama-3.1-8b", draft=None, hardware="h100").resolve()
+    with Session(target, jobs=1, timeout=8, extra_env=PLUGIN, executor=executor) as session:
+        pipelined = {o.config.key(): comparable(o) for o in session.evaluate_many(FAULT_PLAN)}
+        single = comparable(session.evaluate(fault("sysexit")))
+        replaced = session.pool.replaced
+    return pipelined, single, replaced
+
+
+def test_worker_faults_under_ray_become_the_same_records_as_locally() -> None:
+    require_release(RELEASE)
+    local, local_single, local_replaced = faults_through("local")
+    remote, remote_single, remote_replaced = faults_through("ray")
+    assert remote == local and remote_single == local_single
+    # the pipelined faults' workers were replaced at once; the sys.exit one is replaced when next used
+    assert remote_replaced == local_replaced == 2
+    assert remote[fault("segfault").key()]["crash"] == "segfault (SIGSEGV)"
+    assert remote[fault("hang").key()]["status"] == "timeout"
+    assert remote_single["crash"] == "sys.exit(4)"
+    assert [remote[c.key()]["status"] for c in FAULT_PLAN] == ["passed", "crashed", "passed", "timeout", "passed"]
+
+
+def test_a_killed_actor_is_replaced_and_its_configurations_evaluated_again() -> None:
+    require_release(RELEASE)
+    target = SPEC.resolve()
+    configs = [Config(), Config.of({"--speculative-algorithm": "NGRAM"}), Config.of({"--tp-size": "2"}),
+               Config.of({"--speculative-algorithm": "EAGLE3", "--speculative-num-draft-tokens": "3"})]
+    with Session(target, jobs=1, timeout=60, executor="ray") as session:
+        before = [comparable(o) for o in map(session.evaluate, configs)]
+        assert isinstance(session.pool, RayPool)
+        os.kill(session.pool.placements()[0]["actor_pid"], signal.SIGKILL)
+        after = {o.config.key(): comparable(o) for o in session.evaluate_many(configs)}
+        assert session.pool.actors_replaced == 1
+    assert [after[c.key()] for c in configs] == before
+    assert [r["status"] for r in before] == ["passed", "passed", "passed", "failed"]

@@ -1,0 +1,62 @@
+"""Real launches as Ray tasks: GPUs reserved from the flags, the same outcome as a launch here.
+
+``bisect_spec.launch`` (``launch_server``) is written on another branch: the test that
+launches skips only while that module is missing.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bisect_spec import environments
+from bisect_spec.errors import UsageError
+from bisect_spec.flags import Config
+from bisect_spec.ray_launch import LaunchRequest, launch_many
+from tests.conftest import shared_session
+
+pytestmark = [pytest.mark.usefixtures("ray_cluster")]
+
+#: fails in argument resolution on 0.5.23 (the EAGLE3 draft-tokens assertion)
+FAILING = ("--speculative-algorithm", "EAGLE3", "--speculative-num-draft-tokens", "3")
+
+
+def test_a_launch_needing_more_gpus_than_any_node_has_is_refused_instead_of_waiting_forever(tmp_path: Path) -> None:
+    request = LaunchRequest(argv=("--tp-size", "4", "--dp-size", "2"), python="python", log_path=str(tmp_path / "x.log"))
+    with pytest.raises(UsageError, match=r"needs 8 GPUs on one node, but the largest node of the Ray cluster has 0"):
+        list(launch_many([request]))
+
+
+@pytest.mark.sglang
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("bisect_spec.launch") is None,
+                    reason="bisect_spec.launch (launch_server) is not on this branch yet")
+def test_a_launch_through_ray_ends_like_the_same_launch_here(tmp_path: Path) -> None:
+    """A real 0.5.23 server launch (CPU, simulated hardware) fails in resolution: same outcome, same signature."""
+    from bisect_spec.launch import launch_server  # type: ignore[import-not-found,unused-ignore]
+
+    session = shared_session("0.5.23")
+    target = session.target
+    in_process = session.evaluate(session.with_draft(Config.from_argv(list(FAILING))))
+    assert in_process.signature is not None
+    spec = environments.get("0.5.23").worker_spec(hardware=target.hardware.record, gpus=target.hardware.gpus)
+    assert target.draft is not None and target.draft.path is not None
+    argv = ("--model-path", str(target.model.path), *target.model.extra_args,
+            "--speculative-draft-model-path", str(target.draft.path), *FAILING)
+    # as an evaluation worker prepares itself: the torchvision shim, the hardware profile during resolution
+    options = (("torchvision_shim", True), ("hardware", target.hardware.record), ("gpus", target.hardware.gpus))
+    here: dict[str, Any] = launch_server(list(argv), python=spec.python, pythonpath=spec.pythonpath, deadline=300,
+                                         log_path=tmp_path / "here.log", **dict(options)).to_dict()
+    request = LaunchRequest(argv=argv, python=spec.python, pythonpath=spec.pythonpath, deadline=300,
+                            log_path=str(tmp_path / "ray.log"), options=options,
+                            num_gpus=0)  # no GPU here: the launch fails in resolution, as it does here
+    [(answered, there)] = list(launch_many([request]))
+    assert answered is request
+    assert there["log"] == str(tmp_path / "ray.log") and (tmp_path / "ray.log").is_file()
+    assert there["status"] == "resolution-failed"
+    assert there["signature"]["id"] == in_process.signature.id
+    for key in ("status", "classification", "exit", "sub_kind", "signature", "error"):
+        assert there[key] == here[key], key
