@@ -17,6 +17,7 @@ sglang.launch_server`` runs directly. Everything after resolution is SGLang's ow
 from __future__ import annotations
 
 import importlib
+import importlib.abc
 import importlib.util
 import json
 import os
@@ -67,7 +68,7 @@ class _CpuFirstImports:
                                                is_package=original.submodule_search_locations is not None)
 
 
-class _Loaded:
+class _Loaded(importlib.abc.Loader):
     """A loader handing back a module that is already imported."""
 
     def __init__(self, module: types.ModuleType, spec: Any) -> None:

@@ -609,9 +609,8 @@ class ServerTree:
             if proc.pid in self.seen or proc.pid == os.getpid():
                 continue
             try:
-                if self.session_id is not None and os.getsid(proc.pid) == self.session_id:
-                    found.append(proc)
-                elif proc.environ().get(LAUNCH_MARKER) == self.marker:
+                same_session = self.session_id is not None and os.getsid(proc.pid) == self.session_id
+                if same_session or proc.environ().get(LAUNCH_MARKER) == self.marker:
                     found.append(proc)
             except (psutil.Error, OSError):
                 continue
@@ -668,7 +667,7 @@ def serve_until_ready(command: Sequence[str], *, env: dict[str, str], log_path: 
 
     :raises WorkerError: the command cannot be started.
     """
-    poll_host = "127.0.0.1" if host in ("127.0.0.1", "0.0.0.0", "localhost") else "127.0.0.1"
+    poll_host = "127.0.0.1"  # whatever the server binds, readiness is asked on loopback only
     tree = ServerTree(command, env=env, log_path=log_path, cwd=cwd)
     started = time.monotonic()
     ended, ready_seconds = "deadline", None

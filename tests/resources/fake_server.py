@@ -126,7 +126,7 @@ def _crash_later(kind: str, pidfile: str | None) -> None:
         "import sys, time\n"
         "time.sleep(0.3)\n"
         "print('[2026-11-30 10:00:00 TP0] Scheduler hit an exception: Traceback (most recent call last):', flush=True)\n"
-        "print('  File \"/opt/sglang/python/sglang/srt/managers/scheduler.py\", line 3100, in run_scheduler_process', flush=True)\n"
+        "print('  File \"/opt/sglang/python/sglang/srt/managers/scheduler.py\", line 3100, in run_scheduler_process')\n"
         "print('    scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank)', flush=True)\n"
         f"print({errors[kind]!r}, flush=True)\n"
         "print('', flush=True)\n"
