@@ -310,6 +310,25 @@ class _ProcessState:
             sys.argv[:] = argv
 
 
+#: Modules resolution imports lazily; imported on the CPU before a simulation starts.
+LAZY_RESOLUTION_MODULES = ("sglang.srt.configs.model_config", "sglang.srt.arg_groups.pipeline",
+                           "sglang.srt.arg_groups.overrides", "sglang.srt.utils.hf_transformers_utils")
+
+
+def import_for_resolution() -> types.ModuleType:
+    """Import ``sglang.srt.server_args`` and the modules resolution imports lazily, honestly on the CPU.
+
+    Done before a hardware simulation is installed, by workers and by launches alike.
+    """
+    import sglang.srt.server_args as server_args_module
+
+    for lazy in LAZY_RESOLUTION_MODULES:
+        with contextlib.suppress(Exception):
+            __import__(lazy)
+    module: types.ModuleType = server_args_module
+    return module
+
+
 class Evaluator:
     """One imported SGLang release, ready to resolve configurations on request.
 
@@ -323,13 +342,8 @@ class Evaluator:
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         with contextlib.redirect_stdout(sys.stderr):
             import sglang
-            import sglang.srt.server_args as server_args_module
 
-            # Modules resolution imports lazily must be imported on the CPU first.
-            for lazy in ("sglang.srt.configs.model_config", "sglang.srt.arg_groups.pipeline",
-                         "sglang.srt.arg_groups.overrides", "sglang.srt.utils.hf_transformers_utils"):
-                with contextlib.suppress(Exception):
-                    __import__(lazy)
+            server_args_module = import_for_resolution()
         self.import_seconds = time.perf_counter() - started
         self.sglang_version: str = getattr(sglang, "__version__", "unknown")
         self.package_root = os.path.dirname(os.path.abspath(sglang.__file__))

@@ -26,10 +26,6 @@ import sys
 import types
 from typing import Any
 
-#: Modules resolution imports lazily; imported on the CPU before the simulation starts.
-_LAZY = ("sglang.srt.configs.model_config", "sglang.srt.arg_groups.pipeline",
-         "sglang.srt.arg_groups.overrides", "sglang.srt.utils.hf_transformers_utils")
-
 
 class _CpuFirstImports:
     """Lazy SGLang imports under simulation, as an evaluation worker does them.
@@ -96,14 +92,10 @@ def prepare(config: dict[str, Any]) -> None:
         _torchvision_shim()
     hardware = config.get("hardware")
     if hardware:
-        import contextlib
-
-        import sglang.srt.server_args  # noqa: F401 - imported honestly on the CPU first
-
-        for lazy in _LAZY:
-            with contextlib.suppress(Exception):
-                __import__(lazy)
         from bisect_spec import simulated_gpu
+        from bisect_spec.evaluator import import_for_resolution
+
+        import_for_resolution()  # honestly on the CPU first, as a worker does
 
         simulated_gpu.install(hardware, int(config.get("gpus", 8)))
         sys.meta_path.insert(0, _CpuFirstImports())
