@@ -477,7 +477,11 @@ def launch_command(flags: tuple[str, ...], timeout: float, runs_dir: str, launch
 
 
 def _crosscheck_table(report: api.CrosscheckReport) -> str:
-    rows = [[r["label"], " ".join(r["config"])[:60], r["in_process"], r["launch"],
+    def shown(argv: list[str]) -> str:  # the draft path is implied by the target
+        text = " ".join(argv).replace("--speculative-draft-model-path @draft", "").replace("  ", " ").strip()
+        return text if len(text) <= 70 else text[:67] + "..."
+
+    rows = [[r["label"], shown(r["config"]), r["in_process"], r["launch"],
              "yes" if r["agree"] else "NO: " + r["kind"], r["note"][:50]] for r in report.rows]
     text = render.table(["config", "flags", "in-process", "launch", "agree", "note"], rows)
     return f"{text}\n{len(report.disagreements)} disagreement(s) of {len(report.rows)}; stored in {report.path}"

@@ -192,3 +192,23 @@ def test_fake_server_launch_json_schema(tmp_path: Path) -> None:
     assert outcome["health"]["endpoint"] == "/health" and outcome["health"]["model_info"]["model_path"] == "fake"
     assert outcome["leftover_pids"] == [] and outcome["port_freed"] is True
     assert Path(report["path"], "launch.json").is_file()
+
+
+@pytest.mark.sglang
+@pytest.mark.slow
+def test_fake_server_confirms_shrink_result_by_launching(tmp_path: Path) -> None:
+    """``shrink --launch``: the minimal reproducer and the nearest fix are launched (the fake crashes later)."""
+    require_release("0.5.23")
+    env = {**os.environ, launch.SERVER_COMMAND_ENV: f"{{python}} {FAKE_SERVER} --fake-mode crash-later-oom"}
+    result = subprocess.run([str(BISECT_SPEC), "shrink", "--sglang", "0.5.23", "--hardware", "rtx-pro-6000", "--launch",
+                             "--out", str(tmp_path / "out"), "--", *EAGLE_FAILURE.argv()[:2], *EAGLE_FAILURE.argv()[4:],
+                             "--speculative-draft-model-path", "/x/eagle"],
+                            capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env)
+    assert result.returncode == 0, result.stderr
+    table = result.stdout.split("confirmed by real launches:", 1)[1]
+    rows = {line.split("  ")[0]: line for line in table.splitlines() if line.startswith(("minimal", "nearest"))}
+    assert set(rows) == {"minimal reproducer", "nearest fix"}
+    assert "c894a92892" in rows["minimal reproducer"] and "NO: launch-passes-resolution" in rows["minimal reproducer"]
+    assert "failed-later/cuda-oom" in rows["nearest fix"] and " yes " in rows["nearest fix"]
+    stored = list((tmp_path / "runs").glob("crosscheck-*/crosscheck.json"))
+    assert len(stored) == 1 and json.loads(stored[0].read_text())["disagreements"] == 1
