@@ -547,6 +547,32 @@ def interrupt_on_sigterm() -> Iterator[None]:
             signal.signal(sig, handler)
 
 
+@contextlib.contextmanager
+def signals_deferred() -> Iterator[None]:
+    """While active, SIGINT/SIGTERM/SIGHUP wait: cleanup is not cut short by a second Ctrl-C.
+
+    A signal that arrived is raised as KeyboardInterrupt when the block ends (unless the
+    block is already unwinding from one). Main thread only, as :func:`interrupt_on_sigterm`.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending: list[int] = []
+
+    def remember(signum: int, _frame: object) -> None:
+        pending.append(signum)
+
+    previous = {sig: signal.signal(sig, remember) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    unwinding = sys.exc_info()[0] is not None
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if pending and not unwinding:
+        raise KeyboardInterrupt(f"received {signal.Signals(pending[0]).name} while stopping the server")
+
+
 @dataclass
 class ServerRun:
     """What supervising one server process tree saw; facts, classified by ``launch.py``.
@@ -698,7 +724,8 @@ def serve_until_ready(command: Sequence[str], *, env: dict[str, str], log_path: 
                     break
                 time.sleep(poll_interval)
         finally:
-            leftover = tree.stop(grace)
+            with signals_deferred():
+                leftover = tree.stop(grace)
     freed = port_is_free(port, poll_host)
     for _ in range(20):
         if freed:

@@ -87,22 +87,29 @@ def test_fake_server_repeat_reports_flaky_launches(tmp_path: Path) -> None:
     assert launch.flakiness(outcomes[:1])["flaky"] is False
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_fake_server_tree_is_gone_after_the_tool_is_interrupted(sig: signal.Signals, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("mode", "processes", "signals"), [
+    ("spawn-children", 5, [signal.SIGINT]),
+    ("spawn-children", 5, [signal.SIGTERM]),
+    ("ignore-sigterm", 2, [signal.SIGINT, signal.SIGINT]),  # the second Ctrl-C lands during cleanup
+], ids=["sigint", "sigterm", "double-sigint-during-cleanup"])
+def test_fake_server_tree_is_gone_after_the_tool_is_interrupted(mode: str, processes: int, signals: list[signal.Signals],
+                                                               tmp_path: Path) -> None:
     require_release("0.5.23")
     pidfile = tmp_path / "pids"
-    command = f"{{python}} {FAKE_SERVER} --fake-mode spawn-children --fake-delay 600 --fake-pidfile {pidfile}"
+    command = f"{{python}} {FAKE_SERVER} --fake-mode {mode} --fake-delay 600 --fake-pidfile {pidfile}"
     tool = subprocess.Popen([str(BISECT_SPEC), "launch", "--sglang", "0.5.23", "--launch-without-gpu", "--timeout", "120",
                              "--runs-dir", str(tmp_path / "runs"), "--server-command", command, "--", "--tp", "8"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 60
-        while len(launched_pids(pidfile)) < 5 and time.monotonic() < deadline:
+        while len(launched_pids(pidfile)) < processes and time.monotonic() < deadline:
             time.sleep(0.2)
         started = launched_pids(pidfile)
-        assert len(started) == 5 and all(running(pid) for pid in started[:1])
+        assert len(started) == processes and running(started[0])
         time.sleep(1.0)  # the launcher has seen the tree by now
-        tool.send_signal(sig)
+        for sig in signals:
+            tool.send_signal(sig)
+            time.sleep(0.5)
         tool.wait(timeout=60)
     finally:
         if tool.poll() is None:
