@@ -240,6 +240,10 @@ def classify_exit(outcome: LaunchOutcome, log_text: str) -> None:
         outcome.signature = Signature("usage", "SystemExit", "", "", normalise_message(message))
         return
     deciding = main_blocks[-1] if main_blocks else (blocks[-1] if blocks else None)
+    if deciding is not None and not (deciding in main_blocks and _in_resolution(deciding)):
+        # after resolution the first subprocess traceback is the cause; the main one says "see above"
+        subprocess_blocks = [b for b in blocks if b not in main_blocks]
+        deciding = subprocess_blocks[0] if subprocess_blocks else deciding
     if deciding is not None:
         failure = evaluator.failure_from_block(deciding)
         outcome.exception = {k: v for k, v in failure["exception"].items() if k != "module"}

@@ -101,3 +101,21 @@ def test_launch_outcome_round_trips_through_json() -> None:
 def test_build_command_replaces_host_and_port() -> None:
     command = launch.build_command(["--port", "30000", "--host=0.0.0.0", "--tp", "8"], python="py", port=4242)
     assert command == ["py", "-m", "sglang.launch_server", "--tp", "8", "--host", "127.0.0.1", "--port", "4242"]
+
+
+def test_after_resolution_the_first_subprocess_traceback_is_the_cause() -> None:
+    log = ("[2026] Scheduler hit an exception: Traceback (most recent call last):\n"
+           '  File "/opt/sglang/python/sglang/srt/model_executor/model_runner.py", line 7, in load_model\n'
+           "    self.model = get_model()\n"
+           "ValueError: unsupported architecture\n"
+           "[2026] Received sigquit from a child process. It usually means the child failed.\n"
+           "Traceback (most recent call last):\n"
+           '  File "/opt/sglang/python/sglang/launch_server.py", line 33, in <module>\n'
+           "    run_server(server_args)\n"
+           '  File "/opt/sglang/python/sglang/srt/entrypoints/engine.py", line 2032, in _wait_for_scheduler_ready\n'
+           '    raise RuntimeError("Initialization failed. Please see the error messages above.")\n'
+           "RuntimeError: Initialization failed. Please see the error messages above.\n")
+    outcome = outcome_for(log)
+    assert (outcome.status, outcome.sub_kind) == ("failed-later", "scheduler")
+    assert outcome.error == "ValueError: unsupported architecture"
+    assert outcome.frame["function"] == "load_model"
