@@ -522,6 +522,125 @@ def shrink(tokens: Sequence[str], spec: TargetSpec | None = None, *, budget: Any
         return report
 
 
+# -- bisect across releases ----------------------------------------------------------
+
+SPECULATIVE_PREFIX = "--speculative-"
+
+
+def bisect(tokens: Sequence[str], spec: TargetSpec | None = None, *, good: str | None = None, bad: str | None = None,
+           releases: Sequence[str] | None = None, moves: bool = True, progress: Callable[[str], None] | None = None,
+           timeout: float = 120.0) -> Any:
+    """Find the first release where a configuration's verdict changes, and where its failure moved.
+
+    Speculative flags without ``--speculative-algorithm`` get the draft's algorithm (EAGLE3 for
+    ``--draft eagle3``): without one, SGLang switches speculation off and checks nothing.
+
+    :return: a :class:`~bisect_spec.timeline.BisectReport`.
+    :raises UsageError: no flags, unknown release, ends in the wrong order.
+    """
+    from .timeline import bisect_releases
+
+    spec = spec or TargetSpec()
+    config, spec, notes = understand_flags(tokens, spec)
+    if not config.items:
+        raise UsageError("no flags to bisect: pass SGLang flags after --, "
+                         "e.g. bisect-spec bisect -- --speculative-algorithm EAGLE3 --speculative-num-draft-tokens 3")
+    flags = config.flags()
+    if "--speculative-algorithm" not in flags and any(f.startswith(SPECULATIVE_PREFIX) for f in flags) and spec.draft:
+        draft = profiles.load_draft(spec.draft, profiles.load_model(spec.model, path=spec.model_path), path=spec.draft_path)
+        if draft is not None and draft.algorithm:
+            config = config.with_("--speculative-algorithm", draft.algorithm)
+            notes.append(f"added --speculative-algorithm {draft.algorithm} for the '{draft.name}' draft")
+    report = bisect_releases(config, spec, good=good, bad=bad, candidates=releases, moves=moves, progress=progress,
+                             timeout=timeout)
+    report.notes[:0] = notes
+    return report
+
+
+def nightly(matrix_file: str | Path, *, out: Path = Path("nightlies"), resume: str | None = None,
+            baseline: str | None = "latest", jobs: int | None = None, progress: Callable[[str], None] | None = None,
+            install: bool = True) -> dict[str, Any]:
+    """Run a nightly matrix (see :mod:`bisect_spec.nightly`); returns ``nightly.json``'s data plus ``path``."""
+    from .nightly import run_nightly
+
+    return run_nightly(matrix_file, out=out, resume=resume, baseline=baseline, jobs=jobs, progress=progress,
+                       install=install)
+
+
+# -- report ------------------------------------------------------------------------------------------------
+
+
+def report_input(target: str | Path, *, runs_dir: Path = Path("runs")) -> Any:
+    """Read what a report is made of: a sweep run (id or directory) or a nightly (directory or ``nightly.json``).
+
+    :return: a :class:`bisect_spec.report.SweepInput` or :class:`bisect_spec.report.NightlyInput`.
+    :raises UsageError: no such run or path, or a directory that is neither a run nor a nightly.
+    :raises StoreError: the run did not finish, or its files / the nightly file are corrupt.
+    """
+    from . import store
+    from .errors import StoreError
+    from .report import NightlyInput, SweepInput
+
+    path = Path(target)
+    if not path.exists() and not path.is_absolute() and (runs_dir / path).is_dir():
+        path = runs_dir / path
+    if not path.exists():
+        known = store.list_runs(runs_dir)
+        hint = f"; recent runs: {', '.join(r['id'] for r in known[-3:])}" if known else ""
+        raise UsageError(f"no run or nightly '{target}': not a path, and no run '{target}' in {runs_dir}{hint}")
+    if path.is_file() and path.name in ("run.json", "summary.json", "results.jsonl"):
+        path = path.parent
+    if path.is_file() and path.suffix != ".json":
+        raise UsageError(f"{path} is neither a bisect-spec run (a directory with run.json) nor a nightly (nightly.json)")
+    nightly_file = path if path.is_file() else path / "nightly.json"
+    if nightly_file.is_file():
+        nightly = _read_json(nightly_file, "rerun bisect-spec nightly")
+        if not isinstance(nightly, dict) or nightly.get("schema") != "bisect-spec/nightly/1":
+            found = nightly.get("schema") if isinstance(nightly, dict) else type(nightly).__name__
+            raise StoreError(f"{nightly_file} is not a bisect-spec nightly (schema {found!r}, expected 'bisect-spec/nightly/1')")
+        return NightlyInput(nightly)
+    if not (path.is_dir() and (path / "run.json").is_file()):
+        raise UsageError(f"{path} is neither a bisect-spec run (no run.json) nor a nightly (no nightly.json)")
+    if not (path / "summary.json").is_file():
+        raise StoreError(f"run {path.name} did not finish (no summary.json): continue it with "
+                         f"bisect-spec --resume {path.name}, then report")
+    advice = "the run cannot be reported; run the sweep again"
+    meta, summary = _read_json(path / "run.json", advice), _read_json(path / "summary.json", advice)
+    results = []
+    if (path / "results.jsonl").is_file():
+        for number, line in enumerate((path / "results.jsonl").read_text().splitlines(), 1):
+            try:
+                results.append(json.loads(line))
+            except ValueError:
+                raise StoreError(f"{path / 'results.jsonl'} line {number} is corrupt: {advice}") from None
+    return SweepInput(path.name, meta, summary, results)
+
+
+def _read_json(path: Path, advice: str) -> Any:
+    from .errors import StoreError
+
+    try:
+        return json.loads(path.read_text())
+    except ValueError as exc:
+        where = f"line {exc.lineno}: {exc.msg}" if isinstance(exc, json.JSONDecodeError) else str(exc)
+        raise StoreError(f"{path} is corrupt ({where}): {advice}") from None
+    except OSError as exc:
+        raise StoreError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+def report(target_path: str | Path, fmt: str = "md", *, runs_dir: Path = Path("runs")) -> str:
+    """A report of a sweep run or a nightly matrix as ``md``, ``json`` (schema ``bisect-spec/report/1``), ``junit`` or ``html``.
+
+    :param target_path: a run id (looked up in ``runs_dir``), a run directory, a nightly directory or its ``nightly.json``.
+    :raises UsageError: unknown format, or see :func:`report_input`.
+    """
+    from .report import FORMATS, render
+
+    if fmt not in FORMATS:
+        raise UsageError(f"unknown report format '{fmt}': choose one of {', '.join(FORMATS)}")
+    return render(report_input(target_path, runs_dir=runs_dir), fmt)
+
+
 # -- real launches ---------------------------------------------------------------
 
 
@@ -571,7 +690,11 @@ class LaunchReport:
     def to_dict(self) -> dict[str, Any]:
         from .launch import SCHEMA, flakiness
 
+        first = self.attempts[0].to_dict() if self.attempts else {}
         return {"schema": SCHEMA, "target": {**self.target.describe(), "hardware": self.plan.mode},
+                # the first launch's verdict, at the top for scripts (scripts/gpu_check.sh reads these)
+                "status": first.get("status"), "classification": first.get("classification"),
+                "signature": first.get("signature"), "seconds_to_ready": first.get("seconds_to_ready"),
                 "config": self.config.argv(), "notes": self.notes, "path": str(self.path),
                 **flakiness(self.attempts), "outcome": self.attempts[0].to_dict() if self.attempts else None,
                 "attempts": [a.to_dict() for a in self.attempts]}

@@ -400,6 +400,129 @@ def env_remove(releases: tuple[str, ...]) -> None:
         click.echo(f"{release}: removed")
 
 
+# -- bisect across releases ------------------------------------------------------------
+
+@main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@target_options
+@click.option("--good", metavar="VER", default=None, help="Oldest release to consider (default: the oldest known).")
+@click.option("--bad", metavar="VER", default=None, help="Newest release to consider (default: the newest known).")
+@click.option("--releases", "release_list", metavar="A,B,..", default=None,
+              help="Consider only these releases (comma-separated), e.g. the installed ones.")
+@click.option("--moves/--no-moves", default=True, show_default=True,
+              help="Also find where a failure that stays the same moved to another file or function.")
+@click.option("--json", "as_json", is_flag=True, help="Print the documented JSON (schema bisect-spec/bisect/1).")
+@click.option("--timeout", default=120.0, show_default=True, help="Seconds before an evaluation counts as hung.")
+@click.argument("flags", nargs=-1, type=click.UNPROCESSED)
+def bisect(good: str | None, bad: str | None, release_list: str | None, moves: bool, as_json: bool, timeout: float,
+           flags: tuple[str, ...], **kwargs: Any) -> None:
+    """Find the first SGLang release where a configuration's verdict changes.
+
+    Binary search over the releases from --good to --bad (environments are built on
+    demand; already built ones are preferred), matching failures across releases by
+    their cross-release key, so a failure that moved to another file is still one
+    failure. Each boundary is shown with the code on both sides, side by side.
+
+    Example:
+
+        bisect-spec bisect --model deepseek-v3 --draft eagle3 --good 0.4.6 -- \
+            --speculative-num-steps 1 --speculative-num-draft-tokens 3
+    """
+    spec = spec_from(kwargs)
+    releases = [r.strip() for r in release_list.split(",") if r.strip()] if release_list else None
+
+    def progress(message: str) -> None:
+        click.echo(f"… {message}", err=True)
+
+    report = api.bisect(list(flags), spec, good=good, bad=bad, releases=releases, moves=moves,
+                        progress=None if as_json else progress, timeout=timeout)
+    if as_json:
+        click.echo(json.dumps(report.to_dict(), indent=2, sort_keys=True))
+    else:
+        click.echo(render.bisect_text(report))
+
+
+# -- nightly compatibility matrix --------------------------------------------------------
+
+EXIT_REGRESSION = 3
+
+
+@main.command()
+@click.option("--matrix", "matrix_file", required=True, type=click.Path(dir_okay=False), metavar="FILE",
+              help="Matrix file (TOML): releases × models × drafts × hardware; see examples/nightly-matrix.toml.")
+@click.option("--out", type=click.Path(file_okay=False), default="nightlies", show_default=True,
+              help="Where nightlies are stored (and the baseline is looked up).")
+@click.option("--baseline", default="latest", show_default=True, metavar="ID|PATH|latest|none",
+              help="Nightly to compare against; latest = the newest finished one of the same matrix name.")
+@click.option("--resume", metavar="ID", default=None, help="Continue an interrupted nightly.")
+@click.option("--jobs", "-j", type=int, default=None, help="Parallel workers per cell (default: CPU cores).")
+@click.option("--no-install", is_flag=True, help="Skip cells whose release is not installed instead of building it.")
+@click.option("--json", "as_json", is_flag=True, help="Print nightly.json (schema bisect-spec/nightly/1).")
+def nightly(matrix_file: str, out: str, baseline: str, resume: str | None, jobs: int | None, no_install: bool,
+            as_json: bool) -> None:
+    """Run the compatibility matrix and compare it with the previous nightly.
+
+    Each cell (release × model × draft × hardware) is a sweep with the matrix's
+    strategy. Signatures are matched to the baseline by cross-release key: new ones
+    are regressions, vanished ones are fixes, moved or reworded ones are listed.
+    Exit status: 0 no regression, 3 regressions, 1/2 errors.
+
+    Example:
+
+        bisect-spec nightly --matrix examples/nightly-matrix.toml --out nightlies
+    """
+    def progress(message: str) -> None:
+        click.echo(f"… {message}", err=True)
+
+    data = api.nightly(matrix_file, out=Path(out), resume=resume, baseline=baseline, jobs=jobs,
+                       progress=None if as_json else progress, install=not no_install)
+    if as_json:
+        click.echo(json.dumps(data, indent=2, sort_keys=True))
+    else:
+        click.echo(render.nightly_text(data))
+        click.echo(f"stored in {data['path']}")
+    if data["regressions"]:
+        sys.exit(EXIT_REGRESSION)
+
+
+# -- report (reports of a sweep run or a nightly matrix) --------------------------------------------------
+
+
+@main.command("report")
+@click.argument("target")
+@click.option("--format", "fmt", type=click.Choice(["md", "json", "junit", "html"]), default="md", show_default=True,
+              help="md: Markdown for PRs and issues; json: schema bisect-spec/report/1; junit: JUnit XML for CI; "
+                   "html: one self-contained page with pictures.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), default=None,
+              help="Write the report to FILE (default: print it).")
+@click.option("--runs-dir", type=click.Path(file_okay=False), default="runs", show_default=True,
+              help="Where run ids are looked up.")
+def report(target: str, fmt: str, output: str | None, runs_dir: str) -> None:
+    """Report a sweep run or a nightly matrix as Markdown, JSON, JUnit XML or HTML.
+
+    TARGET is a run id (looked up in --runs-dir), a run directory, a nightly directory
+    or its nightly.json. For a nightly, the report leads with the regressions, fixes and
+    changes against its baseline; JUnit marks regressions as failures and failures the
+    baseline had already as skipped (type "known").
+
+    Example:
+
+        bisect-spec report nightlies/20261130-0215-ab12 --format html -o nightly.html
+
+        bisect-spec report 20261130-171500-kimi-k2.6-0.5.23-ab12 --format junit -o junit.xml
+    """
+    text = api.report(target, fmt, runs_dir=Path(runs_dir))
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    from .errors import StoreError
+
+    try:
+        Path(output).write_text(text)
+    except OSError as exc:
+        raise StoreError(f"cannot write {output}: {exc.strerror or exc}") from exc
+    click.echo(f"{fmt} report written to {output}", err=True)
+
+
 # -- real launches (launch, crosscheck, --launch on shrink and sweep) ----------------------
 
 

@@ -57,14 +57,11 @@ def version_key(version: str) -> tuple[int, ...]:
     """Sort key for release strings: 0.5.9 < 0.5.10 < 0.5.10.post1 < 0.5.11."""
     parts: list[int] = []
     for piece in version.split("."):
-        match = re.match(r"(\d+)(?:post(\d+)|rc(\d+))?", piece)
-        if not match:
-            parts.append(-1)
+        if piece.startswith("post") and piece[4:].isdigit():
+            parts.append(int(piece[4:]))  # 0.5.10.post1 = (0, 5, 10, 1) > (0, 5, 10)
             continue
-        if piece.startswith("post"):
-            parts.append(int(piece[4:]))
-            continue
-        parts.append(int(match.group(1)))
+        match = re.match(r"(\d+)", piece)
+        parts.append(int(match.group(1)) if match else -1)
     return tuple(parts)
 
 
@@ -125,10 +122,12 @@ def get(release: str) -> Environment:
     """
     check_release_name(release)
     if release == CURRENT:
-        return Environment(CURRENT, sys.executable, (), False, None)
+        # the user's own Python, with the import path it was given (an unpacked SGLang on PYTHONPATH works)
+        inherited = tuple(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)
+        return Environment(CURRENT, sys.executable, inherited, False, None)
     directory = _release_dir(release)
     if not (directory / "env.json").is_file():
-        have = ", ".join(installed()) or "none"
+        have = list_releases(installed()) or "none"
         raise ReleaseError(f"SGLang {release} is not installed (installed: {have}); run: bisect-spec env install {release}")
     if not _base_python().exists():
         raise ReleaseError(f"the shared base environment is missing ({_base_dir()}); run: bisect-spec env install {release}")
@@ -248,6 +247,13 @@ def cached_flag_table(release: str) -> list[dict[str, Any]] | None:
         return None
     table: list[dict[str, Any]] = json.loads(path.read_text())
     return table
+
+
+def list_releases(releases: list[str], most: int = 4) -> str:
+    """Releases for a one-line message: all of them when few, else the ends and the count."""
+    if len(releases) <= most:
+        return ", ".join(releases)
+    return f"{', '.join(releases[:2])}, …, {releases[-1]} ({len(releases)} installed releases)"
 
 
 def releases_with_flag(flag: str, *, exclude: str = "") -> list[str]:

@@ -209,6 +209,45 @@ def _statement_text(node: ast.AST) -> str:
     return ast.unparse(node)
 
 
+def block_at(path: str, relative_file: str, lineno: int, *, most: int = 30) -> dict[str, Any]:
+    """The code around ``lineno`` that people compare across releases, and its function.
+
+    Whole functions are mostly noise in a cross-release diff (``__post_init__`` is hundreds of
+    lines). The unit is the innermost compound statement holding the line (``if ...:`` with
+    its body) while it has at most ``most`` lines, else the statement itself with a few
+    lines around it.
+    """
+    lines = linecache.getlines(path)
+    tree = _parse("".join(lines))
+    out: dict[str, Any] = {"file": relative_file, "line": lineno, "function": None, "start": None, "source": None}
+    if tree is None or not 0 < lineno <= len(lines):
+        return out
+    chain: list[ast.stmt] = []  # statements containing the line, outermost first
+    stack: list[ast.AST] = [tree]
+    while stack:
+        node = stack.pop()
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.stmt) and child.lineno <= lineno <= (child.end_lineno or child.lineno):
+                chain.append(child)
+                stack.append(child)
+    functions = [n for n in chain if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    if functions:
+        out["function"] = functions[-1].name
+    inside = chain[chain.index(functions[-1]) + 1:] if functions else chain
+    start, end = lineno, lineno
+    for statement in reversed(inside):
+        first, last = statement.lineno, statement.end_lineno or statement.lineno
+        if last - first + 1 > most:
+            break
+        start, end = first, last
+    if (start, end) == (lineno, lineno) and inside:
+        first, last = inside[-1].lineno, inside[-1].end_lineno or inside[-1].lineno
+        start, end = max(first, lineno - 6), min(last, lineno + 6)
+    out["start"] = start
+    out["source"] = "".join(lines[start - 1 : end]).rstrip("\n")
+    return out
+
+
 def describe_frame(filename: str, lineno: int, function: str, package_root: str) -> dict[str, Any]:
     """Where a frame is, with the whole failing statement and its guard, for reports."""
     return dict(_describe_frame(filename, lineno, function, package_root))
@@ -310,6 +349,29 @@ class _ProcessState:
             sys.argv[:] = argv
 
 
+def _gpu_without_kernels(hardware: dict[str, Any] | None) -> bool:
+    """This machine has a GPU torch can see, but ``sgl_kernel`` is not installed.
+
+    Then SGLang is imported with the GPU hidden (:func:`simulated_gpu.gpu_hidden`), as it
+    is on a CPU machine, whether the real GPUs or a simulated box answer afterwards:
+    importing with CUDA visible makes modules reach for ``sgl_kernel``. With
+    ``sgl_kernel`` installed (a real SGLang box), or ``BISECT_SPEC_GPU_AT_IMPORT=visible``,
+    the import is left alone.
+    """
+    if hardware is None or os.environ.get("BISECT_SPEC_GPU_AT_IMPORT") == "visible":
+        return False
+    import importlib.util
+
+    import torch
+
+    if not torch.cuda.is_available():
+        return False
+    try:
+        return importlib.util.find_spec("sgl_kernel") is None
+    except (ImportError, ValueError):
+        return True
+
+
 #: Modules resolution imports lazily; imported on the CPU before a simulation starts.
 LAZY_RESOLUTION_MODULES = ("sglang.srt.configs.model_config", "sglang.srt.arg_groups.pipeline",
                            "sglang.srt.arg_groups.overrides", "sglang.srt.utils.hf_transformers_utils")
@@ -340,7 +402,15 @@ class Evaluator:
         started = time.perf_counter()
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-        with contextlib.redirect_stdout(sys.stderr):
+        self.gpu_hidden_at_import = _gpu_without_kernels(hardware)
+        if self.gpu_hidden_at_import:
+            from bisect_spec import simulated_gpu as hiding
+
+            hiding.hide_gpu_for_lazy_imports()
+            importing: contextlib.AbstractContextManager[None] = hiding.gpu_hidden()
+        else:
+            importing = contextlib.nullcontext()
+        with contextlib.redirect_stdout(sys.stderr), importing:
             import sglang
 
             server_args_module = import_for_resolution()
@@ -400,6 +470,7 @@ class Evaluator:
             "import_seconds": round(self.import_seconds, 3),
             "caches": len(self._caches),
             "cpu_imports": list(self.cpu_imports),
+            "gpu_hidden_at_import": self.gpu_hidden_at_import,
             "paranoid": self.paranoid,
         }
 
@@ -434,6 +505,26 @@ class Evaluator:
                 lines = text.splitlines()[node.lineno - 1 : node.end_lineno]
                 return {"file": relative_file, "line": node.lineno, "source": "\n".join(lines)}
         return {"file": relative_file, "line": None, "source": None}
+
+    def block_at(self, relative_file: str, line: int) -> dict[str, Any]:
+        """The code around ``line`` for a cross-release diff: see :func:`block_at`."""
+        return block_at(os.path.join(self.package_root, relative_file), relative_file, line)
+
+    def find_code(self, pattern: str, limit: int = 20) -> dict[str, Any]:
+        """Where a regular expression matches SGLang's ``srt`` sources (for "where was this before?")."""
+        compiled = re.compile(pattern)
+        found: list[dict[str, Any]] = []
+        root = os.path.join(self.package_root, "srt")
+        for directory, _dirs, files in sorted(os.walk(root)):
+            for name in sorted(files):
+                if not name.endswith(".py") or len(found) >= limit:
+                    continue
+                path = os.path.join(directory, name)
+                for number, text in enumerate(linecache.getlines(path), 1):
+                    if compiled.search(text):
+                        relative = os.path.relpath(path, self.package_root).replace(os.sep, "/")
+                        found.append({"file": relative, "line": number, "text": text.strip()})
+        return {"matches": found[:limit]}
 
     def _given(self, argv: list[str], namespace: argparse.Namespace | None) -> dict[str, Any]:
         """dest -> parsed value, for the flags the user wrote explicitly."""

@@ -175,3 +175,147 @@ def shrink_text(report: Any) -> str:
     if data["files"]:
         lines += ["", "reproducers:"] + [f"  {path}" for path in data["files"].values()]
     return "\n".join(lines)
+
+
+def side_by_side(before: dict[str, Any] | None, after: dict[str, Any] | None, *, width: int = 62) -> str:
+    """Two code blocks in two columns, changed lines marked (``|`` changed, ``<`` only left, ``>`` only right)."""
+    import difflib
+    import textwrap
+
+    def lines(block: dict[str, Any] | None) -> list[str]:
+        return textwrap.dedent(str(block["source"])).splitlines() if block and block.get("source") else []
+
+    def head(block: dict[str, Any] | None) -> str:
+        if not block:
+            return "(no matching code)"
+        return f"{block.get('release')} {block.get('file')}:{block.get('start')} {block.get('function') or ''}".strip()
+
+    def cut(text: str) -> str:
+        return text if len(text) <= width else text[: width - 1] + "…"
+
+    left, right = lines(before), lines(after)
+    out = [f"{cut(head(before)).ljust(width)}   {cut(head(after))}", f"{'-' * width}   {'-' * width}"]
+    matcher = difflib.SequenceMatcher(a=left, b=right, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            span = list(zip(left[i1:i2], right[j1:j2], strict=True))
+            if len(span) > 6:  # long unchanged runs: first and last two lines
+                span = [*span[:2], ("⋮", "⋮"), *span[-2:]]
+            out += [f"{cut(a).ljust(width)}   {cut(b)}" for a, b in span]
+            continue
+        a_part, b_part = left[i1:i2], right[j1:j2]
+        for k in range(max(len(a_part), len(b_part))):
+            a = a_part[k] if k < len(a_part) else ""
+            b = b_part[k] if k < len(b_part) else ""
+            mark = "|" if a and b else ("<" if a else ">")
+            out.append(f"{cut(a).ljust(width)} {mark} {cut(b)}")
+    return "\n".join(out)
+
+
+def bisect_text(report: Any) -> str:
+    """What ``bisect-spec bisect`` prints: the timeline, the verdict change and each boundary's code."""
+    data = report.to_dict()
+    target = data["target"]
+    out = [f"bisect: {' '.join(data['config'])}",
+           f"target: {target.get('model')} + {target.get('draft') or 'no draft'} · hardware {target.get('hardware')}"
+           f"{' x' + str(target.get('gpus')) if target.get('gpus') else ''}",
+           f"releases {data['releases'][0]} … {data['releases'][-1]} ({len(data['releases'])}); evaluated "
+           f"{sum(1 for e in data['evaluated'] if e.get('key'))}, skipped "
+           f"{sum(1 for e in data['evaluated'] if not e.get('key'))}, environments built {len(data['environments_built'])}"
+           f" in {data['seconds']} s", ""]
+    rows = []
+    for segment in data["segments"]:
+        span = segment["first"] if segment["first"] == segment["last"] else f"{segment['first']} – {segment['last']}"
+        verdict = segment["verdict"] or "?"
+        what = (f"{verdict.upper()}  {segment.get('headline') or ''}" if verdict != "passed" else "passed")
+        rows.append([span, f"{len(segment['probed'])}/{segment['releases']}", what,
+                     segment.get("cross_release_key") or ""])
+    out += [table(["releases", "probed", "verdict", "key"], rows, max_width=90), ""]
+    verdict_changes = [b for b in data["boundaries"] if b["kind"] == "verdict"]
+    moves = [b for b in data["boundaries"] if b["kind"] == "moved"]
+    if data["first_bad"]:
+        first = verdict_changes[0]
+        out.append(f"verdict changes between {first['last_good']} (last with the earlier verdict) and "
+                   f"{first['first_bad']} (first with the new one): {first['before'].get('headline')} → "
+                   f"{first['after'].get('headline')}")
+        if first["skipped_between"]:
+            out.append(f"  (releases in between could not be evaluated: {', '.join(first['skipped_between'])})")
+    else:
+        segments = data["segments"]
+        verdict = segments[0]["verdict"] if segments else "?"
+        keys = {s.get("cross_release_key") for s in segments}
+        same = f" as one failure (cross-release key {next(iter(keys))})" if verdict != "passed" and len(keys) == 1 else ""
+        out.append(f"no verdict change: {verdict} on every release evaluated{same}")
+    if moves:
+        out.append(f"the failure moved {len(moves)} time{'s' if len(moves) != 1 else ''}:")
+        for move in moves:
+            out.append(f"  {move['last_good']} → {move['first_bad']}: {move['before'].get('location')} → "
+                       f"{move['after'].get('location')}")
+    for boundary in data["boundaries"]:
+        title = "verdict change" if boundary["kind"] == "verdict" else "move"
+        out += ["", f"{title} {boundary['last_good']} → {boundary['first_bad']}:",
+                side_by_side(boundary.get("code_before"), boundary.get("code_after"))]
+    for note in data["notes"]:
+        out.append(f"note: {note}")
+    return "\n".join(out)
+
+
+_CHANGE_WORDS = {"new": "NEW (regression)", "vanished": "vanished (fixed)", "location-moved": "moved",
+                 "message-changed": "message changed"}
+
+
+def nightly_text(data: dict[str, Any]) -> str:
+    """The terminal summary of a nightly: one row per cell, then the changes against the baseline."""
+    rows = []
+    per_cell: dict[str, int] = {}
+    for change in data.get("changes", []):
+        if change["change"] == "new":
+            per_cell[change["cell"]] = per_cell.get(change["cell"], 0) + 1
+    for cell in data["cells"]:
+        counts = cell.get("counts") or {}
+        rows.append([cell["id"], cell["status"] if cell["status"] != "skipped" else f"skipped: {cell.get('reason')}",
+                     cell.get("evaluated") or "", counts.get("passed", ""),
+                     sum(v for k, v in counts.items() if k != "passed") if counts else "",
+                     len(cell.get("signatures") or []) if cell["status"] == "done" else "",
+                     per_cell.get(cell["id"], "")])
+    out = [f"nightly {data['id']} · matrix {data['matrix'].get('name')} · strategy {data['matrix'].get('strategy')} · "
+           f"baseline {data.get('baseline') or 'none'}",
+           table(["cell", "status", "evaluated", "passed", "failed", "signatures", "new"], rows, max_width=60)]
+    changes = data.get("changes", [])
+    if changes:
+        out += ["", table(["cell", "change", "signature", "key", "what"],
+                          [[c["cell"], _CHANGE_WORDS.get(c["change"], c["change"]), c["signature"],
+                            c["cross_release_key"], _change_detail(c)] for c in changes], max_width=120)]
+    elif data.get("baseline"):
+        out.append(f"no change against {data['baseline']}")
+    out.append(f"{data.get('regressions', 0)} regression(s)")
+    return "\n".join(out)
+
+
+def _change_detail(change: dict[str, Any]) -> str:
+    before, after = change.get("before") or {}, change.get("after") or {}
+    if change["change"] == "location-moved":
+        return f"{before.get('location')} → {after.get('location')}"
+    if change["change"] == "message-changed":
+        return f"{before.get('message')!r} → {after.get('message')!r}"
+    side = after or before
+    return f"{change.get('title') or ''}: {' '.join(side.get('smallest') or [])}"
+
+
+def nightly_markdown(data: dict[str, Any]) -> str:
+    """``nightly.md``: the changes first (what a reviewer needs), then every cell."""
+    out = [f"# Nightly {data['id']}", "",
+           f"Matrix `{data['matrix'].get('name')}`, strategy `{data['matrix'].get('strategy')}`, "
+           f"baseline `{data.get('baseline') or 'none'}`: **{data.get('regressions', 0)} regression(s)**.", ""]
+    changes = data.get("changes", [])
+    if changes:
+        out += ["| cell | change | signature | detail |", "|---|---|---|---|"]
+        out += [f"| {c['cell']} | {_CHANGE_WORDS.get(c['change'], c['change'])} | `{c['signature']}` | "
+                f"{_change_detail(c).replace('|', '/')} |" for c in changes]
+        out.append("")
+    out += ["| cell | status | evaluated | signatures |", "|---|---|---|---|"]
+    for cell in data["cells"]:
+        status = cell["status"] if cell["status"] != "skipped" else f"skipped: {cell.get('reason')}"
+        out.append(f"| {cell['id']} | {status} | {cell.get('evaluated') or ''} | "
+                   f"{', '.join('`' + s['id'] + '`' for s in cell.get('signatures') or [])} |")
+    return "\n".join(out) + "\n"

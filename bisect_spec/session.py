@@ -137,14 +137,14 @@ class Session:
                     entry = next(iter(matches.values()))
                 elif len(matches) > 1:
                     others = environments.releases_with_flag(flag, exclude=self.target.release)
-                    where = f"; as an exact flag it exists in {', '.join(others)}" if others else ""
+                    where = f"; as an exact flag it exists in {environments.list_releases(others)}" if others else ""
                     raise UsageError(f"flag {flag} is ambiguous in SGLang {self.target.release}: "
                                      f"it could be {', '.join(sorted(matches)[:4])}{where}")
             if entry is None:
                 close = difflib.get_close_matches(flag, list(table), n=2, cutoff=0.75)
                 hint = f"did you mean {' or '.join(close)}? " if close else ""
                 others = environments.releases_with_flag(flag, exclude=self.target.release)
-                where = f"it exists in {', '.join(others)}" if others else "no installed release has it"
+                where = f"it exists in {environments.list_releases(others)}" if others else "no installed release has it"
                 raise UsageError(f"SGLang {self.target.release} has no flag {flag}: {hint}{where}")
             mapping[entry["option"]] = value
         return Config(tuple(mapping.items()))

@@ -20,11 +20,13 @@ keep their CPU values; the README lists the ones that matter.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import shutil
 import subprocess
 import sys
 import types
+from collections.abc import Iterator
 from typing import Any
 
 
@@ -36,7 +38,8 @@ class _DeviceProperties:
         self.name: str = profile["gpu_name"]
         self.major: int = major
         self.minor: int = minor
-        self.total_memory: int = int(profile["memory_mib"]) * 1024 * 1024
+        # torch reports less than nvidia-smi (measured on an H200: 143155 vs 143771 MiB)
+        self.total_memory: int = int(profile.get("torch_memory_mib", profile["memory_mib"])) * 1024 * 1024
         self.multi_processor_count: int = int(profile["sm_count"])
         self.L2_cache_size: int = int(profile.get("l2_cache_bytes", 50 * 1024 * 1024))
         self.is_integrated: bool = False
@@ -172,16 +175,53 @@ def import_on_cpu(module: str) -> None:
 
     import torch
 
+    hiding = gpu_hidden if _REAL_GPU_HIDDEN_AT_IMPORT else contextlib.nullcontext
     if not _SIMULATED:
-        importlib.import_module(module)
+        with hiding():
+            importlib.import_module(module)
         return
     _apply(torch, _ORIGINAL)
     reset_hardware_memo()
     try:
-        importlib.import_module(module)
+        with hiding():  # on a GPU box without sgl_kernel the original state shows a GPU: hide it too
+            importlib.import_module(module)
     finally:
         _apply(torch, _SIMULATED)
         reset_hardware_memo()
+
+
+#: Set when SGLang was imported on a GPU box with the GPU hidden (no ``sgl_kernel`` there),
+#: for real or simulated hardware: lazily imported modules are then imported the same way.
+_REAL_GPU_HIDDEN_AT_IMPORT: list[bool] = []
+
+
+@contextlib.contextmanager
+def gpu_hidden() -> Iterator[None]:
+    """Let torch report no GPU for a while, then show the real GPUs again.
+
+    On a real GPU box without ``sgl_kernel`` (the fidelity check's machine), importing
+    SGLang while CUDA is visible makes modules reach for ``sgl_kernel`` at import.
+    Importing with the GPU hidden is what the simulation does on a CPU machine, so the
+    real and the simulated answers then differ only in the hardware probes
+    resolution makes afterwards. SGLang's memoised answers are cleared on both edges.
+    """
+    import torch
+
+    _remember(torch)
+    real = _snapshot(torch)
+    _apply(torch, {"cuda.is_available": lambda: False, "cuda.device_count": lambda: 0, "version.cuda": None})
+    reset_hardware_memo()
+    try:
+        yield
+    finally:
+        _apply(torch, real)
+        reset_hardware_memo()
+
+
+def hide_gpu_for_lazy_imports() -> None:
+    """Import lazily loaded SGLang modules with the machine's GPU hidden too (see :func:`gpu_hidden`)."""
+    if not _REAL_GPU_HIDDEN_AT_IMPORT:
+        _REAL_GPU_HIDDEN_AT_IMPORT.append(True)
 
 
 #: The type of ``functools.lru_cache``/``functools.cache`` wrappers. Checking the type,

@@ -111,6 +111,10 @@ def main() -> int:
             reply = {**evaluator.info(), "network_blocked": list(BLOCKED)}
         elif op == "source":
             reply = evaluator.source_of(request["file"], request["function"])
+        elif op == "block":
+            reply = evaluator.block_at(request["file"], int(request["line"]))
+        elif op == "find":
+            reply = evaluator.find_code(request["pattern"], int(request.get("limit", 20)))
         elif op == "exit":
             return 0
         else:

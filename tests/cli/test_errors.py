@@ -53,11 +53,11 @@ def test_usage_errors(args: list[str], code: int, expected: str) -> None:
 
 
 def test_release_not_installed_names_the_install_command(tmp_path: Path) -> None:
-    exit_code, output = run("probe", "--sglang", "0.4.6", "--", "--tp", "8")
+    exit_code, output = run("probe", "--sglang", "0.4.5", "--", "--tp", "8")
     assert exit_code == 1
     line = assert_one_clear_line(output)
-    assert line.startswith("Error: SGLang 0.4.6 is not installed (installed: ")
-    assert line.endswith("); run: bisect-spec env install 0.4.6")
+    assert line == (f"Error: SGLang 0.4.5 is not installed (installed: {environments.list_releases(environments.installed())}); "
+                    "run: bisect-spec env install 0.4.5")
 
 
 def test_no_release_installed_at_all(tmp_path: Path) -> None:
@@ -73,7 +73,9 @@ def test_flag_unknown_to_the_release_names_the_releases_that_have_it() -> None:
     assert exit_code == 2
     line = assert_one_clear_line(output)
     assert line.startswith("Error: SGLang 0.5.23 has no flag --ds-heavy-channel-num: ")
-    assert "it exists in 0.5.9" in line
+    have = environments.releases_with_flag("--ds-heavy-channel-num", exclude="0.5.23")
+    assert "0.5.9" in have and "0.5.23" not in have
+    assert line.endswith(f"it exists in {environments.list_releases(have)}")
 
 
 def test_flag_that_became_an_ambiguous_prefix() -> None:
@@ -83,7 +85,10 @@ def test_flag_that_became_an_ambiguous_prefix() -> None:
     assert exit_code == 2
     line = assert_one_clear_line(output)
     assert line.startswith("Error: flag --cuda-graph-max-bs is ambiguous in SGLang 0.5.23: it could be "
-                           "--cuda-graph-max-bs-decode, --cuda-graph-max-bs-prefill; as an exact flag it exists in 0.5.9")
+                           "--cuda-graph-max-bs-decode, --cuda-graph-max-bs-prefill; as an exact flag it exists in ")
+    have = environments.releases_with_flag("--cuda-graph-max-bs", exclude="0.5.23")
+    assert "0.5.9" in have
+    assert line.endswith(f"as an exact flag it exists in {environments.list_releases(have)}")
 
 
 def test_misspelt_flag_gets_the_closest_name() -> None:
@@ -192,3 +197,37 @@ def test_shrink_with_no_flags() -> None:
     assert exit_code == 2
     assert assert_one_clear_line(output) == (
         "Error: no SGLang flags given: pass them after --, e.g. -- --speculative-algorithm EAGLE3")
+
+
+def test_matrix_file_with_an_error_names_file_line_and_what(tmp_path: Path) -> None:
+    matrix = tmp_path / "nightly.toml"
+    matrix.write_text('name = "n"\nreleases = ["0.5.23"]\nmodels = ["deepseek-v4"]\n')
+    exit_code, output = run("nightly", "--matrix", str(matrix), "--out", str(tmp_path / "out"))
+    assert exit_code == 2
+    assert assert_one_clear_line(output).startswith(
+        f"Error: {matrix}:3: unknown model 'deepseek-v4' in models (closest: deepseek-v3); valid: ")
+
+
+def test_matrix_file_that_is_not_toml(tmp_path: Path) -> None:
+    matrix = tmp_path / "nightly.toml"
+    matrix.write_text('name = "n"\nreleases = ["0.5.23"\n')
+    exit_code, output = run("nightly", "--matrix", str(matrix), "--out", str(tmp_path / "out"))
+    assert exit_code == 2
+    assert assert_one_clear_line(output) == f"Error: {matrix}:2: not valid TOML: Unclosed array"
+
+
+def test_resume_of_a_nightly_that_does_not_exist(tmp_path: Path) -> None:
+    matrix = Path(__file__).parents[2] / "examples" / "nightly-matrix.toml"
+    exit_code, output = run("nightly", "--matrix", str(matrix), "--out", str(tmp_path), "--resume", "yesterday")
+    assert exit_code == 1
+    assert assert_one_clear_line(output) == f"Error: {tmp_path / 'yesterday'} is not a nightly (no nightly.json)"
+
+
+def test_corrupt_nightly_json_on_resume(tmp_path: Path) -> None:
+    (tmp_path / "n1").mkdir()
+    (tmp_path / "n1" / "nightly.json").write_text("{not json")
+    matrix = Path(__file__).parents[2] / "examples" / "nightly-matrix.toml"
+    exit_code, output = run("nightly", "--matrix", str(matrix), "--out", str(tmp_path), "--resume", "n1")
+    assert exit_code == 1
+    line = assert_one_clear_line(output)
+    assert line.startswith(f"Error: {tmp_path / 'n1' / 'nightly.json'} is unreadable (")

@@ -196,6 +196,7 @@ def test_fake_server_launch_json_schema(tmp_path: Path) -> None:
     assert report["target"]["hardware"] == "cpu"
     outcome = report["outcome"]
     assert outcome["status"] == "ready" and outcome["seconds_to_ready"] > 0
+    assert (report["status"], report["classification"], report["signature"]) == ("ready", "ready", None)
     assert outcome["health"]["endpoint"] == "/health" and outcome["health"]["model_info"]["model_path"] == "fake"
     assert outcome["leftover_pids"] == [] and outcome["port_freed"] is True
     assert Path(report["path"], "launch.json").is_file()

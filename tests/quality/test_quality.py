@@ -15,7 +15,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.mark.parametrize("module", ["bisect_spec.signature", "bisect_spec.flags", "bisect_spec.outcome",
                                     "bisect_spec.shrink", "bisect_spec.plan", "bisect_spec.covering",
-                                    "bisect_spec.findings", "bisect_spec.render"])
+                                    "bisect_spec.findings", "bisect_spec.render",
+                                    "bisect_spec.report", "bisect_spec.report_html"])
 def test_pure_modules_start_no_processes_and_know_no_cli(module: str) -> None:
     code = (f"import sys, importlib; importlib.import_module({module!r}); "
             "bad = [m for m in ('subprocess', 'click', 'bisect_spec.worker', 'multiprocessing') if m in sys.modules]; "
@@ -67,3 +68,23 @@ def test_mypy_strict_clean() -> None:
     pytest.importorskip("mypy")
     result = subprocess.run([sys.executable, "-m", "mypy"], capture_output=True, text=True, cwd=ROOT)
     assert result.returncode == 0, result.stdout
+
+
+def test_example_workflow_uses_real_commands_and_options() -> None:
+    """Every ``bisect-spec ...`` line of the example CI workflow parses with today's CLI."""
+    import shlex
+
+    import click
+
+    from bisect_spec.cli import main
+
+    lines = [line.split("run:", 1)[-1].strip() for line in
+             (ROOT / "examples" / "nightly-workflow.yml").read_text().splitlines()
+             if line.split("run:", 1)[-1].strip().startswith("bisect-spec ")]
+    assert len(lines) >= 4
+    for line in lines:
+        words = shlex.split(line.split("#")[0].replace('"$latest"', "nightlies/x"))
+        assert words[0] == "bisect-spec", line
+        command = main.commands[words[1]]
+        context = click.Context(command, info_name=words[1], resilient_parsing=False)
+        command.parse_args(context, words[2:])  # raises on an unknown option or a bad value
