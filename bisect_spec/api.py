@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from . import environments, profiles
+from .errors import StoreError as BisectSpecStoreError
 from .errors import UsageError
 from .flags import Config, parse_command
 from .outcome import Outcome, Status
@@ -642,3 +643,213 @@ def report(target_path: str | Path, fmt: str = "md", *, runs_dir: Path = Path("r
     if fmt not in FORMATS:
         raise UsageError(f"unknown report format '{fmt}': choose one of {', '.join(FORMATS)}")
     return render(report_input(target_path, runs_dir=runs_dir), fmt)
+
+
+# -- real launches ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """Where and how real launches run: hardware mode, environment, output directory."""
+
+    hardware: dict[str, Any] | None  # a profile simulated during resolution, or None (the machine as it is)
+    mode: str  # "real" (GPUs), "cpu" (no GPU: fails at device detection) or "simulated:<profile>"
+    in_process_hardware: str  # the --hardware the matching in-process verdict uses
+    notes: tuple[str, ...] = ()
+
+
+def launch_plan(spec: TargetSpec, *, allow_without_gpu: bool = False) -> LaunchPlan:
+    """Decide the launch's hardware: real GPUs; the honest CPU only when asked; a simulated profile when named.
+
+    :raises UsageError: no GPU here and neither ``allow_without_gpu`` nor a hardware profile.
+    """
+    from . import launch
+
+    if spec.hardware in ("auto", "real"):
+        if launch.gpus_present():
+            return LaunchPlan(None, "real", "real")
+        if not allow_without_gpu:
+            raise UsageError("no GPU found on this machine: a real launch would fail at device detection; pass "
+                             "--launch-without-gpu to launch anyway, or --hardware PROFILE to simulate one during resolution")
+        return LaunchPlan(None, "cpu", "none", ("no GPU here: launching on the CPU, so SGLang stops at device detection",))
+    if spec.hardware == "none":
+        return LaunchPlan(None, "cpu", "none")
+    profile = profiles.load_hardware(spec.hardware, spec.gpus)
+    return LaunchPlan(profile.record, f"simulated:{profile.label}", spec.hardware,
+                      (f"simulating {profile.label} during argument resolution: only resolution is meaningful, "
+                       "the launch fails afterwards (no CUDA)",))
+
+
+@dataclass
+class LaunchReport:
+    """One configuration launched ``repeat`` times; ``to_dict`` is schema ``bisect-spec/launch/1``."""
+
+    target: Target
+    config: Config
+    plan: LaunchPlan
+    attempts: list[Any]  # launch.LaunchOutcome
+    path: Path
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        from .launch import SCHEMA, flakiness
+
+        first = self.attempts[0].to_dict() if self.attempts else {}
+        return {"schema": SCHEMA, "target": {**self.target.describe(), "hardware": self.plan.mode},
+                # the first launch's verdict, at the top for scripts (scripts/gpu_check.sh reads these)
+                "status": first.get("status"), "classification": first.get("classification"),
+                "signature": first.get("signature"), "seconds_to_ready": first.get("seconds_to_ready"),
+                "config": self.config.argv(), "notes": self.notes, "path": str(self.path),
+                **flakiness(self.attempts), "outcome": self.attempts[0].to_dict() if self.attempts else None,
+                "attempts": [a.to_dict() for a in self.attempts]}
+
+
+def _launch_session(spec: TargetSpec, plan: LaunchPlan) -> Session:
+    target = TargetSpec(**{**spec.__dict__, "hardware": plan.in_process_hardware}).resolve()
+    return Session(target, jobs=1, timeout=120.0, log_dir=environments.home() / "logs")
+
+
+def launch_config(session: Session, plan: LaunchPlan, config: Config, log_path: Path, *, timeout: float,
+                  server_command: Sequence[str] | None = None) -> Any:
+    """Launch one configuration of a session's target for real (see :func:`bisect_spec.launch.launch_server`)."""
+    from . import launch
+
+    environment = session.environment
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    if session.target.release != environments.CURRENT and environment.path is not None:
+        env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONNOUSERSITE="1")  # config-only profiles
+    return launch.launch_server(session.argv(config), python=environment.python, pythonpath=environment.pythonpath,
+                                env=env, deadline=timeout, log_path=log_path, server_command=server_command,
+                                torchvision_shim=environment.torchvision_shim, hardware=plan.hardware,
+                                gpus=session.target.hardware.gpus)
+
+
+def _launch_dir(runs_dir: Path, what: str) -> Path:
+    import secrets
+
+    path = runs_dir / f"{what}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def launch(tokens: Sequence[str], spec: TargetSpec | None = None, *, repeat: int = 1, timeout: float = 600.0,
+           runs_dir: Path = Path("runs"), allow_without_gpu: bool = False,
+           server_command: Sequence[str] | None = None) -> LaunchReport:
+    """Launch SGLang's server for real with these flags (``repeat`` times) and classify each end.
+
+    Logs go to ``runs/launch-<time>/attempt-N.log``; the report to ``launch.json`` beside them.
+    :raises UsageError: bad flags, ``repeat < 1``, or no GPU without ``allow_without_gpu``.
+    """
+    if repeat < 1:
+        raise UsageError(f"--repeat {repeat}: launch at least once")
+    spec = spec or TargetSpec()
+    plan = launch_plan(spec, allow_without_gpu=allow_without_gpu)
+    config, spec, notes = understand_flags(tokens, spec)
+    notes = [*plan.notes, *notes]
+    session = _launch_session(spec, plan)
+    try:
+        config = session.with_draft(session.canonical(config))
+        path = _launch_dir(runs_dir, "launch")
+        attempts = [launch_config(session, plan, config, path / f"attempt-{n}.log", timeout=timeout,
+                                  server_command=server_command) for n in range(1, repeat + 1)]
+    finally:
+        session.close()
+    report = LaunchReport(session.target, config, plan, attempts, path, notes)
+    from . import store
+
+    store._atomic_write(path / "launch.json", json.dumps(report.to_dict(), indent=2, sort_keys=True) + "\n")
+    return report
+
+
+@dataclass
+class CrosscheckReport:
+    """In-process verdict vs real launch, per configuration; disagreements are findings of their own."""
+
+    target: Target
+    plan: LaunchPlan
+    rows: list[dict[str, Any]]
+    path: Path
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def disagreements(self) -> list[dict[str, Any]]:
+        return [r for r in self.rows if not r["agree"]]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema": "bisect-spec/crosscheck/1", "target": {**self.target.describe(), "hardware": self.plan.mode},
+                "notes": self.notes, "path": str(self.path), "checked": len(self.rows),
+                "disagreements": len(self.disagreements), "rows": self.rows}
+
+
+def crosscheck(configs: Sequence[tuple[str, Config]], spec: TargetSpec | None = None, *, timeout: float = 600.0,
+               runs_dir: Path = Path("runs"), allow_without_gpu: bool = False,
+               server_command: Sequence[str] | None = None) -> CrosscheckReport:
+    """For each ``(label, config)``: the in-process verdict and a real launch's, compared.
+
+    In-process runs on the hardware the launch runs on (real GPUs, the CPU, or the same
+    simulated profile). Stored as ``crosscheck.json`` with every launch log beside it.
+    """
+    from . import launch, store
+
+    spec = spec or TargetSpec()
+    plan = launch_plan(spec, allow_without_gpu=allow_without_gpu)
+    session = _launch_session(spec, plan)
+    path = _launch_dir(runs_dir, "crosscheck")
+    rows: list[dict[str, Any]] = []
+    try:
+        session.start()
+        for number, (label, raw) in enumerate(configs, 1):
+            config = session.with_draft(session.canonical(raw))
+            verdict = session.evaluate(config)
+            launched = launch_config(session, plan, config, path / f"config-{number}.log", timeout=timeout,
+                                     server_command=server_command)
+            compared = launch.compare(verdict.to_dict(), launched)
+            rows.append({"label": label, "config": config.argv(), **compared,
+                         "in_process": verdict.signature.id if verdict.signature else verdict.status.value,
+                         "in_process_headline": verdict.headline, "launch": launched.classification,
+                         "launch_headline": launched.headline, "launch_outcome": launched.to_dict()})
+    finally:
+        session.close()
+    report = CrosscheckReport(session.target, plan, rows, path, list(plan.notes))
+    store._atomic_write(path / "crosscheck.json", json.dumps(report.to_dict(), indent=2, sort_keys=True) + "\n")
+    return report
+
+
+def configs_to_crosscheck(source: str, runs_dir: Path = Path("runs"), *, passing: int = 3) -> list[tuple[str, Config]]:
+    """Configurations from a file (one per line: flags or a pasted command; ``#`` comments) or a stored run
+    (each signature's smallest configuration and the ``passing`` smallest passing ones).
+
+    :raises UsageError: neither a readable file nor a run.
+    """
+    from . import store
+
+    path = Path(source)
+    if path.is_file():
+        import shlex
+
+        found = []
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if line.strip() and not line.lstrip().startswith("#"):
+                try:
+                    found.append((f"line {number}", parse_command(shlex.split(line)).config))
+                except ValueError as exc:
+                    raise UsageError(f"{source}:{number}: cannot split the line ({exc})") from exc
+        if not found:
+            raise UsageError(f"{source} holds no configuration (one per line: SGLang flags)")
+        return found
+    try:
+        _, entries, summary = store.read_run(runs_dir, source)
+    except BisectSpecStoreError as exc:
+        raise UsageError(f"{source} is neither a file nor a stored run ({exc})") from exc
+    if summary is None:
+        raise UsageError(f"run {source} did not finish; resume it first: bisect-spec --resume {source}")
+    return selected_from_summary(summary, [e["outcome"] for e in entries], passing=passing)
+
+
+def selected_from_summary(summary: dict[str, Any], outcomes: Sequence[dict[str, Any]], *,
+                          passing: int = 3) -> list[tuple[str, Config]]:
+    """Each failure signature's smallest configuration plus the ``passing`` smallest passing ones."""
+    chosen = [(f"signature {s['id']}", Config.from_argv(s["smallest"])) for s in summary["signatures"] if s.get("smallest")]
+    passed = sorted({tuple(o["config"]) for o in outcomes if o.get("status") == "passed"}, key=lambda a: (len(a), a))
+    chosen += [("passing", Config.from_argv(list(a))) for a in passed[:passing]]
+    return chosen

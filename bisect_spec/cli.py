@@ -197,7 +197,7 @@ def main(ctx: click.Context, /, debug: bool, **kwargs: Any) -> None:
 @main.command()
 @target_options
 @sweep_options
-def sweep(**kwargs: Any) -> None:
+def sweep(**kwargs: Any) -> api.SweepResult:
     """Sweep a strategy's flag space; journal every result; summarise signatures.
 
     A covering array (2-way over all flags, 3-way over the core speculative flags)
@@ -210,7 +210,7 @@ def sweep(**kwargs: Any) -> None:
 
         bisect-spec sweep --sglang 0.5.23 --strategy nightly --executor ray --address auto
     """
-    _run_sweep(**kwargs)
+    return _run_sweep(**kwargs)
 
 
 @main.group()
@@ -310,7 +310,7 @@ def probe(as_json: bool, timeout: float, flags: tuple[str, ...], **kwargs: Any) 
               help="Where reproducers go (default runs/shrink-<signature>).")
 @click.argument("flags", nargs=-1, type=click.UNPROCESSED)
 def shrink(as_json: bool, max_evaluations: int, max_seconds: float, no_fix: bool, out: str | None,
-           flags: tuple[str, ...], **kwargs: Any) -> None:
+           flags: tuple[str, ...], **kwargs: Any) -> api.ShrinkReport:
     """Shrink a failing configuration to a 1-minimal reproducer, explain it, and find fixes.
 
     FLAGS may be a whole pasted launch command (python -m sglang.launch_server ...,
@@ -330,10 +330,11 @@ def shrink(as_json: bool, max_evaluations: int, max_seconds: float, no_fix: bool
                         out_dir=Path(out) if out else None, on_start=announce_hardware)
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2, sort_keys=True))
-        return
+        return report
     for note in report.notes:
         click.echo(f"note: {note}", err=True)
     click.echo(render.shrink_text(report))
+    return report
 
 
 @main.group()
@@ -586,6 +587,180 @@ def executor_options(func: F) -> F:
 executor_options(main)
 executor_options(sweep)
 executor_options(nightly)
+
+
+# -- real launches (launch, crosscheck, --launch on shrink and sweep) ----------------------
+
+
+def _launch_options(func: F) -> F:
+    options = [
+        click.option("--timeout", default=600.0, show_default=True,
+                     help="Seconds a launch may take to become ready before it counts as timed-out."),
+        click.option("--runs-dir", type=click.Path(file_okay=False), default="runs", show_default=True,
+                     help="Where launch logs and reports are stored."),
+        click.option("--launch-without-gpu", is_flag=True,
+                     help="Launch even though this machine has no GPU (SGLang then stops at device detection)."),
+        click.option("--server-command", default=None, metavar="CMD",
+                     help="For testing: a command standing in for 'python -m sglang.launch_server' "
+                          "({python} = the environment's interpreter); also $BISECT_SPEC_SERVER_COMMAND."),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def _server_command(value: str | None) -> list[str] | None:
+    import shlex
+
+    return shlex.split(value) if value else None
+
+
+def _launch_header(target: dict[str, Any], mode: str) -> str:
+    draft = f" + {target['draft']}" if target.get("draft") else ""
+    return f"SGLang {target['release']} · {target['model']}{draft} · {mode}"
+
+
+@main.command("launch", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@target_options
+@_launch_options
+@click.option("--repeat", default=1, show_default=True, help="Launch this many times; differing ends are reported as flaky.")
+@click.option("--json", "as_json", is_flag=True, help="Print the documented JSON (schema bisect-spec/launch/1).")
+@click.argument("flags", nargs=-1, type=click.UNPROCESSED)
+def launch_command(flags: tuple[str, ...], timeout: float, runs_dir: str, launch_without_gpu: bool,
+                   server_command: str | None, repeat: int, as_json: bool, **kwargs: Any) -> None:
+    """Really start SGLang's server with FLAGS; report ready / resolution-failed / failed-later / timed-out.
+
+    The server runs on 127.0.0.1 on a free port, its whole process tree is stopped
+    afterwards (also on Ctrl-C), and its log is kept under --runs-dir. A failure in
+    argument resolution gets the same signature id as `probe`. Without a GPU, say
+    --launch-without-gpu (or --hardware PROFILE to simulate one during resolution).
+    Exit status: 0 every launch became ready, 3 otherwise, 1/2 errors.
+
+    Example:
+
+        bisect-spec launch --sglang current --model-path /models/Kimi-K2.6 --json -- \\
+            --tp 8 --speculative-algorithm EAGLE3 --speculative-draft-model-path /models/eagle3
+    """
+    spec = spec_from(kwargs)
+    report = api.launch(list(flags), spec, repeat=repeat, timeout=timeout, runs_dir=Path(runs_dir),
+                        allow_without_gpu=launch_without_gpu, server_command=_server_command(server_command))
+    data = report.to_dict()
+    if as_json:
+        click.echo(json.dumps(data, indent=2, sort_keys=True))
+    else:
+        for note in report.notes:
+            click.echo(f"note: {note}", err=True)
+        click.echo(_launch_header(data["target"], report.plan.mode))
+        click.echo(f"flags:    {' '.join(report.config.argv())}")
+        for number, attempt in enumerate(report.attempts, 1):
+            click.echo(f"launch {number}: {attempt.headline}  [{attempt.seconds:.1f} s, {len(attempt.pids)} processes, "
+                       f"port {attempt.port} {'freed' if attempt.port_freed else 'STILL BUSY'}]")
+            if attempt.signature is not None:
+                click.echo(f"  signature: {attempt.signature.id}  (cross-release key {attempt.signature.cross_release_key})")
+            click.echo(f"  log: {attempt.log}")
+        if data["flaky"]:
+            counts = ", ".join(f"{n}x {c}" for c, n in data["classifications"].items())
+            click.echo(f"FLAKY: {counts}")
+    if any(a.status != "ready" for a in report.attempts):
+        sys.exit(EXIT_VERDICT_FAILS)
+
+
+def _crosscheck_table(report: api.CrosscheckReport) -> str:
+    def shown(argv: list[str]) -> str:  # the draft path is implied by the target
+        text = " ".join(argv).replace("--speculative-draft-model-path @draft", "").replace("  ", " ").strip()
+        return text if len(text) <= 70 else text[:67] + "..."
+
+    rows = [[r["label"], shown(r["config"]), r["in_process"], r["launch"],
+             "yes" if r["agree"] else "NO: " + r["kind"], r["note"][:50]] for r in report.rows]
+    text = render.table(["config", "flags", "in-process", "launch", "agree", "note"], rows)
+    return f"{text}\n{len(report.disagreements)} disagreement(s) of {len(report.rows)}; stored in {report.path}"
+
+
+@main.command("crosscheck")
+@target_options
+@_launch_options
+@click.option("--passing", default=3, show_default=True, help="With a run id: how many passing configurations to launch too.")
+@click.option("--json", "as_json", is_flag=True, help="Print the documented JSON (schema bisect-spec/crosscheck/1).")
+@click.argument("source")
+def crosscheck_command(source: str, timeout: float, runs_dir: str, launch_without_gpu: bool, server_command: str | None,
+                       passing: int, as_json: bool, **kwargs: Any) -> None:
+    """Compare the in-process verdict with a real launch for each configuration of SOURCE.
+
+    SOURCE is a file with one configuration per line (SGLang flags or a pasted command)
+    or a stored run id (each signature's smallest configuration plus a few passing
+    ones). Disagreements are findings of their own: printed as a table and stored.
+    Exit status: 0 all agree, 3 some disagree.
+
+    Example:
+
+        bisect-spec crosscheck --sglang current configs.txt
+    """
+    spec = spec_from(kwargs)
+    configs = api.configs_to_crosscheck(source, Path(runs_dir), passing=passing)
+    report = api.crosscheck(configs, spec, timeout=timeout, runs_dir=Path(runs_dir),
+                            allow_without_gpu=launch_without_gpu, server_command=_server_command(server_command))
+    if as_json:
+        click.echo(json.dumps(report.to_dict(), indent=2, sort_keys=True))
+    else:
+        for note in report.notes:
+            click.echo(f"note: {note}", err=True)
+        click.echo(_crosscheck_table(report))
+    if report.disagreements:
+        sys.exit(EXIT_VERDICT_FAILS)
+
+
+def _confirm_by_launch(command: click.Command, pick: Callable[[Any], list[tuple[str, Any]]]) -> None:
+    """Add ``--launch`` to ``command``: after it finishes, launch what ``pick`` chooses from its result."""
+    command.params += [
+        click.Option(["--launch"], is_flag=True, help="Confirm the result by real launches (see `bisect-spec launch`)."),
+        click.Option(["--launch-without-gpu"], is_flag=True, help="With --launch: launch even without a GPU."),
+        click.Option(["--launch-timeout"], default=600.0, show_default=True, help="With --launch: seconds per launch."),
+    ]
+    original = command.callback
+    assert original is not None
+
+    def callback(**kwargs: Any) -> Any:
+        wanted, without_gpu = kwargs.pop("launch"), kwargs.pop("launch_without_gpu")
+        timeout = kwargs.pop("launch_timeout")
+        spec = spec_from(dict(kwargs))
+        if wanted:
+            api.launch_plan(spec, allow_without_gpu=without_gpu)  # refuse before the work, not after
+        result = original(**kwargs)
+        if not wanted or result is None:
+            return result
+        configs = pick(result)
+        if not configs:
+            click.echo("note: nothing to confirm by launching", err=True)
+            return result
+        report = api.crosscheck(configs, spec, timeout=timeout, runs_dir=Path(kwargs.get("runs_dir") or "runs"),
+                                allow_without_gpu=without_gpu)
+        if kwargs.get("as_json"):
+            click.echo(f"note: launch confirmation stored in {report.path / 'crosscheck.json'} "
+                       f"({len(report.disagreements)} disagreement(s))", err=True)
+        else:
+            click.echo("\nconfirmed by real launches:")
+            click.echo(_crosscheck_table(report))
+        return result
+
+    command.callback = callback
+
+
+def _shrink_launches(report: api.ShrinkReport) -> list[tuple[str, Any]]:
+    from .flags import Config
+
+    chosen: list[tuple[str, Any]] = [("minimal reproducer", report.result.minimal)]
+    fixes = (report.fixes or {}).get("fixes") or []
+    if fixes:
+        chosen.append(("nearest fix", Config.from_argv(fixes[0]["argv"])))
+    return chosen
+
+
+def _sweep_launches(result: api.SweepResult) -> list[tuple[str, Any]]:
+    return api.selected_from_summary(result.summary, [o.to_dict() for o in result.outcomes], passing=2)
+
+
+_confirm_by_launch(shrink, _shrink_launches)
+_confirm_by_launch(sweep, _sweep_launches)
 
 
 def run() -> None:

@@ -428,6 +428,19 @@ def with_stubs(action: Callable[[], T], stubbed: list[str], *, forget: str | Non
                 version_shims.forget_partial_import(forget)
 
 
+#: The same modules, under the name launches use.
+LAZY_RESOLUTION_MODULES = LAZY_MODULES
+
+
+def import_for_resolution() -> types.ModuleType:
+    """Import ``sglang.srt.server_args`` and the modules resolution imports lazily, honestly on the CPU,
+    with the version-skew shims. Done before a hardware simulation is installed, by workers and by
+    launches alike."""
+    _sglang, module = _import_sglang([])
+    result: types.ModuleType = module
+    return result
+
+
 class Evaluator:
     """One imported SGLang release, ready to resolve configurations on request.
 
@@ -720,3 +733,127 @@ class Evaluator:
             failure["frame"] = {"file": last.filename, "line": last.lineno, "function": last.name,
                                 "statement": (last.line or "").strip(), "outside_sglang": True}
         return failure
+
+
+# -- failures read back from a log --------------------------------------------------
+#
+# A real launch reports its failure as traceback text in a log. These functions turn
+# that text into the same ``exception`` / ``frame`` record ``Evaluator._failure`` builds
+# in-process (innermost SGLang frame, whole statement from the AST, guard), so a launch's
+# signature id equals the in-process one for the same failure. They read the source
+# files named in the traceback, which exist where the launch ran.
+
+_TB_HEADER = "Traceback (most recent call last):"
+_TB_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<function>.+?)\s*$')
+_TB_EXCEPTION = re.compile(r"^(?P<type>[A-Za-z_][\w.]*)(?::\s?(?P<message>.*))?$")
+_TB_MARKS = re.compile(r"^\s*[~^]+\s*$")
+_LOG_LINE = re.compile(r"^(\[\d{4}-\d\d-\d\d|\d{4}-\d\d-\d\d[ T]|(INFO|WARNING|ERROR|DEBUG|CRITICAL)[: ])")
+
+
+def sglang_package_root(filename: str) -> str | None:
+    """The ``sglang`` package directory a file belongs to, or None.
+
+    Walks up to the outermost directory named ``sglang`` that is a package (so a clone
+    at ``~/sglang/python/sglang`` resolves to the inner one); by name alone when the
+    file is not on this machine.
+    """
+    parts = filename.replace("\\", "/").split("/")
+    candidates = [i for i, part in enumerate(parts) if part == "sglang" and i < len(parts) - 1]
+    packaged = [i for i in candidates if os.path.isfile("/".join(parts[: i + 1]) + "/__init__.py")]
+    chosen = packaged[0] if packaged else (candidates[-1] if candidates else None)
+    return "/".join(parts[: chosen + 1]) if chosen is not None else None
+
+
+def traceback_blocks(text: str) -> list[dict[str, Any]]:
+    """Every Python traceback in ``text``: frames, exception type and message, raw lines.
+
+    Each block: ``{"start": line index, "context": the text before the header on its
+    line, "frames": [{"file", "line", "function", "code", "marks"}], "type",
+    "message", "text"}``. ``type`` keeps only the class name (``torch.OutOfMemoryError``
+    -> ``OutOfMemoryError``), as ``type(exc).__name__`` does in-process.
+    """
+    lines = text.splitlines()
+    blocks: list[dict[str, Any]] = []
+    index = 0
+    while index < len(lines):
+        line = lines[index]
+        at = line.find(_TB_HEADER)
+        if at < 0:
+            index += 1
+            continue
+        start, frames = index, []
+        context = line[:at].strip() or (lines[index - 1].strip() if index > 0 else "")
+        index += 1
+        while index < len(lines):
+            match = _TB_FRAME.match(lines[index])
+            if match:
+                frames.append({"file": match["file"], "line": int(match["line"]), "function": match["function"],
+                               "code": "", "marks": ""})
+                index += 1
+                continue
+            if frames and lines[index].startswith("    "):
+                if _TB_MARKS.match(lines[index]):
+                    frames[-1]["marks"] = lines[index]
+                elif not frames[-1]["code"]:
+                    frames[-1]["code"] = lines[index]
+                index += 1
+                continue
+            break
+        exc_type, message = "", ""
+        if index < len(lines):
+            match = _TB_EXCEPTION.match(lines[index].strip())
+            if match:
+                exc_type = match["type"].rsplit(".", 1)[-1]
+                body = [match["message"] or ""]
+                index += 1
+                while index < len(lines) and lines[index].strip() and _TB_HEADER not in lines[index] \
+                        and not _LOG_LINE.match(lines[index]) and not lines[index].startswith(
+                            ("During handling of the above exception", "The above exception was")):
+                    body.append(lines[index])
+                    index += 1
+                message = "\n".join(body).strip()
+        blocks.append({"start": start, "context": context, "frames": frames, "type": exc_type,
+                       "message": message, "text": "\n".join(lines[start:index])})
+    return blocks
+
+
+def _expression_from_marks(code: str, marks: str) -> str | None:
+    """The raising sub-expression shown by 3.11+ ``~~^^`` marks under a traceback line."""
+    if not marks.strip():
+        return None
+    begin = len(marks) - len(marks.lstrip())
+    end = len(marks.rstrip())
+    text = code[begin:end]
+    try:
+        return ast.unparse(ast.parse(text.strip(), mode="eval"))
+    except SyntaxError:
+        return " ".join(text.split()) or None
+
+
+def failure_from_block(block: dict[str, Any]) -> dict[str, Any]:
+    """The in-process failure record (``exception``, ``frame``) of one traceback block."""
+    failure: dict[str, Any] = {"exception": {"type": block["type"], "module": "", "message": block["message"]},
+                               "traceback_tail": block["text"][-4000:]}
+    inner = None
+    for frame in block["frames"]:
+        root = sglang_package_root(frame["file"])
+        if root is not None:
+            inner = (frame, root)
+    if inner is not None:
+        frame, root = inner
+        filename = os.path.abspath(frame["file"])
+        if os.path.isfile(filename):
+            described = describe_frame(filename, frame["line"], frame["function"], root)
+        else:  # the log came from another machine: what the traceback itself shows
+            relative = os.path.relpath(filename, root).replace(os.sep, "/")
+            described = {"file": relative, "line": frame["line"], "function": frame["function"],
+                         "statement": frame["code"].strip(), "from_log_only": True}
+        expression = _expression_from_marks(frame["code"], frame["marks"])
+        if expression:
+            described["expression"] = expression
+        failure["frame"] = described
+    elif block["frames"]:
+        last = block["frames"][-1]
+        failure["frame"] = {"file": last["file"], "line": last["line"], "function": last["function"],
+                            "statement": last["code"].strip(), "outside_sglang": True}
+    return failure

@@ -89,7 +89,7 @@ class LaunchRequest:
 
 def run_launch(request: LaunchRequest) -> dict[str, Any]:
     """Body of the Ray task: launch on this node, return the outcome as a dict."""
-    from .launch import launch_server  # type: ignore[import-not-found,unused-ignore]  # written on another branch
+    from .launch import launch_server
 
     outcome = launch_server(list(request.argv), python=request.python, pythonpath=request.pythonpath,
                             env=dict(request.env) if request.env is not None else None, deadline=request.deadline,

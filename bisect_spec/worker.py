@@ -474,3 +474,268 @@ def create_venv(python: str, target: Path) -> int:
 
 def current_python() -> str:
     return sys.executable
+
+
+# -- server launches ---------------------------------------------------------------
+#
+# A real ``launch_server`` starts a tree: the HTTP process, a scheduler per rank, a
+# detokenizer, sometimes grandchildren that outlive their parents. Everything below
+# keeps that tree accounted for: every process seen is remembered (a child re-parented
+# to init is still killed), the server gets a session of its own and an environment
+# marker, and on the way out all of it is stopped and the port checked free.
+
+LAUNCH_MARKER = "BISECT_SPEC_LAUNCH_ID"
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port nothing listens on now (the kernel's choice)."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((host, 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether ``port`` can be bound on ``host`` (nothing listens there any more)."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return False
+        return True
+
+
+def http_get(url: str, timeout: float = 2.0) -> tuple[int, bytes] | None:
+    """``(status, body)`` of a GET on a loopback URL; None when nothing answers."""
+    import urllib.error
+    import urllib.request
+
+    if not url.startswith(("http://127.0.0.1:", "http://[::1]:", "http://localhost:")):
+        raise ValueError(f"health polling is loopback-only, not {url}")
+    handler = urllib.request.ProxyHandler({})  # never through a proxy: the server is local
+    opener = urllib.request.build_opener(handler)
+    try:
+        with opener.open(url, timeout=timeout) as response:
+            return int(response.status), response.read(1 << 16)
+    except urllib.error.HTTPError as exc:
+        return int(exc.code), b""
+    except (OSError, ValueError):
+        return None
+
+
+@contextlib.contextmanager
+def interrupt_on_sigterm() -> Iterator[None]:
+    """While active, SIGTERM and SIGHUP raise KeyboardInterrupt (as SIGINT does).
+
+    So a ``finally`` that stops a server tree runs whichever way the tool is told to
+    stop. Only in the main thread (signal handlers cannot be set elsewhere, e.g. in a
+    Ray task's thread); there the caller's own handling applies.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def raise_interrupt(signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt(f"received {signal.Signals(signum).name}")
+
+    previous = {sig: signal.signal(sig, raise_interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+@contextlib.contextmanager
+def signals_deferred() -> Iterator[None]:
+    """While active, SIGINT/SIGTERM/SIGHUP wait: cleanup is not cut short by a second Ctrl-C.
+
+    A signal that arrived is raised as KeyboardInterrupt when the block ends (unless the
+    block is already unwinding from one). Main thread only, as :func:`interrupt_on_sigterm`.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending: list[int] = []
+
+    def remember(signum: int, _frame: object) -> None:
+        pending.append(signum)
+
+    previous = {sig: signal.signal(sig, remember) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    unwinding = sys.exc_info()[0] is not None
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if pending and not unwinding:
+        raise KeyboardInterrupt(f"received {signal.Signals(pending[0]).name} while stopping the server")
+
+
+@dataclass
+class ServerRun:
+    """What supervising one server process tree saw; facts, classified by ``launch.py``.
+
+    ``ended``: ``ready`` (health answered 200), ``exited`` (the root process ended
+    first), ``deadline`` (neither before the deadline).
+    """
+
+    ended: str
+    returncode: int | None
+    seconds: float
+    ready_seconds: float | None
+    pids: list[int]
+    leftover_pids: list[int]
+    port: int
+    port_freed: bool
+    health: dict[str, Any]
+
+
+class ServerTree:
+    """A server process and every process it starts, tracked by psutil while alive."""
+
+    def __init__(self, command: Sequence[str], *, env: dict[str, str], log_path: Path, cwd: str | None = None) -> None:
+        self.command = list(command)
+        self.marker = f"{os.getpid()}-{time.monotonic_ns()}"
+        self.env = {**env, LAUNCH_MARKER: self.marker}
+        self.log_path = log_path
+        self.cwd = cwd
+        self.process: subprocess.Popen[bytes] | None = None
+        self.seen: dict[int, psutil.Process] = {}
+        self.session_id: int | None = None
+
+    def start(self) -> None:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "ab") as log_file:
+            try:
+                self.process = subprocess.Popen(self.command, stdin=subprocess.DEVNULL, stdout=log_file,
+                                                stderr=subprocess.STDOUT, env=self.env, cwd=self.cwd,
+                                                start_new_session=True)
+            except OSError as exc:
+                raise WorkerError(f"cannot start the server command {self.command[0]}: {exc.strerror}") from exc
+        self.session_id = self.process.pid  # start_new_session: the root leads its own session
+        self.track()
+
+    def track(self) -> None:
+        """Remember the root and every descendant alive now."""
+        if self.process is None:
+            return
+        try:
+            root = psutil.Process(self.process.pid)
+            for proc in [root, *root.children(recursive=True)]:
+                self.seen.setdefault(proc.pid, proc)
+        except psutil.NoSuchProcess:
+            pass
+
+    def _strays(self) -> list[psutil.Process]:
+        """Processes of this launch not (or no longer) under the root: same session, or the marker."""
+        found: list[psutil.Process] = []
+        for proc in psutil.process_iter():
+            if proc.pid in self.seen or proc.pid == os.getpid():
+                continue
+            try:
+                same_session = self.session_id is not None and os.getsid(proc.pid) == self.session_id
+                if same_session or proc.environ().get(LAUNCH_MARKER) == self.marker:
+                    found.append(proc)
+            except (psutil.Error, OSError):
+                continue
+        return found
+
+    def alive(self) -> list[psutil.Process]:
+        """Every process of this launch still running (pid reuse excluded by psutil)."""
+        self.track()
+        for proc in self._strays():
+            self.seen.setdefault(proc.pid, proc)
+        living = []
+        for proc in self.seen.values():
+            try:
+                if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
+                    living.append(proc)
+            except psutil.Error:
+                continue
+        return living
+
+    def stop(self, grace: float = 3.0) -> list[int]:
+        """SIGTERM the whole tree, SIGKILL what is left after ``grace``; return pids still alive."""
+        for _ in range(3):  # a dying process may start one more; look again
+            procs = self.alive()
+            if not procs:
+                break
+            for proc in procs:
+                with contextlib.suppress(psutil.Error):
+                    proc.terminate()
+            _, left = psutil.wait_procs(procs, timeout=grace)
+            for proc in left:
+                with contextlib.suppress(psutil.Error):
+                    proc.kill()
+            psutil.wait_procs(left, timeout=grace)
+        if self.process is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.process.wait(timeout=grace)
+        return sorted(p.pid for p in self.alive())
+
+    @property
+    def returncode(self) -> int | None:
+        return self.process.poll() if self.process is not None else None
+
+
+def serve_until_ready(command: Sequence[str], *, env: dict[str, str], log_path: Path, port: int,
+                      host: str = "127.0.0.1", deadline: float = 600.0, health_paths: Sequence[str] = ("/health",),
+                      info_paths: Sequence[str] = ("/model_info", "/get_model_info"), poll_interval: float = 0.5,
+                      grace: float = 3.0, cwd: str | None = None) -> ServerRun:
+    """Start a server command, wait until its health endpoint answers 200, then stop it all.
+
+    The command's stdout and stderr go to ``log_path``. Readiness is polled on
+    ``127.0.0.1`` only. Whatever happens (ready, exited, deadline, KeyboardInterrupt,
+    SIGTERM/SIGHUP to this process) the whole tree is stopped and the port checked
+    free before this returns or re-raises.
+
+    :raises WorkerError: the command cannot be started.
+    """
+    poll_host = "127.0.0.1"  # whatever the server binds, readiness is asked on loopback only
+    tree = ServerTree(command, env=env, log_path=log_path, cwd=cwd)
+    started = time.monotonic()
+    ended, ready_seconds = "deadline", None
+    health: dict[str, Any] = {}
+    leftover: list[int] = []
+    with interrupt_on_sigterm():
+        try:
+            tree.start()
+            while time.monotonic() - started < deadline:
+                tree.track()
+                if tree.returncode is not None:
+                    ended = "exited"
+                    break
+                for path in health_paths:
+                    answer = http_get(f"http://{poll_host}:{port}{path}", timeout=min(5.0, poll_interval * 4))
+                    if answer is not None and answer[0] == 200:
+                        ended, ready_seconds = "ready", round(time.monotonic() - started, 3)
+                        health["endpoint"] = path
+                        break
+                if ended == "ready":
+                    for info_path in info_paths:
+                        answer = http_get(f"http://{poll_host}:{port}{info_path}")
+                        if answer is not None and answer[0] == 200:
+                            with contextlib.suppress(ValueError):
+                                health["model_info"] = json.loads(answer[1])
+                            health["info_endpoint"] = info_path
+                            break
+                    break
+                time.sleep(poll_interval)
+        finally:
+            with signals_deferred():
+                leftover = tree.stop(grace)
+    freed = port_is_free(port, poll_host)
+    for _ in range(20):
+        if freed:
+            break
+        time.sleep(0.25)
+        freed = port_is_free(port, poll_host)
+    return ServerRun(ended=ended, returncode=tree.returncode, seconds=round(time.monotonic() - started, 3),
+                     ready_seconds=ready_seconds, pids=sorted(tree.seen), leftover_pids=leftover, port=port,
+                     port_freed=freed, health=health)

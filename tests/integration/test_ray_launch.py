@@ -6,7 +6,6 @@ launches skips only while that module is missing.
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from typing import Any
 
@@ -32,11 +31,9 @@ def test_a_launch_needing_more_gpus_than_any_node_has_is_refused_instead_of_wait
 
 @pytest.mark.sglang
 @pytest.mark.slow
-@pytest.mark.skipif(importlib.util.find_spec("bisect_spec.launch") is None,
-                    reason="bisect_spec.launch (launch_server) is not on this branch yet")
 def test_a_launch_through_ray_ends_like_the_same_launch_here(tmp_path: Path) -> None:
     """A real 0.5.23 server launch (CPU, simulated hardware) fails in resolution: same outcome, same signature."""
-    from bisect_spec.launch import launch_server  # type: ignore[import-not-found,unused-ignore]
+    from bisect_spec.launch import launch_server
 
     session = shared_session("0.5.23")
     target = session.target
@@ -49,7 +46,8 @@ def test_a_launch_through_ray_ends_like_the_same_launch_here(tmp_path: Path) -> 
     # as an evaluation worker prepares itself: the torchvision shim, the hardware profile during resolution
     options = (("torchvision_shim", True), ("hardware", target.hardware.record), ("gpus", target.hardware.gpus))
     here: dict[str, Any] = launch_server(list(argv), python=spec.python, pythonpath=spec.pythonpath, deadline=300,
-                                         log_path=tmp_path / "here.log", **dict(options)).to_dict()
+                                         log_path=tmp_path / "here.log", torchvision_shim=True,
+                                         hardware=target.hardware.record, gpus=target.hardware.gpus).to_dict()
     request = LaunchRequest(argv=argv, python=spec.python, pythonpath=spec.pythonpath, deadline=300,
                             log_path=str(tmp_path / "ray.log"), options=options,
                             num_gpus=0)  # no GPU here: the launch fails in resolution, as it does here

@@ -1,0 +1,222 @@
+"""Real launches, supervised: classification, cleanup of the whole tree, signals, signatures.
+
+The server is ``tests/resources/fake_server.py`` (a real process tree that behaves like
+``launch_server`` in each way the launcher cares about), except where a test says it runs
+SGLang's real ``launch_server``. The resolution-error mode runs the real installed SGLang
+0.5.23 resolution, so its traceback is SGLang's own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from bisect_spec import environments, launch, worker
+from bisect_spec.flags import Config
+from tests.conftest import RESOURCES, require_release, shared_session
+
+FAKE_SERVER = RESOURCES / "fake_server.py"
+BISECT_SPEC = Path(sys.executable).with_name("bisect-spec")
+EAGLE_FAILURE = Config.from_argv(["--tp-size", "8", "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path",
+                                  "@draft", "--speculative-num-draft-tokens", "3"])
+
+
+def fake(*options: str) -> list[str]:
+    return ["{python}", str(FAKE_SERVER), *options]
+
+
+def launched_pids(pidfile: Path) -> list[int]:
+    return [int(line) for line in pidfile.read_text().split()] if pidfile.is_file() else []
+
+
+def running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+@pytest.mark.parametrize(("mode", "classification"), [
+    ("ready", "ready"),
+    ("crash-later-oom", "failed-later/cuda-oom"),
+    ("crash-later-nccl", "failed-later/nccl"),
+    ("crash-later", "failed-later/scheduler"),
+    ("spawn-children", "ready"),
+    ("ignore-sigterm", "ready"),
+    ("hang", "timed-out"),
+])
+def test_fake_server_mode_is_classified_and_leaves_nothing_behind(mode: str, classification: str, tmp_path: Path) -> None:
+    pidfile = tmp_path / "pids"
+    outcome = launch.launch_server(["--model-path", "m"], python=sys.executable, log_path=tmp_path / "server.log",
+                                   server_command=fake("--fake-mode", mode, "--fake-pidfile", str(pidfile)),
+                                   deadline=4.0, grace=1.0)
+    assert outcome.classification == classification
+    assert (outcome.seconds_to_ready is not None) == (classification == "ready")
+    assert outcome.leftover_pids == []
+    assert outcome.port_freed and worker.port_is_free(outcome.port)
+    started = launched_pids(pidfile)
+    assert started, "the fake server records the processes it starts"
+    assert [pid for pid in started if running(pid)] == []
+    assert "--port" in outcome.command and str(outcome.port) in outcome.command
+    assert Path(outcome.log).read_text().startswith("[fake] launch_server mode=")
+    assert launch.LaunchOutcome.from_dict(json.loads(json.dumps(outcome.to_dict()))) == outcome
+    if mode == "spawn-children":  # root, child, re-parented grandchild, the one that left the session
+        assert len(set(outcome.pids) & set(started)) >= 4
+    if mode.startswith("crash-later"):
+        assert outcome.exit == "exit(1)"
+        assert "Traceback (most recent call last):" in outcome.traceback_tail.splitlines()[0]
+        assert outcome.traceback_tail.splitlines()[-1].startswith(("torch.", "RuntimeError"))
+        assert outcome.frame["function"] == "run_scheduler_process"
+
+
+def test_fake_server_repeat_reports_flaky_launches(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    outcomes = [launch.launch_server([], python=sys.executable, log_path=tmp_path / f"{n}.log", deadline=10.0,
+                                     server_command=fake("--fake-mode", "flaky", "--fake-state", str(state)))
+                for n in range(3)]
+    assert launch.flakiness(outcomes) == {"flaky": True,
+                                          "classifications": {"failed-later/cuda-oom": 1, "ready": 2}}
+    assert launch.flakiness(outcomes[:1])["flaky"] is False
+
+
+@pytest.mark.parametrize(("mode", "processes", "signals"), [
+    ("spawn-children", 5, [signal.SIGINT]),
+    ("spawn-children", 5, [signal.SIGTERM]),
+    ("ignore-sigterm", 2, [signal.SIGINT, signal.SIGINT]),  # the second Ctrl-C lands during cleanup
+], ids=["sigint", "sigterm", "double-sigint-during-cleanup"])
+def test_fake_server_tree_is_gone_after_the_tool_is_interrupted(mode: str, processes: int, signals: list[signal.Signals],
+                                                               tmp_path: Path) -> None:
+    require_release("0.5.23")
+    pidfile = tmp_path / "pids"
+    command = f"{{python}} {FAKE_SERVER} --fake-mode {mode} --fake-delay 600 --fake-pidfile {pidfile}"
+    tool = subprocess.Popen([str(BISECT_SPEC), "launch", "--sglang", "0.5.23", "--launch-without-gpu", "--timeout", "120",
+                             "--runs-dir", str(tmp_path / "runs"), "--server-command", command, "--", "--tp", "8"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while len(launched_pids(pidfile)) < processes and time.monotonic() < deadline:
+            time.sleep(0.2)
+        started = launched_pids(pidfile)
+        assert len(started) == processes and running(started[0])
+        time.sleep(1.0)  # the launcher has seen the tree by now
+        for sig in signals:
+            tool.send_signal(sig)
+            time.sleep(0.5)
+        tool.wait(timeout=60)
+    finally:
+        if tool.poll() is None:
+            tool.kill()
+    assert tool.returncode != 0
+    assert [pid for pid in started if running(pid)] == []
+
+
+@pytest.mark.sglang
+@pytest.mark.slow
+def test_fake_server_resolution_error_has_the_in_process_signature(tmp_path: Path) -> None:
+    session = shared_session("0.5.23")  # kimi-k2.6 + eagle3 on a simulated rtx-pro-6000 box
+    in_process = session.evaluate(EAGLE_FAILURE)
+    environment = environments.get("0.5.23")
+    outcome = launch.launch_server(session.argv(EAGLE_FAILURE), python=environment.python,
+                                   pythonpath=environment.pythonpath, log_path=tmp_path / "server.log", deadline=240,
+                                   server_command=fake("--fake-mode", "resolution-error", "--fake-hardware", "rtx-pro-6000"))
+    assert in_process.signature is not None and outcome.signature is not None
+    assert outcome.status == "resolution-failed"
+    assert outcome.signature == in_process.signature
+    assert outcome.signature.id == in_process.signature.id == "c894a92892"
+    assert outcome.frame["statement_lines"] == in_process.frame["statement_lines"]
+    assert outcome.leftover_pids == [] and outcome.port_freed
+
+
+@pytest.mark.sglang
+@pytest.mark.slow
+def test_real_launch_server_under_a_simulated_box_has_the_in_process_signature(tmp_path: Path) -> None:
+    """SGLang's own ``python -m sglang.launch_server`` main, prepared as a worker is (no fake)."""
+    session = shared_session("0.5.23")
+    in_process = session.evaluate(EAGLE_FAILURE)
+    environment = environments.get("0.5.23")
+    outcome = launch.launch_server(session.argv(EAGLE_FAILURE), python=environment.python,
+                                   pythonpath=environment.pythonpath, log_path=tmp_path / "server.log", deadline=240,
+                                   server_command=(), torchvision_shim=True,
+                                   hardware=session.target.hardware.record, gpus=8)
+    assert "sglang.launch_server" in outcome.command
+    assert outcome.status == "resolution-failed"
+    assert outcome.signature is not None and in_process.signature is not None
+    assert outcome.signature.id == in_process.signature.id
+
+
+def test_fake_server_crosscheck_reports_a_disagreement(tmp_path: Path) -> None:
+    """In-process: the EAGLE3 config fails, the plain one passes; the fake server says ready to both."""
+    require_release("0.5.23")
+    configs = tmp_path / "configs.txt"
+    configs.write_text("# one configuration per line\n--tp 8\n" + " ".join(EAGLE_FAILURE.argv()).replace("@draft", "/x/eagle")
+                       + "\n")
+    result = subprocess.run([str(BISECT_SPEC), "crosscheck", "--sglang", "0.5.23", "--hardware", "rtx-pro-6000", "--json",
+                             "--runs-dir", str(tmp_path / "runs"), "--server-command",
+                             f"{{python}} {FAKE_SERVER} --fake-mode ready", str(configs)],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 3, result.stderr
+    report = json.loads(result.stdout)
+    assert report["schema"] == "bisect-spec/crosscheck/1"
+    assert [(r["agree"], r["kind"]) for r in report["rows"]] == [(True, "agree"), (False, "launch-passes-resolution")]
+    assert report["rows"][1]["in_process"] == "c894a92892"
+    assert Path(report["path"], "crosscheck.json").is_file()
+
+
+def test_launch_without_gpu_is_refused_unless_asked(tmp_path: Path) -> None:
+    if launch.gpus_present():
+        pytest.skip("this machine has a GPU")
+    require_release("0.5.23")
+    result = subprocess.run([str(BISECT_SPEC), "launch", "--sglang", "0.5.23", "--", "--tp", "8"],
+                            capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.strip() == ("Error: no GPU found on this machine: a real launch would fail at device detection; "
+                                     "pass --launch-without-gpu to launch anyway, or --hardware PROFILE to simulate one "
+                                     "during resolution")
+
+
+def test_fake_server_launch_json_schema(tmp_path: Path) -> None:
+    require_release("0.5.23")
+    result = subprocess.run([str(BISECT_SPEC), "launch", "--sglang", "0.5.23", "--launch-without-gpu", "--json", "--repeat", "2",
+                             "--runs-dir", str(tmp_path / "runs"), "--server-command",
+                             f"{{python}} {FAKE_SERVER} --fake-mode ready --fake-delay 0.2", "--", "--tp", "8"],
+                            capture_output=True, text=True, timeout=120, env={**os.environ})
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["schema"] == "bisect-spec/launch/1"
+    assert report["flaky"] is False and report["classifications"] == {"ready": 2}
+    assert report["config"] == ["--tp-size", "8"]
+    assert report["target"]["hardware"] == "cpu"
+    outcome = report["outcome"]
+    assert outcome["status"] == "ready" and outcome["seconds_to_ready"] > 0
+    assert (report["status"], report["classification"], report["signature"]) == ("ready", "ready", None)
+    assert outcome["health"]["endpoint"] == "/health" and outcome["health"]["model_info"]["model_path"] == "fake"
+    assert outcome["leftover_pids"] == [] and outcome["port_freed"] is True
+    assert Path(report["path"], "launch.json").is_file()
+
+
+@pytest.mark.sglang
+@pytest.mark.slow
+def test_fake_server_confirms_shrink_result_by_launching(tmp_path: Path) -> None:
+    """``shrink --launch``: the minimal reproducer and the nearest fix are launched (the fake crashes later)."""
+    require_release("0.5.23")
+    env = {**os.environ, launch.SERVER_COMMAND_ENV: f"{{python}} {FAKE_SERVER} --fake-mode crash-later-oom"}
+    result = subprocess.run([str(BISECT_SPEC), "shrink", "--sglang", "0.5.23", "--hardware", "rtx-pro-6000", "--launch",
+                             "--out", str(tmp_path / "out"), "--", *EAGLE_FAILURE.argv()[:2], *EAGLE_FAILURE.argv()[4:],
+                             "--speculative-draft-model-path", "/x/eagle"],
+                            capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env)
+    assert result.returncode == 0, result.stderr
+    table = result.stdout.split("confirmed by real launches:", 1)[1]
+    rows = {line.split("  ")[0]: line for line in table.splitlines() if line.startswith(("minimal", "nearest"))}
+    assert set(rows) == {"minimal reproducer", "nearest fix"}
+    assert "c894a92892" in rows["minimal reproducer"] and "NO: launch-passes-resolution" in rows["minimal reproducer"]
+    assert "failed-later/cuda-oom" in rows["nearest fix"] and " yes " in rows["nearest fix"]
+    stored = list((tmp_path / "runs").glob("crosscheck-*/crosscheck.json"))
+    assert len(stored) == 1 and json.loads(stored[0].read_text())["disagreements"] == 1
