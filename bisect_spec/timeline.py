@@ -26,7 +26,7 @@ from typing import Any
 
 from . import environments, profiles
 from .bisection import Change, Observation, find_changes
-from .errors import ArchitectureUnknown, BisectSpecError, ReleaseError, UsageError
+from .errors import ArchitectureUnknown, BisectSpecError, ReleaseError, ReleaseUnavailable, UsageError
 from .flags import Config
 from .outcome import Outcome, Status
 from .signature import normalise_message
@@ -110,7 +110,8 @@ class _Prober:
 
         if not environments.is_installed(release):
             self._say(f"building the environment of SGLang {release}")
-            self.built.append(release)  # a build attempt costs the same whether or not it works
+            if release not in self.built:
+                self.built.append(release)  # a build attempt costs the same whether or not it works
             environments.ensure(release, progress=None)
         target = type(self.spec)(**{**self.spec.__dict__, "release": release}).resolve()
         session = Session(target, jobs=1, timeout=self.timeout)
@@ -125,7 +126,13 @@ class _Prober:
         self._say(f"evaluating on SGLang {release}")
         record: dict[str, Any] = {"release": release, "built": False}
         try:
-            session = self._session(release)
+            try:
+                session = self._session(release)
+            except ReleaseError as exc:
+                if isinstance(exc, (ArchitectureUnknown, ReleaseUnavailable)):
+                    raise
+                self._say(f"SGLang {release} did not start ({exc}); trying once more")
+                session = self._session(release)  # a passing failure (a loaded machine, a network blip)
         except ArchitectureUnknown as exc:  # a verdict, not a skip: this release cannot run the model
             record.update(key=f"unsupported:{exc.architecture}", verdict="unsupported", headline=str(exc))
             self.details[release] = record

@@ -57,6 +57,8 @@ def main() -> int:
     print(f"evaluated {len(data['evaluated'])} releases: {', '.join(e['release'] for e in data['evaluated'])}")
     print(f"environments built {len(data['environments_built'])} (goal ≤ ceil(log2 {len(releases)}) + 1 = {goal}): "
           f"{', '.join(data['environments_built'])}")
+    for note in data["notes"]:
+        print(f"note: {note}")
     print(f"wall time {seconds:.0f} s (fresh home {fresh})")
     return 0 if len(data["environments_built"]) <= goal else 1
 
