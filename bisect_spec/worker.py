@@ -106,13 +106,17 @@ def kill_tree(pid: int, *, grace: float = 2.0) -> None:
         root = psutil.Process(pid)
     except psutil.NoSuchProcess:
         return
-    procs = [root, *root.children(recursive=True)]
+    terminate_then_kill([root, *root.children(recursive=True)], grace=grace)
+
+
+def terminate_then_kill(procs: list[psutil.Process], *, grace: float) -> None:
+    """SIGTERM every process, wait up to ``grace``, SIGKILL the ones still alive and reap them."""
     for proc in procs:
-        with contextlib.suppress(psutil.NoSuchProcess):
+        with contextlib.suppress(psutil.Error):
             proc.terminate()
     _, alive = psutil.wait_procs(procs, timeout=grace)
     for proc in alive:
-        with contextlib.suppress(psutil.NoSuchProcess):
+        with contextlib.suppress(psutil.Error):
             proc.kill()
     psutil.wait_procs(alive, timeout=grace)
 
@@ -666,14 +670,7 @@ class ServerTree:
             procs = self.alive()
             if not procs:
                 break
-            for proc in procs:
-                with contextlib.suppress(psutil.Error):
-                    proc.terminate()
-            _, left = psutil.wait_procs(procs, timeout=grace)
-            for proc in left:
-                with contextlib.suppress(psutil.Error):
-                    proc.kill()
-            psutil.wait_procs(left, timeout=grace)
+            terminate_then_kill(procs, grace=grace)
         if self.process is not None:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.process.wait(timeout=grace)

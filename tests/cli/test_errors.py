@@ -11,19 +11,10 @@ from click.testing import CliRunner
 
 from bisect_spec import environments
 from bisect_spec.cli import main
+from tests.cli.helpers import error_line, run
 from tests.conftest import require_release
 
-
-def run(*args: str, env: dict[str, str] | None = None) -> tuple[int, str]:
-    result = CliRunner().invoke(main, list(args), env=env)
-    return result.exit_code, result.output
-
-
-def assert_one_clear_line(output: str) -> str:
-    lines = [line for line in output.splitlines() if line.startswith("Error:")]
-    assert len(lines) == 1, output
-    assert "Traceback" not in output
-    return lines[0]
+assert_one_clear_line = error_line
 
 
 @pytest.mark.parametrize(("args", "code", "expected"), [

@@ -7,10 +7,9 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
 from bisect_spec import api
-from bisect_spec.cli import main
+from tests.cli.helpers import error_line, run
 from tests.conftest import RESOURCES
 
 RUN_ID = "20261130-183524-kimi-k2.6-0.5.23-5ae9"
@@ -18,16 +17,6 @@ RUNS = RESOURCES / "runs"
 NIGHTLY = RESOURCES / "nightly-3x2.json"
 
 
-def run(*args: str) -> tuple[int, str]:
-    result = CliRunner().invoke(main, list(args))
-    return result.exit_code, result.output
-
-
-def error_line(output: str) -> str:
-    found = [line for line in output.splitlines() if line.startswith("Error:")]
-    assert len(found) == 1, output
-    assert "Traceback" not in output
-    return found[0]
 
 
 @pytest.mark.parametrize("fmt", ["md", "json", "junit", "html"])

@@ -7,26 +7,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
 
 from bisect_spec import store
-from bisect_spec.cli import main
+from tests.cli.helpers import error_line, run
 from tests.conftest import require_release
 
 pytestmark = pytest.mark.sglang
 
 
 
-def run(*args: str) -> tuple[int, str]:
-    result = CliRunner().invoke(main, list(args))
-    return result.exit_code, result.output
-
-
-def error_line(output: str) -> str:
-    found = [line for line in output.splitlines() if line.startswith("Error:")]
-    assert len(found) == 1, output
-    assert "Traceback" not in output
-    return found[0]
 
 
 @pytest.fixture(scope="module")
