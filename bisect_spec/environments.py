@@ -38,6 +38,7 @@ from typing import Any
 
 from . import worker
 from .errors import ReleaseError, ReleaseUnavailable, UsageError
+from .versions import version_key as version_key
 
 CURRENT = "current"
 #: File caching a release's flag table; bump the suffix when the table's shape changes.
@@ -103,20 +104,6 @@ def select_releases(specs: list[str] | tuple[str, ...], *, all_releases: bool = 
                 raise UsageError("'current' is the running Python's own SGLang: there is nothing to install")
             chosen.add(spec)
     return sorted(chosen, key=version_key)
-
-
-def version_key(version: str) -> tuple[int, ...]:
-    """Sort key for release strings: 0.5.1 < 0.5.1.post1 < 0.5.1.post3 < 0.5.2 < 0.5.10rc1 < 0.5.10 < 0.5.10.post1.
-
-    A release is (numbers..., stage, n): stage -1 for rc n, 0 for the release, 1 for post n.
-    """
-    match = re.match(r"^(\d+(?:\.\d+)*)(?:\.?(rc|post)(\d+))?$", version)
-    if not match:
-        return (-1,)
-    numbers = [int(part) for part in match.group(1).split(".")]
-    numbers += [0] * (4 - len(numbers))
-    stage = {"rc": -1, "post": 1}.get(match.group(2) or "", 0)
-    return (*numbers, stage, int(match.group(3) or 0))
 
 
 @dataclass(frozen=True)

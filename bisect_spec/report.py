@@ -31,12 +31,13 @@ is still a report.
 from __future__ import annotations
 
 import json
-import re
 import shlex
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from .versions import version_key
 
 SCHEMA = "bisect-spec/report/1"
 FAILED_KINDS = ("failed",)  # other signature kinds (crashed, timeout, usage) are errors, not failures
@@ -61,16 +62,6 @@ class NightlyInput:
 
 
 ReportInput = SweepInput | NightlyInput
-
-
-def version_key(release: str) -> tuple[int, ...]:
-    """Order releases by their numbers (0.5.9 < 0.5.10 < 0.5.10.post1); names without numbers go last.
-
-    A copy of the rule in ``environments.version_key``, which cannot be imported here: that
-    module starts processes.
-    """
-    numbers = tuple(int(n) for n in re.findall(r"\d+", release))
-    return numbers if numbers else (1 << 30,)
 
 
 def argv_text(argv: Sequence[str] | None) -> str:

@@ -24,6 +24,7 @@ import pytest
 from bisect_spec import api, report
 from bisect_spec.report import NightlyInput, SweepInput
 from bisect_spec.report_html import MAX_PAIRS, MAX_VALUES, omega_squared, pair_grids
+from bisect_spec.versions import version_key
 from tests.conftest import RESOURCES
 
 RUN_ID = "20261130-183524-kimi-k2.6-0.5.23-5ae9"
@@ -336,7 +337,7 @@ def test_omega_squared_corrects_for_many_groups() -> None:
 
 def test_version_key_orders_numerically() -> None:
     releases = ["0.5.23", "0.5.9", "0.5.10.post1", "0.5.12", "0.5.10", "main"]
-    assert sorted(releases, key=report.version_key) == ["0.5.9", "0.5.10", "0.5.10.post1", "0.5.12", "0.5.23", "main"]
+    assert sorted(releases, key=version_key) == ["0.5.9", "0.5.10", "0.5.10.post1", "0.5.12", "0.5.23", "main"]
 
 
 def test_report_api_reads_every_kind_of_target(tmp_path: Path) -> None:
