@@ -115,7 +115,11 @@ class _Prober:
             environments.ensure(release, progress=None)
         target = type(self.spec)(**{**self.spec.__dict__, "release": release}).resolve()
         session = Session(target, jobs=1, timeout=self.timeout)
-        session.start()
+        try:
+            session.start()
+        except BaseException:
+            session.close()
+            raise
         return session
 
     def detail(self, release: str) -> dict[str, Any]:
