@@ -20,8 +20,9 @@ format, schema ``bisect-spec/report/1``::
                   | "location-moved" | null), known (true when a baseline exists and it is not new)
     changes[]   the nightly's changes as given (cell, against, change, cross_release_key, signature, title, before, after)
     matrix[]    one per facet (model, draft, hardware): facet, releases (version order), rows[]:
-                  cross_release_key, title, location, cells {release: {count, share, signatures, change}
-                  or null when absent}; a signature that vanished has count 0 and change "vanished"
+                  cross_release_key, title, location, cells {release: {count, share, signatures, change,
+                  location, moved_from} or null when absent}; a signature that vanished has count 0 and change
+                  "vanished"; moved_from names the previous release's location where this release's differs
     findings[]  a sweep's findings in passing configurations (summary.json), [] for a nightly
 
 Optional keys missing from the input read as empty: a report of a half-written nightly
@@ -174,7 +175,8 @@ def _matrix(cells: list[dict[str, Any]], changes: list[dict[str, Any]]) -> list[
             for sig in cell["signatures"]:
                 row = rows.setdefault(sig["cross_release_key"], {"cross_release_key": sig["cross_release_key"], "cells": {}})
                 row.update(title=sig["title"], location=sig["location"])
-                slot = row["cells"].setdefault(cell["release"], {"count": 0, "share": 0.0, "signatures": [], "change": None})
+                slot = row["cells"].setdefault(cell["release"], {"count": 0, "share": 0.0, "signatures": [], "change": None,
+                                                                 "location": sig["location"], "moved_from": None})
                 slot["count"] += sig["count"]
                 slot["share"] = round(slot["count"] / cell["evaluated"], 4) if cell["evaluated"] else 0.0
                 slot["signatures"].append(sig["id"])
@@ -194,6 +196,13 @@ def _matrix(cells: list[dict[str, Any]], changes: list[dict[str, Any]]) -> list[
                                                        -sum(s["count"] for s in r["cells"].values()), r["title"]))
         for row in ordered:
             row["cells"] = {release: row["cells"].get(release) for release in releases}
+            previous = None
+            for slot in row["cells"].values():  # one failure whose file or function moved between releases
+                if slot is None or not slot.get("location"):
+                    continue
+                if previous is not None and slot["location"] != previous:
+                    slot["moved_from"] = previous
+                previous = slot["location"]
         tables.append({"facet": facet, "model": members[0].get("model"), "draft": members[0].get("draft"),
                        "hardware": members[0].get("hardware"), "releases": releases, "rows": ordered})
     return tables

@@ -37,6 +37,7 @@ LONG_ARGV = 8  # tokens; longer reproducers are folded in a <details>
 RAMP = ((0.0, (254, 232, 200)), (0.35, (253, 187, 132)), (0.7, (227, 74, 51)), (1.0, (153, 0, 0)))
 PASSED_FILL = "#e3eee3"
 NEW, FIXED, CHANGED = "#c62828", "#2e7d32", "#ef6c00"
+MOVED = "#4527a0"  # a failure that stays the same (cross-release key) but sits in another file or function
 MAX_PAIRS = 16
 MAX_VALUES = 12
 OTHER = "other"
@@ -284,8 +285,12 @@ def _heat_cell(model: dict[str, Any], table: dict[str, Any], row: dict[str, Any]
         marks += [el("rect", x=x + w - badge_w - 2, y=y, width=badge_w, height=13, rx=3, fill=colour),
                   el("text", word, x=x + w - 2 - badge_w / 2, y=y + 10, text_anchor="middle", font_size=9, font_weight=700,
                      fill="#fff")]
+    if slot.get("moved_from"):  # a bar on the left edge: the failure is the same, its place in SGLang moved
+        marks.append(el("rect", x=x, y=y + 3, width=4, height=h - 6, rx=1, fill=MOVED))
+    where = f" at {slot['location']}" if slot.get("location") else ""
+    moved = f" (moved here from {slot['moved_from']})" if slot.get("moved_from") else ""
     text = (f"{what}: {slot['count']} of {evaluated} configurations ({slot['share']:.1%}){notes.get(slot['change'] or '', '')}"
-            f"; signature {', '.join(str(s) for s in slot['signatures'])}")
+            f"; signature {', '.join(str(s) for s in slot['signatures'])}{where}{moved}")
     return tip(text, *marks, class_="cell regression" if slot["change"] == "new" else "cell")
 
 
@@ -294,6 +299,7 @@ def _heat_legend(top: float) -> str:
     items: list[tuple[dict[str, Any], str]] = [({"fill": "#fff", "stroke": NEW, "stroke_width": 3}, "new (regression)"),
              ({"fill": "#edf7ed", "stroke": FIXED, "stroke_width": 2, "stroke_dasharray": "4 2"}, "fixed"),
              ({"fill": "#fff", "stroke": CHANGED, "stroke_width": 2, "stroke_dasharray": "4 2"}, "message / location changed"),
+             ({"fill": MOVED, "width": 4}, "moved to another file/function"),
              ({"fill": "#f5f5f5"}, "not seen"), ({"fill": "url(#hatch-legend)"}, "cell skipped or failed")]
     out = [el("defs", el("linearGradient", stops, id="heat") + HATCH.format(id="hatch-legend")),
            el("text", "share failing", x=0, y=14, font_size=12, fill="#333"),
@@ -302,10 +308,12 @@ def _heat_legend(top: float) -> str:
            el("text", f"{top:.0%}", x=180, y=43, font_size=10, fill="#555", text_anchor="end")]
     x = 220.0
     for style, label in items:
-        out.append(tip(label, el("rect", x=x, y=14, width=26, height=18, rx=3, **style),
-                       el("text", esc(label), x=x + 32, y=27, font_size=12)))
-        x += 40 + _text_width(label, 12)
-    return svg(1000, 44, "Legend: colour = share of the cell's configurations failing this way", "".join(out), "legend")
+        shape = {"width": 26, **style}
+        out.append(tip(label, el("rect", x=x, y=14, height=18, rx=3, **shape),
+                       el("text", esc(label), x=x + shape["width"] + 6, y=27, font_size=12)))
+        x += shape["width"] + 20 + _text_width(label, 12)
+    return svg(max(1000, int(x)), 44, "Legend: colour = share of the cell's configurations failing this way", "".join(out),
+               "legend")
 
 
 def _cells_table(model: dict[str, Any]) -> str:

@@ -84,7 +84,12 @@ def test_nightly_matrix_in_version_order_per_facet() -> None:
     assert h100["98339db6cb"]["title"] == "AssertionError in _handle_eagle_family"  # the newest release names the row
     page_size = h100["5b7a19e3c0"]["cells"]
     assert page_size["0.5.9"] is None and page_size["0.5.12"] is None
-    assert page_size["0.5.23"] == {"count": 9, "share": round(9 / 280, 4), "signatures": ["e41f0c2d7a"], "change": "new"}
+    assert page_size["0.5.23"] == {"count": 9, "share": round(9 / 280, 4), "signatures": ["e41f0c2d7a"], "change": "new",
+                                   "location": "srt/arg_groups/speculative_hook.py::_resolve_page_size", "moved_from": None}
+    moved = h100["98339db6cb"]["cells"]  # one failure: the assertion moved from server_args.py into the hook
+    assert moved["0.5.9"]["moved_from"] is None and moved["0.5.12"]["moved_from"] is None
+    assert moved["0.5.23"]["moved_from"] == "srt/server_args.py::_handle_speculative_decoding"
+    assert moved["0.5.23"]["location"] == "srt/arg_groups/speculative_hook.py::_handle_eagle_family"
     rtx = {row["cross_release_key"]: row for row in matrix[1]["rows"]}
     memory = rtx["0c5d2e9f41"]["cells"]
     assert memory["0.5.9"] is None
@@ -260,6 +265,8 @@ def test_nightly_html_heat_maps() -> None:
     text = "".join(elements.text)
     assert ("ValueError in _resolve_page_size [5b7a19e3c0] on SGLang 0.5.23: 9 of 280 configurations (3.2%) — NEW since the "
             "baseline (regression); signature e41f0c2d7a") in text
+    # both seed failures moved from server_args.py into the hook at 0.5.23, in both facets
+    assert text.count("(moved here from srt/server_args.py::_handle_speculative_decoding)") == 4
 
 
 def test_sweep_html_pair_maps_cover_every_pair() -> None:
