@@ -598,18 +598,16 @@ def report_input(target: str | Path, *, runs_dir: Path = Path("runs")) -> Any:
         raise UsageError(f"{path} is neither a bisect-spec run (a directory with run.json) nor a nightly (nightly.json)")
     nightly_file = path if path.is_file() else path / "nightly.json"
     if nightly_file.is_file():
-        nightly = _read_json(nightly_file, "rerun bisect-spec nightly")
-        if not isinstance(nightly, dict) or nightly.get("schema") != "bisect-spec/nightly/1":
-            found = nightly.get("schema") if isinstance(nightly, dict) else type(nightly).__name__
-            raise StoreError(f"{nightly_file} is not a bisect-spec nightly (schema {found!r}, expected 'bisect-spec/nightly/1')")
-        return NightlyInput(nightly)
+        from .nightly import read_nightly
+
+        return NightlyInput(read_nightly(nightly_file))
     if not (path.is_dir() and (path / "run.json").is_file()):
         raise UsageError(f"{path} is neither a bisect-spec run (no run.json) nor a nightly (no nightly.json)")
     if not (path / "summary.json").is_file():
         raise StoreError(f"run {path.name} did not finish (no summary.json): continue it with "
                          f"bisect-spec --resume {path.name}, then report")
     advice = "the run cannot be reported; run the sweep again"
-    meta, summary = _read_json(path / "run.json", advice), _read_json(path / "summary.json", advice)
+    meta, summary = store.read_json(path / "run.json", advice), store.read_json(path / "summary.json", advice)
     results = []
     if (path / "results.jsonl").is_file():
         for number, line in enumerate((path / "results.jsonl").read_text().splitlines(), 1):
@@ -618,18 +616,6 @@ def report_input(target: str | Path, *, runs_dir: Path = Path("runs")) -> Any:
             except ValueError:
                 raise StoreError(f"{path / 'results.jsonl'} line {number} is corrupt: {advice}") from None
     return SweepInput(path.name, meta, summary, results)
-
-
-def _read_json(path: Path, advice: str) -> Any:
-    from .errors import StoreError
-
-    try:
-        return json.loads(path.read_text())
-    except ValueError as exc:
-        where = f"line {exc.lineno}: {exc.msg}" if isinstance(exc, json.JSONDecodeError) else str(exc)
-        raise StoreError(f"{path} is corrupt ({where}): {advice}") from None
-    except OSError as exc:
-        raise StoreError(f"cannot read {path}: {exc.strerror or exc}") from None
 
 
 def report(target_path: str | Path, fmt: str = "md", *, runs_dir: Path = Path("runs")) -> str:

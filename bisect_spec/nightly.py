@@ -26,7 +26,7 @@ from . import environments
 from .errors import BisectSpecError, ExecutorError, StoreError, UsageError
 from .matrix import Cell, Matrix, load_matrix
 from .signature import normalise_message
-from .store import _atomic_write, list_runs
+from .store import _atomic_write, list_runs, read_json
 
 SCHEMA = "bisect-spec/nightly/1"
 ProgressFn = Callable[[str], None]
@@ -65,12 +65,10 @@ def read_nightly(path: Path) -> dict[str, Any]:
     file = path / "nightly.json" if path.is_dir() else path
     if not file.is_file():
         raise StoreError(f"{path} is not a nightly (no nightly.json)")
-    try:
-        data: dict[str, Any] = json.loads(file.read_text())
-    except (OSError, ValueError) as exc:
-        raise StoreError(f"{file} is unreadable ({exc})") from exc
-    if data.get("schema") != SCHEMA:
-        raise StoreError(f"{file} is not a bisect-spec nightly (schema {data.get('schema')!r})")
+    data = read_json(file, "rerun bisect-spec nightly")
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        found = data.get("schema") if isinstance(data, dict) else type(data).__name__
+        raise StoreError(f"{file} is not a bisect-spec nightly (schema {found!r}, expected {SCHEMA!r})")
     return data
 
 

@@ -61,6 +61,20 @@ def _store_error(exc: OSError, path: Path) -> StoreError:
     return StoreError(f"cannot write {path}: {exc.strerror or exc}")
 
 
+def read_json(path: Path, advice: str) -> Any:
+    """A stored JSON file, or one line saying where it is corrupt and what to do (``advice``).
+
+    :raises StoreError: unreadable or not JSON.
+    """
+    try:
+        return json.loads(path.read_text())
+    except ValueError as exc:
+        where = f"line {exc.lineno}: {exc.msg}" if isinstance(exc, json.JSONDecodeError) else str(exc)
+        raise StoreError(f"{path} is corrupt ({where}): {advice}") from None
+    except OSError as exc:
+        raise StoreError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
 def canonical_json(data: Any) -> str:
     return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 

@@ -221,4 +221,5 @@ def test_corrupt_nightly_json_on_resume(tmp_path: Path) -> None:
     exit_code, output = run("nightly", "--matrix", str(matrix), "--out", str(tmp_path), "--resume", "n1")
     assert exit_code == 1
     line = assert_one_clear_line(output)
-    assert line.startswith(f"Error: {tmp_path / 'n1' / 'nightly.json'} is unreadable (")
+    assert line == (f"Error: {tmp_path / 'n1' / 'nightly.json'} is corrupt (line 1: Expecting property name enclosed "
+                    "in double quotes): rerun bisect-spec nightly")
