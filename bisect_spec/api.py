@@ -23,7 +23,7 @@ from typing import Any
 from . import environments, profiles
 from .errors import StoreError as BisectSpecStoreError
 from .errors import UsageError
-from .flags import Config, parse_command
+from .flags import Config, inherited_env, parse_command
 from .outcome import Outcome, Status
 from .session import DRAFT, MODEL, Session, Target
 from .signature import Signature
@@ -45,6 +45,10 @@ class TargetSpec:
     gpus: int = profiles.DEFAULT_GPUS
     model_path: str | None = None
     draft_path: str | None = None
+    #: ``--env VAR=VALUE`` assignments; they win over the caller's own ``SGLANG_*`` variables
+    env: tuple[tuple[str, str], ...] = ()
+    #: take the caller's ``SGLANG_*`` variables too (off when resuming: the run's own are used)
+    inherit_env: bool = True
 
     def resolve(self) -> Target:
         """Load profiles and pick the release (newest installed when unset).
@@ -56,7 +60,8 @@ class TargetSpec:
         hardware = profiles.load_hardware(self.hardware, self.gpus)
         release = self.release or environments.newest_installed()
         environments.get(release)
-        return Target(release, model, draft, hardware)
+        env = {**(inherited_env() if self.inherit_env else {}), **dict(self.env)}
+        return Target(release, model, draft, hardware, tuple(sorted(env.items())))
 
 
 @dataclass
@@ -168,11 +173,14 @@ def _target_record(target: Target) -> dict[str, Any]:
             "draft": (json.loads((target.draft.path / "config.json").read_text())
                       if target.draft and target.draft.path else None),
             "draft_kind": target.draft.kind if target.draft else None,
-            "hardware": target.hardware.record, "gpus": target.hardware.gpus}
+            "hardware": target.hardware.record, "gpus": target.hardware.gpus,
+            "env": dict(target.env)}
 
 
 def _spec_from_meta(meta: dict[str, Any]) -> TargetSpec:
-    asked = meta["asked"]
+    asked = dict(meta["asked"])
+    asked["env"] = tuple((str(k), str(v)) for k, v in asked.get("env") or ())
+    asked["inherit_env"] = False  # the run's environment, whatever the caller's is now
     return TargetSpec(**asked)
 
 
@@ -222,7 +230,7 @@ def sweep(spec: TargetSpec | None = None, *, strategy: str = "default", jobs: in
         plan = covering_plan(space, chosen)
         if run is None:
             # the release is recorded as resolved: a resume must not drift to a newer install
-            asked = {**spec.__dict__, "release": target.release}
+            asked = {**spec.__dict__, "release": target.release, "env": [list(kv) for kv in target.env]}
             meta = {"schema": "bisect-spec/run/1", "asked": asked, "target": target.describe(),
                     "strategy": chosen.to_dict(), "seed": chosen.seed, "space": space.describe(),
                     "plan_size": len(plan), "search_budget": chosen.random_budget}

@@ -21,6 +21,7 @@ import click
 
 from . import __version__, api, environments, profiles, render
 from .errors import BisectSpecError, ReleaseError, ReleaseUnavailable
+from .flags import env_assignment
 from .session import Session
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -73,17 +74,31 @@ def target_options(func: F) -> F:
                      help=f"auto (real GPUs, else {profiles.DEFAULT_HARDWARE}), none (CPU), real, "
                           f"or: {', '.join(profiles.hardware_names())}."),
         click.option("--gpus", default=profiles.DEFAULT_GPUS, show_default=True, type=int, help="GPUs in the simulated box."),
+        click.option("--env", "env", multiple=True, metavar="VAR=VALUE", callback=_env_option,
+                     help="An environment variable for every evaluation (repeatable); wins over your own SGLANG_* "
+                          "variables, which are taken too."),
     ]
     for option in reversed(options):
         func = option(func)
     return func
 
 
+def _env_option(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    pairs = []
+    for value in values:
+        assignment = env_assignment(value)
+        if assignment is None:
+            raise click.BadParameter(f"'{value}' is not VAR=VALUE, e.g. --env SGLANG_ENABLE_SPEC_V2=0")
+        pairs.append(assignment)
+    return tuple(pairs)
+
+
 def spec_from(kwargs: dict[str, Any]) -> api.TargetSpec:
     draft = kwargs.pop("draft")
     return api.TargetSpec(release=kwargs.pop("release"), model=kwargs.pop("model"),
                           draft=None if draft == "none" else draft, hardware=kwargs.pop("hardware"),
-                          gpus=kwargs.pop("gpus"), model_path=kwargs.pop("model_path"), draft_path=kwargs.pop("draft_path"))
+                          gpus=kwargs.pop("gpus"), model_path=kwargs.pop("model_path"), draft_path=kwargs.pop("draft_path"),
+                          env=kwargs.pop("env", ()))
 
 
 def announce_hardware(session: Session) -> None:

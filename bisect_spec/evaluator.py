@@ -38,6 +38,8 @@ import types
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
+from bisect_spec import launch_path
+
 T = TypeVar("T")
 
 #: Fields reported for passing configurations when present in the release.
@@ -617,25 +619,37 @@ class Evaluator:
         return None
 
     def evaluate(self, argv: list[str], _retries: int = 0) -> dict[str, Any]:
-        """Resolve ``argv`` as ``launch_server`` would; return what happened."""
+        """Run ``argv`` along ``launch_server``'s path up to weight loading; return what happened.
+
+        Leading ``VAR=value`` tokens are environment assignments, applied for this
+        evaluation only (and recorded as ``env``), as a shell prefix would apply them.
+        """
         record: dict[str, Any] = {"argv": list(argv)}
+        env, argv = launch_path.split_env(argv)
         started = time.perf_counter()
         stderr = io.StringIO()
         state = _ProcessState()
         parser = _RecordingParser(self.parser)
-        if self.paranoid:
+        progress = launch_path.Progress()
+        if self.paranoid or env:
+            # memoised answers computed under the worker's own environment may not hold under
+            # this one: start clean (and end clean: see ``state.dirty`` below)
             self._refresh_caches()
             for cached in self._caches:
                 cached.cache_clear()
         misses = {id(c): c.cache_info().misses for c in self._caches}
         with state.restored():
+            os.environ.update(env)
+            if env:
+                record["env"] = dict(sorted(env.items()))
             try:
                 if self.plugin is not None and hasattr(self.plugin, "before_evaluate"):
                     argv = list(self.plugin.before_evaluate(argv))
                 with contextlib.redirect_stderr(stderr), contextlib.redirect_stdout(stderr):
-                    args = self._construct(argv, parser)
+                    args = self._construct(argv, parser, progress)
                     view = self._resolving_view(args) if self._resolving_view is not None else args
                     resolved = {f: _jsonable(getattr(view, f)) for f in RESOLVED_FIELDS if hasattr(view, f)}
+                    launch_path.run_after_resolution(args, progress)
                 record["status"] = "passed"
                 record["resolved"] = resolved
             except SystemExit as exc:
@@ -644,6 +658,8 @@ class Evaluator:
                 if errors:
                     record["exception"]["message"] = errors[-1].split("error:", 1)[1].strip()
                 record["status"] = "usage" if exc.code == 2 else "crashed"
+                if exc.code == 2:
+                    progress.back_to("parse")
                 record["crash"] = f"sys.exit({exc.code!r})"
             except MemoryError as exc:
                 record.update(self._failure(exc, stderr.getvalue()))
@@ -662,6 +678,7 @@ class Evaluator:
                 record.update(self._failure(exc, stderr.getvalue()))
                 record["status"] = "failed"
             record["given"] = self._given(argv, parser.namespace)
+            record.update(progress.to_record())
         if state.dirty:
             self._forget_answers_since(misses)
         record["seconds"] = round(time.perf_counter() - started, 6)
@@ -692,12 +709,15 @@ class Evaluator:
                 cached.cache_clear()
                 self.forgotten += 1
 
-    def _construct(self, argv: list[str], parser: _RecordingParser | None = None) -> Any:
+    def _construct(self, argv: list[str], parser: _RecordingParser | None = None,
+                   progress: launch_path.Progress | None = None) -> Any:
         module, cls = self.module, self.server_args_cls
         original_argparse = getattr(module, "argparse")  # noqa: B009 - the module's own import
         original_add = cls.__dict__["add_cli_args"]
         setattr(module, "argparse", _ParserFactory(parser or _RecordingParser(self.parser)))  # noqa: B010
         cls.add_cli_args = staticmethod(lambda parser: None)
+        if progress is not None:
+            progress.enter("resolve")
         try:
             args = module.prepare_server_args(list(argv))
         finally:

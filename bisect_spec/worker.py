@@ -32,6 +32,7 @@ from typing import IO, Any
 import psutil
 
 from .errors import WorkerError
+from .flags import CONFIG_ENV
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +59,9 @@ class WorkerSpec:
     start_timeout: float = 240.0
 
     def environment(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+        # configuration variables reach an evaluation only as recorded ones (Target.env, a
+        # configuration's own assignments), never silently inherited
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME") and not CONFIG_ENV.match(k)}
         if self.pythonpath:
             env["PYTHONPATH"] = os.pathsep.join(self.pythonpath)
         env.update(
