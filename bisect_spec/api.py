@@ -98,6 +98,14 @@ def understand_flags(tokens: Sequence[str], spec: TargetSpec) -> tuple[Config, T
             notes.append(f"{kind} path {path} is not on this machine: using the '{profile}' {kind} profile")
     if pasted.draft_path is not None:
         config = config.with_("--speculative-draft-model-path", DRAFT)
+    visible = config.env().get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:  # the box the command runs on: as many GPUs as it makes visible
+        devices = [d for d in visible.split(",") if d.strip()]
+        if not devices:
+            raise UsageError("CUDA_VISIBLE_DEVICES is empty: no GPU would be visible to SGLang; drop it or name devices")
+        spec = TargetSpec(**{**spec.__dict__, "gpus": len(devices)})
+        config = config.without("CUDA_VISIBLE_DEVICES")
+        notes.append(f"CUDA_VISIBLE_DEVICES={visible}: evaluating on {len(devices)} GPU(s) of the box")
     return config, spec, notes
 
 

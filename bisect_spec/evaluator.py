@@ -674,7 +674,7 @@ class Evaluator:
                     except Exception:
                         pass
                     else:
-                        return self.evaluate(argv, _retries=_retries + 1)
+                        return self.evaluate(record["argv"], _retries=_retries + 1)
                 record.update(self._failure(exc, stderr.getvalue()))
                 record["status"] = "failed"
             record["given"] = self._given(argv, parser.namespace)
