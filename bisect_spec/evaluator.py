@@ -679,6 +679,13 @@ class Evaluator:
                 record["status"] = "failed"
             record["given"] = self._given(argv, parser.namespace)
             record.update(progress.to_record())
+            needed = self._memo.packages_needed()
+            if needed:
+                # the simulated box has these packages, but their GPU code never runs here
+                record["gpu_code_refused"] = needed
+                if record["status"] == "failed" and record["exception"]["type"] == "ModuleNotFoundError":
+                    record["status"] = "crashed"
+                    record["crash"] = f"needs the GPU code of {', '.join(needed)}: only a real GPU install can answer"
         if state.dirty:
             self._forget_answers_since(misses)
         record["seconds"] = round(time.perf_counter() - started, 6)

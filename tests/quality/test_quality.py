@@ -96,3 +96,20 @@ def test_ray_is_imported_only_when_the_ray_executor_runs() -> None:
             "print('ray' in sys.modules)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert result.stdout.strip() == "False"
+
+
+@pytest.mark.slow
+def test_the_wheel_carries_every_data_file_the_package_reads(tmp_path: Path) -> None:
+    """A non-editable install has the strategies, profiles and release pins (no symlinks to outside)."""
+    import zipfile
+
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path),
+                    str(ROOT)], check=True, capture_output=True, timeout=600)
+    wheel = next(tmp_path.glob("bisect_spec-*.whl"))
+    names = set(zipfile.ZipFile(wheel).namelist())
+    data = ROOT / "bisect_spec" / "data"
+    expected = {str(p.relative_to(ROOT)) for p in data.rglob("*") if p.is_file() and p.suffix in (".json", ".toml")}
+    assert expected, "no data files found"
+    assert {"bisect_spec/data/strategies/default.toml", "bisect_spec/data/releases.json"} <= expected
+    assert expected - names == set()
+    assert not any(p.is_symlink() for p in data.rglob("*"))
