@@ -528,7 +528,8 @@ class Evaluator:
         }
 
     def flags(self) -> list[dict[str, Any]]:
-        """The release's CLI flags, read from its own parser (for building sweep spaces)."""
+        """The release's CLI flags, read from its own parser, and the environment variables its
+        speculative code reads (``kind: env``), for building sweep spaces."""
         out = []
         for action in self.parser._actions:
             if not action.option_strings or action.dest == "help":
@@ -547,6 +548,11 @@ class Evaluator:
                 "nargs": action.nargs if isinstance(action.nargs, (int, str, type(None))) else str(action.nargs),
                 "help": (action.help or "")[:300],
             })
+        # environment variables the speculative code reads: swept like flags (kind "env")
+        for variable in launch_path.speculative_env_vars(self.package_root):
+            out.append({"option": variable["name"], "aliases": [variable["name"]], "kind": "env",
+                        "type": variable["kind"], "default": variable["default"], "choices": None, "nargs": None,
+                        "help": "environment variable read by the speculative code paths"})
         return out
 
     def knows_architecture(self, architecture: str) -> dict[str, Any]:

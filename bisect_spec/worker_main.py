@@ -115,6 +115,10 @@ def main() -> int:
             reply = evaluator.source_of(request["file"], request["function"])
         elif op == "block":
             reply = evaluator.block_at(request["file"], int(request["line"]))
+        elif op == "env_vars":
+            from bisect_spec.launch_path import speculative_env_vars
+
+            reply = {"env_vars": speculative_env_vars(evaluator.package_root)}
         elif op == "find":
             reply = evaluator.find_code(request["pattern"], int(request.get("limit", 20)))
         elif op == "exit":
