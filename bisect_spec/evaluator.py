@@ -686,12 +686,13 @@ class Evaluator:
             record["given"] = self._given(argv, parser.namespace)
             record.update(progress.to_record())
             needed = self._memo.packages_needed()
-            if needed:
-                # the simulated box has these packages, but their GPU code never runs here
+            if needed and record["status"] == "failed" and record["exception"]["type"] == "ModuleNotFoundError":
+                # the simulated box has these packages, but their GPU code never runs here. (Guarded
+                # imports that fall back are not recorded: whether one happens in this evaluation or
+                # an earlier one of the same worker depends on the order, and records must not.)
                 record["gpu_code_refused"] = needed
-                if record["status"] == "failed" and record["exception"]["type"] == "ModuleNotFoundError":
-                    record["status"] = "crashed"
-                    record["crash"] = f"needs the GPU code of {', '.join(needed)}: only a real GPU install can answer"
+                record["status"] = "crashed"
+                record["crash"] = f"needs the GPU code of {', '.join(needed)}: only a real GPU install can answer"
         if state.dirty:
             self._forget_answers_since(misses)
         record["seconds"] = round(time.perf_counter() - started, 6)
