@@ -23,7 +23,7 @@ from typing import Any
 from . import environments, profiles
 from .errors import StoreError as BisectSpecStoreError
 from .errors import UsageError
-from .flags import Config, inherited_env, parse_command
+from .flags import CONFIG_ENV, Config, inherited_env, parse_command
 from .outcome import Outcome, Status
 from .session import DRAFT, MODEL, Session, Target
 from .signature import Signature
@@ -717,10 +717,11 @@ def launch_config(session: Session, plan: LaunchPlan, config: Config, log_path: 
     from . import launch
 
     environment = session.environment
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME") and not CONFIG_ENV.match(k)}
     if session.target.release != environments.CURRENT and environment.path is not None:
         env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONNOUSERSITE="1")  # config-only profiles
-    return launch.launch_server(session.argv(config), python=environment.python, pythonpath=environment.pythonpath,
+    env.update(session.env(config))  # the configuration's environment, as in-process
+    return launch.launch_server(session.server_argv(config), python=environment.python, pythonpath=environment.pythonpath,
                                 env=env, deadline=timeout, log_path=log_path, server_command=server_command,
                                 torchvision_shim=environment.torchvision_shim, hardware=plan.hardware,
                                 gpus=session.target.hardware.gpus)

@@ -189,12 +189,18 @@ class Session:
             return config
         return config.with_("--speculative-draft-model-path", DRAFT)
 
+    def env(self, config: Config) -> dict[str, str]:
+        """The environment of an evaluation: the target's, then the configuration's own (which wins)."""
+        return {**dict(self.target.env), **config.env()}
+
     def argv(self, config: Config) -> list[str]:
-        """The argv SGLang receives for ``config`` (profiles substituted)."""
+        """What a worker receives for ``config``: ``VAR=value`` assignments, then SGLang's argv."""
+        return [f"{name}={value}" for name, value in sorted(self.env(config).items())] + self.server_argv(config)
+
+    def server_argv(self, config: Config) -> list[str]:
+        """The argv SGLang receives for ``config`` (profiles substituted; no environment)."""
         draft_path = str(self.target.draft.path) if self.target.draft and self.target.draft.path else None
-        env = {**dict(self.target.env), **config.env()}  # the configuration's own assignments win
-        out = [f"{name}={value}" for name, value in sorted(env.items())]
-        out += ["--model-path", str(self.target.model.path), *self.target.model.extra_args]
+        out = ["--model-path", str(self.target.model.path), *self.target.model.extra_args]
         for token in config.flag_argv():
             if token == MODEL:
                 out.append(str(self.target.model.path))
