@@ -207,6 +207,37 @@ def main(ctx: click.Context, /, debug: bool, **kwargs: Any) -> None:
     """
     if ctx.invoked_subcommand is None:
         _run_sweep(**kwargs)
+    else:
+        _forward_group_options(ctx)
+
+
+def _forward_group_options(ctx: click.Context) -> None:
+    """Options given before the command apply to it (``bisect-spec --sglang 0.5.12 probe …``).
+
+    They become the command's defaults, so an option repeated after the command wins. An
+    option the command does not take is refused in one line rather than ignored.
+    """
+    from click.core import ParameterSource
+
+    given = [p for p in ctx.command.params if p.name and p.name != "debug"
+             and ctx.get_parameter_source(p.name) in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)]
+    if not given or ctx.invoked_subcommand is None:
+        return
+    assert isinstance(ctx.command, click.Group)
+    command = ctx.command.get_command(ctx, ctx.invoked_subcommand)
+    accepted = {p.name for p in command.params} if command is not None else set()
+    refused = [p for p in given if p.name not in accepted]
+    if refused:
+        option = refused[0].opts[0] if refused[0].opts else str(refused[0].name)
+        raise click.UsageError(f"{option} does not apply to '{ctx.invoked_subcommand}': drop it, or use it with a "
+                               "command that takes it (see --help)")
+    defaults = {}
+    for param in given:
+        value = ctx.params[str(param.name)]
+        if param.name == "env":
+            value = tuple(f"{k}={v}" for k, v in value)  # back to what was typed: the command parses it again
+        defaults[str(param.name)] = value
+    ctx.default_map = {**(ctx.default_map or {}), ctx.invoked_subcommand: defaults}
 
 
 @main.command()

@@ -60,3 +60,26 @@ def test_auto_hardware_is_announced_once_on_stderr() -> None:
     require_release("0.5.23")
     result = CliRunner().invoke(main, ["probe", "--sglang", "0.5.23", "--", "--tp", "8"])
     assert result.stderr.count("no GPU here: simulating rtx-pro-6000x8") == 1
+
+
+def test_options_before_the_command_apply_to_it_and_after_it_win() -> None:
+    require_release("0.5.12")
+    result = CliRunner().invoke(main, ["--sglang", "0.5.12", "--model", "llama-3.1-8b", "--hardware", "h100",
+                                       "--env", "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1", "probe", "--json",
+                                       "--", "--context-length", "1000000"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["target"]["release"] == "0.5.12" and data["target"]["model"] == "llama-3.1-8b"
+    assert data["target"]["hardware"] == "h100x8"
+    assert data["target"]["env"] == {"SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN": "1"}
+    assert data["outcome"]["env"] == {"SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN": "1"}
+    later = CliRunner().invoke(main, ["--hardware", "h100", "probe", "--json", "--sglang", "0.5.12", "--model",
+                                      "llama-3.1-8b", "--hardware", "h200", "--", "--tp", "2"])
+    assert later.exit_code == 0, later.output
+    assert json.loads(later.stdout)["target"]["hardware"] == "h200x8"
+
+
+def test_an_option_the_command_does_not_take_is_refused_before_it() -> None:
+    result = CliRunner().invoke(main, ["--model", "llama-3.1-8b", "runs", "list"])
+    assert result.exit_code == 2
+    assert "Error: --model does not apply to 'runs'" in result.output
