@@ -36,6 +36,7 @@ from .errors import WorkerError
 log = logging.getLogger(__name__)
 
 WORKER_SCRIPT = Path(__file__).with_name("worker_main.py")
+SUPERVISOR_SCRIPT = Path(__file__).with_name("supervisor_main.py")
 
 
 @dataclass(frozen=True)
@@ -483,12 +484,107 @@ def current_python() -> str:
 # -- server launches ---------------------------------------------------------------
 #
 # A real ``launch_server`` starts a tree: the HTTP process, a scheduler per rank, a
-# detokenizer, sometimes grandchildren that outlive their parents. Everything below
-# keeps that tree accounted for: every process seen is remembered (a child re-parented
-# to init is still killed), the server gets a session of its own and an environment
-# marker, and on the way out all of it is stopped and the port checked free.
+# detokenizer, sometimes grandchildren that outlive their parents. It runs under a
+# supervisor (``supervisor_main.py``, whose docstring says how and what it does not
+# cover) that ends the whole tree when this process stops or dies, however it dies.
+# Here every process seen is remembered too, the server gets a session of its own and
+# an environment marker, and on the way out all of it is stopped and the port checked
+# free. A marked process whose bisect-spec is gone is a leftover: named, never killed.
 
 LAUNCH_MARKER = "BISECT_SPEC_LAUNCH_ID"
+
+
+def new_marker() -> str:
+    """A launch marker naming this process: ``PID-STARTMS-N`` (its pid, start time in ms, a counter).
+
+    With it a marked process can be told apart: its launcher still running (a launch in
+    progress, maybe another terminal's) or gone (a leftover).
+    """
+    me = psutil.Process()
+    return f"{me.pid}-{int(me.create_time() * 1000)}-{time.monotonic_ns()}"
+
+
+def launcher_alive(marker: str) -> bool:
+    """Whether the process that wrote ``marker`` still runs (the same process: its start time matches)."""
+    parts = marker.split("-")
+    try:
+        pid = int(parts[0])
+        started = int(parts[1]) if len(parts) > 2 else None  # older markers: PID-N
+        proc = psutil.Process(pid)
+        return started is None or int(proc.create_time() * 1000) == started
+    except (ValueError, IndexError, psutil.Error):
+        return False
+
+
+@dataclass(frozen=True)
+class Leftover:
+    """A running process that may be in a launch's way; named, never killed."""
+
+    pid: int | None  # None: another user's process, which cannot be seen
+    command: str
+    reason: str
+    processes: int = 1
+
+    def line(self) -> str:
+        if self.pid is None:
+            return f"{self.reason} by another user's process; bisect-spec leaves it alone"
+        more = f" (and {self.processes - 1} more of its processes)" if self.processes > 1 else ""
+        return f"{self.reason}: pid {self.pid}{more}: {self.command}; bisect-spec leaves it alone"
+
+
+def _shown(proc: psutil.Process) -> str:
+    import shlex
+
+    try:
+        text = shlex.join(proc.cmdline()) or proc.name()
+    except psutil.Error:
+        return "?"
+    return text if len(text) <= 160 else text[:157] + "..."
+
+
+def leftover_servers(ports: Iterable[int] = ()) -> list[Leftover]:
+    """Processes in a launch's way: trees of earlier launches whose bisect-spec is gone, holders of ``ports``.
+
+    A leftover launch is a process carrying the launch marker of a bisect-spec process that
+    no longer runs (a crash before supervisors existed, or a supervisor killed by SIGKILL):
+    one entry per launch, naming its oldest process. A port holder is whoever listens on
+    one of ``ports`` (started by bisect-spec or not). Only this user's processes can be seen.
+    """
+    groups: dict[str, list[psutil.Process]] = {}
+    for proc in psutil.process_iter():
+        with contextlib.suppress(psutil.Error, OSError):
+            marker = proc.environ().get(LAUNCH_MARKER)
+            if marker and proc.status() != psutil.STATUS_ZOMBIE:
+                groups.setdefault(marker, []).append(proc)
+    found: list[Leftover] = []
+    origin: dict[int, str] = {}  # marked pid -> whose
+    for marker, procs in groups.items():
+        if launcher_alive(marker):
+            origin.update((p.pid, "a launch of a running bisect-spec") for p in procs)
+            continue
+        origin.update((p.pid, "left over from an earlier bisect-spec launch") for p in procs)
+        with contextlib.suppress(psutil.Error):
+            oldest = min(procs, key=lambda p: p.create_time())
+            found.append(Leftover(oldest.pid, _shown(oldest), "left over from an earlier bisect-spec launch", len(procs)))
+    wanted = set(ports)
+    if wanted:
+        try:
+            connections = psutil.net_connections("tcp")
+        except (psutil.Error, OSError):
+            connections = []
+        named: set[tuple[int | None, int]] = set()
+        for conn in connections:
+            port = getattr(conn.laddr, "port", None)
+            if conn.status != psutil.CONN_LISTEN or port not in wanted or (conn.pid, port) in named:
+                continue
+            named.add((conn.pid, port))
+            if conn.pid is None:
+                found.append(Leftover(None, "", f"port {port} is held"))
+                continue
+            with contextlib.suppress(psutil.Error):
+                whose = origin.get(conn.pid, "not started by bisect-spec")
+                found.append(Leftover(conn.pid, _shown(psutil.Process(conn.pid)), f"port {port} is held ({whose})"))
+    return found
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -601,43 +697,90 @@ class ServerRun:
 
 
 class ServerTree:
-    """A server process and every process it starts, tracked by psutil while alive."""
+    """A server process tree, started under a supervisor (``supervisor_main.py``) that outlives nothing.
 
-    def __init__(self, command: Sequence[str], *, env: dict[str, str], log_path: Path, cwd: str | None = None) -> None:
+    The supervisor ends the whole tree when the pipe from this process closes: on
+    :meth:`stop`, and equally when this process dies without running any code (SIGKILL,
+    the OOM killer). Here the tree is also tracked by psutil while alive (every process
+    seen is remembered: the ``pids`` of a launch), and whatever the supervisor failed to
+    end is stopped from here as well.
+    """
+
+    def __init__(self, command: Sequence[str], *, env: dict[str, str], log_path: Path, cwd: str | None = None,
+                 grace: float = 3.0) -> None:
         self.command = list(command)
-        self.marker = f"{os.getpid()}-{time.monotonic_ns()}"
+        self.marker = new_marker()
         self.env = {**env, LAUNCH_MARKER: self.marker}
         self.log_path = log_path
         self.cwd = cwd
-        self.process: subprocess.Popen[bytes] | None = None
+        self.grace = grace
+        self.supervisor: subprocess.Popen[bytes] | None = None
+        self.root_pid: int | None = None
         self.seen: dict[int, psutil.Process] = {}
         self.session_id: int | None = None
+        self._exit: int | None = None
+        self._events = b""
+        self.stopped: dict[str, Any] = {}
 
-    def start(self) -> None:
+    def start(self, timeout: float = 120.0) -> None:
+        """Start the supervisor, hand it the launch, wait until it says the server runs.
+
+        :raises WorkerError: the supervisor or the server command cannot be started.
+        """
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        spec = {"command": self.command, "env": self.env, "cwd": self.cwd, "log": str(self.log_path), "grace": self.grace}
         with open(self.log_path, "ab") as log_file:
             try:
-                self.process = subprocess.Popen(self.command, stdin=subprocess.DEVNULL, stdout=log_file,
-                                                stderr=subprocess.STDOUT, env=self.env, cwd=self.cwd,
-                                                start_new_session=True)
+                self.supervisor = subprocess.Popen([sys.executable, str(SUPERVISOR_SCRIPT)], stdin=subprocess.PIPE,
+                                                   stdout=subprocess.PIPE, stderr=log_file, start_new_session=True)
             except OSError as exc:
-                raise WorkerError(f"cannot start the server command {self.command[0]}: {exc.strerror}") from exc
-        self.session_id = self.process.pid  # start_new_session: the root leads its own session
+                raise WorkerError(f"cannot start the launch supervisor {sys.executable}: {exc.strerror}") from exc
+        assert self.supervisor.stdin is not None
+        try:
+            self.supervisor.stdin.write(json.dumps(spec).encode() + b"\n")
+            self.supervisor.stdin.flush()
+        except OSError:
+            pass  # it died at once: said below
+        hello = self._event(timeout)
+        if hello is None or "root" not in hello:
+            self.stop()
+            if hello is not None and "error" in hello:
+                raise WorkerError(f"cannot start the server command {self.command[0]}: {hello['error']}")
+            raise WorkerError(f"the launch supervisor did not start the server; see {self.log_path}")
+        self.root_pid = self.session_id = int(hello["root"])  # the root leads its own session
         self.track()
 
+    def _event(self, timeout: float) -> dict[str, Any] | None:
+        """The supervisor's next JSON line within ``timeout`` (0: only one already there); None if none or it ended."""
+        assert self.supervisor is not None and self.supervisor.stdout is not None
+        fd = self.supervisor.stdout.fileno()
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self._events:
+            ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                return None
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                return None
+            self._events += chunk
+        line, self._events = self._events.split(b"\n", 1)
+        event: dict[str, Any] = json.loads(line)
+        if "exited" in event:
+            self._exit = int(event["exited"])
+        return event
+
     def track(self) -> None:
-        """Remember the root and every descendant alive now."""
-        if self.process is None:
+        """Remember every process of the tree alive now (the supervisor's descendants)."""
+        if self.supervisor is None:
             return
         try:
-            root = psutil.Process(self.process.pid)
-            for proc in [root, *root.children(recursive=True)]:
+            for proc in psutil.Process(self.supervisor.pid).children(recursive=True):
                 self.seen.setdefault(proc.pid, proc)
         except psutil.NoSuchProcess:
             pass
 
     def _strays(self) -> list[psutil.Process]:
-        """Processes of this launch not (or no longer) under the root: same session, or the marker."""
+        """Processes of this launch not (or no longer) under the supervisor: same session, or the marker."""
         found: list[psutil.Process] = []
         for proc in psutil.process_iter():
             if proc.pid in self.seen or proc.pid == os.getpid():
@@ -664,21 +807,53 @@ class ServerTree:
                 continue
         return living
 
-    def stop(self, grace: float = 3.0) -> list[int]:
-        """SIGTERM the whole tree, SIGKILL what is left after ``grace``; return pids still alive."""
-        for _ in range(3):  # a dying process may start one more; look again
+    def stop(self) -> list[int]:
+        """End the tree: close the supervisor's pipe, wait for it; return pids still alive after that.
+
+        The supervisor SIGTERMs the tree and SIGKILLs what is left after ``grace``; what it
+        missed (it was killed, or hung) is stopped from here the same way.
+        """
+        if self.supervisor is None:
+            return []
+        self.track()
+        with contextlib.suppress(OSError):
+            if self.supervisor.stdin is not None:
+                self.supervisor.stdin.close()
+        deadline = time.monotonic() + 6 * self.grace + 30  # three rounds of TERM, grace, KILL, grace
+        while time.monotonic() < deadline:
+            event = self._event(deadline - time.monotonic())
+            if event is None:
+                break
+            if "stopped" in event:
+                self.stopped = event
+                break
+        try:
+            self.supervisor.wait(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            log.warning("launch supervisor %d did not end; stopping the tree from here", self.supervisor.pid)
+            self.supervisor.kill()
+            self.supervisor.wait()
+        for _ in range(3):  # what the supervisor missed
             procs = self.alive()
             if not procs:
                 break
-            terminate_then_kill(procs, grace=grace)
-        if self.process is not None:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.process.wait(timeout=grace)
+            terminate_then_kill(procs, grace=self.grace)
+        if self.supervisor.stdout is not None:
+            self.supervisor.stdout.close()
         return sorted(p.pid for p in self.alive())
 
     @property
+    def pids(self) -> list[int]:
+        """Every process of the tree seen (by psutil here or by the supervisor), the supervisor not counted."""
+        return sorted(set(self.seen) | set(self.stopped.get("stopped", [])))
+
+    @property
     def returncode(self) -> int | None:
-        return self.process.poll() if self.process is not None else None
+        """The server root's exit status once it ended (as Popen's: ``-N`` for signal N), else None."""
+        if self._exit is None and self.supervisor is not None and self.supervisor.stdout is not None \
+                and not self.supervisor.stdout.closed:
+            self._event(0)
+        return self._exit
 
 
 def serve_until_ready(command: Sequence[str], *, env: dict[str, str], log_path: Path, port: int,
@@ -695,7 +870,7 @@ def serve_until_ready(command: Sequence[str], *, env: dict[str, str], log_path: 
     :raises WorkerError: the command cannot be started.
     """
     poll_host = "127.0.0.1"  # whatever the server binds, readiness is asked on loopback only
-    tree = ServerTree(command, env=env, log_path=log_path, cwd=cwd)
+    tree = ServerTree(command, env=env, log_path=log_path, cwd=cwd, grace=grace)
     started = time.monotonic()
     ended, ready_seconds = "deadline", None
     health: dict[str, Any] = {}
@@ -726,7 +901,7 @@ def serve_until_ready(command: Sequence[str], *, env: dict[str, str], log_path: 
                 time.sleep(poll_interval)
         finally:
             with signals_deferred():
-                leftover = tree.stop(grace)
+                leftover = tree.stop()
     freed = port_is_free(port, poll_host)
     for _ in range(20):
         if freed:
@@ -734,5 +909,5 @@ def serve_until_ready(command: Sequence[str], *, env: dict[str, str], log_path: 
         time.sleep(0.25)
         freed = port_is_free(port, poll_host)
     return ServerRun(ended=ended, returncode=tree.returncode, seconds=round(time.monotonic() - started, 3),
-                     ready_seconds=ready_seconds, pids=sorted(tree.seen), leftover_pids=leftover, port=port,
+                     ready_seconds=ready_seconds, pids=tree.pids, leftover_pids=leftover, port=port,
                      port_freed=freed, health=health)
