@@ -542,14 +542,32 @@ def _shown(proc: psutil.Process) -> str:
     return text if len(text) <= 160 else text[:157] + "..."
 
 
+def _listeners(ports: set[int]) -> dict[int | None, list[int]]:
+    """pid -> the ``ports`` it listens on (TCP); key None: a listener whose pid cannot be seen (another user's)."""
+    if not ports:
+        return {}
+    try:
+        connections = psutil.net_connections("tcp")
+    except (psutil.Error, OSError):
+        return {}
+    found: dict[int | None, list[int]] = {}
+    for conn in connections:
+        port = getattr(conn.laddr, "port", None)
+        if conn.status == psutil.CONN_LISTEN and port in ports and port not in found.get(conn.pid, []):
+            found.setdefault(conn.pid, []).append(port)
+    return found
+
+
 def leftover_servers(ports: Iterable[int] = ()) -> list[Leftover]:
     """Processes in a launch's way: trees of earlier launches whose bisect-spec is gone, holders of ``ports``.
 
-    A leftover launch is a process carrying the launch marker of a bisect-spec process that
-    no longer runs (a crash before supervisors existed, or a supervisor killed by SIGKILL):
-    one entry per launch, naming its oldest process. A port holder is whoever listens on
-    one of ``ports`` (started by bisect-spec or not). Only this user's processes can be seen.
+    A leftover launch is a set of processes carrying the launch marker of a bisect-spec
+    process that no longer runs (a crash before supervisors existed, or a supervisor killed
+    by SIGKILL): one entry per launch, naming its oldest process, and the ``ports`` any of
+    them holds. A process of no leftover listening on one of ``ports`` gets an entry of its
+    own (started by bisect-spec or not). Only this user's processes can be seen.
     """
+    listeners = _listeners(set(ports))
     groups: dict[str, list[psutil.Process]] = {}
     for proc in psutil.process_iter():
         with contextlib.suppress(psutil.Error, OSError):
@@ -557,33 +575,25 @@ def leftover_servers(ports: Iterable[int] = ()) -> list[Leftover]:
             if marker and proc.status() != psutil.STATUS_ZOMBIE:
                 groups.setdefault(marker, []).append(proc)
     found: list[Leftover] = []
-    origin: dict[int, str] = {}  # marked pid -> whose
+    running_launches: set[int] = set()
     for marker, procs in groups.items():
         if launcher_alive(marker):
-            origin.update((p.pid, "a launch of a running bisect-spec") for p in procs)
+            running_launches.update(p.pid for p in procs)
             continue
-        origin.update((p.pid, "left over from an earlier bisect-spec launch") for p in procs)
+        held = sorted(port for p in procs for port in listeners.pop(p.pid, []))
+        holding = f", holding port {', '.join(map(str, held))}" if held else ""
         with contextlib.suppress(psutil.Error):
             oldest = min(procs, key=lambda p: p.create_time())
-            found.append(Leftover(oldest.pid, _shown(oldest), "left over from an earlier bisect-spec launch", len(procs)))
-    wanted = set(ports)
-    if wanted:
-        try:
-            connections = psutil.net_connections("tcp")
-        except (psutil.Error, OSError):
-            connections = []
-        named: set[tuple[int | None, int]] = set()
-        for conn in connections:
-            port = getattr(conn.laddr, "port", None)
-            if conn.status != psutil.CONN_LISTEN or port not in wanted or (conn.pid, port) in named:
-                continue
-            named.add((conn.pid, port))
-            if conn.pid is None:
-                found.append(Leftover(None, "", f"port {port} is held"))
-                continue
-            with contextlib.suppress(psutil.Error):
-                whose = origin.get(conn.pid, "not started by bisect-spec")
-                found.append(Leftover(conn.pid, _shown(psutil.Process(conn.pid)), f"port {port} is held ({whose})"))
+            found.append(Leftover(oldest.pid, _shown(oldest), f"left over from an earlier bisect-spec launch{holding}",
+                                  len(procs)))
+    for pid, held in sorted(listeners.items(), key=lambda item: item[0] or 0):
+        reason = f"port {', '.join(map(str, held))} is held"
+        if pid is None:
+            found.append(Leftover(None, "", reason))
+            continue
+        whose = "by a launch of a running bisect-spec" if pid in running_launches else "not started by bisect-spec"
+        with contextlib.suppress(psutil.Error):
+            found.append(Leftover(pid, _shown(psutil.Process(pid)), f"{reason} ({whose})"))
     return found
 
 

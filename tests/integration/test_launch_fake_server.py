@@ -8,12 +8,14 @@ SGLang's real ``launch_server``. The resolution-error mode runs the real install
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import pty
 import signal
 import subprocess
 import sys
-import time
+import termios
 from pathlib import Path
 
 import psutil
@@ -21,7 +23,7 @@ import pytest
 
 from bisect_spec import environments, launch, worker
 from bisect_spec.flags import Config
-from tests.conftest import RESOURCES, require_release, shared_session
+from tests.conftest import RESOURCES, Janitor, require_release, shared_session, wait_for
 
 FAKE_SERVER = RESOURCES / "fake_server.py"
 BISECT_SPEC = Path(sys.executable).with_name("bisect-spec")
@@ -87,35 +89,120 @@ def test_fake_server_repeat_reports_flaky_launches(tmp_path: Path) -> None:
     assert launch.flakiness(outcomes[:1])["flaky"] is False
 
 
-@pytest.mark.parametrize(("mode", "processes", "signals"), [
-    ("spawn-children", 5, [signal.SIGINT]),
-    ("spawn-children", 5, [signal.SIGTERM]),
-    ("ignore-sigterm", 2, [signal.SIGINT, signal.SIGINT]),  # the second Ctrl-C lands during cleanup
-], ids=["sigint", "sigterm", "double-sigint-during-cleanup"])
-def test_fake_server_tree_is_gone_after_the_tool_is_interrupted(mode: str, processes: int, signals: list[signal.Signals],
-                                                               tmp_path: Path) -> None:
+#: processes the fake server starts in a mode, itself included (its pid file then has this many lines)
+PROCESSES = {"spawn-children": 7, "ignore-sigterm": 2}
+
+
+def tree_is_up(pidfile: Path, mode: str) -> list[int]:
+    """Wait until the fake server has started all its processes and its port answers; its pids."""
+    wait_for(f"{PROCESSES[mode]} pids in {pidfile}", lambda: len(launched_pids(pidfile)) >= PROCESSES[mode])
+    started = launched_pids(pidfile)
+    argv = psutil.Process(started[0]).cmdline()
+    port = int(argv[argv.index("--port") + 1])
+    wait_for(f"the fake server to answer on port {port}",
+             lambda: worker.http_get(f"http://127.0.0.1:{port}/health", timeout=5.0) is not None)
+    return started
+
+
+def gone(pids: list[int], procs: list[psutil.Process]) -> bool:
+    """No pid of the fake's pid file runs, nor any process seen (psutil: a reused pid is not the same process)."""
+    return not any(running(pid) for pid in pids) and not any(p.is_running() and running(p.pid) for p in procs)
+
+
+class Tool:
+    """``bisect-spec`` started by a test; ``terminal``: with a pseudo-terminal as its controlling terminal."""
+
+    def __init__(self, argv: list[str], janitor: Janitor, *, terminal: bool = False) -> None:
+        self.terminal: int | None = None
+        if terminal:
+            self.terminal, follower = pty.openpty()
+            self.process = subprocess.Popen(argv, stdin=follower, stdout=follower, stderr=follower, start_new_session=True,
+                                            preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0))
+            os.close(follower)
+        else:
+            self.process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        janitor.tool(self.process)
+
+    def close_terminal(self) -> None:
+        """Hang up: the kernel sends SIGHUP to the tool, as when a terminal window is closed."""
+        assert self.terminal is not None
+        os.close(self.terminal)
+        self.terminal = None
+
+
+@pytest.mark.parametrize(("mode", "how"), [
+    ("spawn-children", "sigint"),
+    ("spawn-children", "sigterm"),
+    ("ignore-sigterm", "double-sigint-during-cleanup"),
+    ("spawn-children", "sigkill"),
+    ("ignore-sigterm", "sigkill"),
+    ("spawn-children", "terminal-closed"),
+])
+def test_fake_server_tree_is_gone_after_the_tool_is_interrupted(mode: str, how: str, tmp_path: Path,
+                                                               janitor: Janitor) -> None:
+    """However ``bisect-spec launch`` ends, no process of the server tree survives it (daemons included)."""
     require_release("0.5.23")
-    pidfile = tmp_path / "pids"
+    pidfile = janitor.pidfile(tmp_path / "pids")
     command = f"{{python}} {FAKE_SERVER} --fake-mode {mode} --fake-delay 600 --fake-pidfile {pidfile}"
-    tool = subprocess.Popen([str(BISECT_SPEC), "launch", "--sglang", "0.5.23", "--launch-without-gpu", "--timeout", "120",
-                             "--runs-dir", str(tmp_path / "runs"), "--server-command", command, "--", "--tp", "8"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 60
-        while len(launched_pids(pidfile)) < processes and time.monotonic() < deadline:
-            time.sleep(0.2)
-        started = launched_pids(pidfile)
-        assert len(started) == processes and running(started[0])
-        time.sleep(1.0)  # the launcher has seen the tree by now
-        for sig in signals:
-            tool.send_signal(sig)
-            time.sleep(0.5)
-        tool.wait(timeout=60)
-    finally:
-        if tool.poll() is None:
-            tool.kill()
-    assert tool.returncode != 0
-    assert [pid for pid in started if running(pid)] == []
+    tool = Tool([str(BISECT_SPEC), "launch", "--sglang", "0.5.23", "--launch-without-gpu", "--timeout", "600",
+                 "--runs-dir", str(tmp_path / "runs"), "--server-command", command, "--", "--tp", "8"],
+                janitor, terminal=how == "terminal-closed")
+    started = tree_is_up(pidfile, mode)
+    everything = janitor.snapshot()  # the tool, its evaluation worker, the supervisor, the whole server tree
+    assert set(started) - {p.pid for p in everything} <= set(started[2:7:3]), "orphans stay under the supervisor"
+    if how == "sigkill":
+        tool.process.kill()
+    elif how == "terminal-closed":
+        tool.close_terminal()
+    else:
+        tool.process.send_signal(signal.SIGTERM if how == "sigterm" else signal.SIGINT)
+    if how == "double-sigint-during-cleanup":
+        signals = pidfile.with_name("pids.signals")
+        wait_for("the server to be sent SIGTERM (cleanup began)", lambda: signals.is_file() and bool(signals.read_text()))
+        tool.process.send_signal(signal.SIGINT)
+    wait_for("the tool to exit", lambda: tool.process.poll() is not None)
+    wait_for("every process of the tree to be gone", lambda: gone(started, everything))
+    assert tool.process.returncode == (-signal.SIGKILL if how == "sigkill" else 1)
+
+
+DRIVER = """
+import sys, threading
+from pathlib import Path
+from bisect_spec import launch
+log, fake, mode, pidfile, where = sys.argv[1:]
+def run():
+    launch.launch_server([], python=sys.executable, log_path=Path(log), deadline=600,
+                         server_command=[sys.executable, fake, "--fake-mode", mode, "--fake-delay", "600",
+                                         "--fake-pidfile", pidfile])
+if where == "thread":
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+else:
+    run()
+"""
+
+
+@pytest.mark.parametrize(("mode", "where", "sig"), [
+    ("spawn-children", "main", signal.SIGKILL),
+    ("ignore-sigterm", "main", signal.SIGKILL),
+    ("spawn-children", "thread", signal.SIGTERM),  # no handler off the main thread: SIGTERM kills it outright
+], ids=["sigkill", "sigkill-ignore-sigterm", "sigterm-in-a-thread"])
+def test_a_launching_process_killed_without_any_cleanup_leaves_no_server(mode: str, where: str, sig: signal.Signals,
+                                                                         tmp_path: Path, janitor: Janitor) -> None:
+    """``launch_server`` (no SGLang): the supervisor alone ends the tree when its launcher dies."""
+    pidfile = janitor.pidfile(tmp_path / "pids")
+    driver = janitor.tool(subprocess.Popen([sys.executable, "-c", DRIVER, str(tmp_path / "server.log"), str(FAKE_SERVER),
+                                            mode, str(pidfile), where]))
+    started = tree_is_up(pidfile, mode)
+    everything = janitor.snapshot()
+    [supervisor] = [p for p in everything if p.ppid() == driver.pid]
+    assert supervisor.cmdline()[1].endswith("supervisor_main.py")
+    if mode == "spawn-children":  # the grandchild and the daemon, whose parents exited, are the supervisor's now
+        assert [psutil.Process(pid).ppid() for pid in (started[3], started[6])] == [supervisor.pid, supervisor.pid]
+    driver.send_signal(sig)
+    assert driver.wait(timeout=60) == -sig
+    wait_for("every process of the tree to be gone", lambda: gone(started, everything))
 
 
 @pytest.mark.sglang
