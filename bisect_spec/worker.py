@@ -529,17 +529,17 @@ class Leftover:
         if self.pid is None:
             return f"{self.reason} by another user's process; bisect-spec leaves it alone"
         more = f" (and {self.processes - 1} more of its processes)" if self.processes > 1 else ""
-        return f"{self.reason}: pid {self.pid}{more}: {self.command}; bisect-spec leaves it alone"
+        command = self.command if len(self.command) <= 200 else self.command[:197] + "..."
+        return f"{self.reason}: pid {self.pid}{more}: {command}; bisect-spec leaves it alone"
 
 
-def _shown(proc: psutil.Process) -> str:
+def _command(proc: psutil.Process) -> str:
     import shlex
 
     try:
-        text = shlex.join(proc.cmdline()) or proc.name()
+        return shlex.join(proc.cmdline()) or proc.name()
     except psutil.Error:
         return "?"
-    return text if len(text) <= 160 else text[:157] + "..."
 
 
 def _listeners(ports: set[int]) -> dict[int | None, list[int]]:
@@ -584,7 +584,7 @@ def leftover_servers(ports: Iterable[int] = ()) -> list[Leftover]:
         holding = f", holding port {', '.join(map(str, held))}" if held else ""
         with contextlib.suppress(psutil.Error):
             oldest = min(procs, key=lambda p: p.create_time())
-            found.append(Leftover(oldest.pid, _shown(oldest), f"left over from an earlier bisect-spec launch{holding}",
+            found.append(Leftover(oldest.pid, _command(oldest), f"left over from an earlier bisect-spec launch{holding}",
                                   len(procs)))
     for pid, held in sorted(listeners.items(), key=lambda item: item[0] or 0):
         reason = f"port {', '.join(map(str, held))} is held"
@@ -593,7 +593,7 @@ def leftover_servers(ports: Iterable[int] = ()) -> list[Leftover]:
             continue
         whose = "by a launch of a running bisect-spec" if pid in running_launches else "not started by bisect-spec"
         with contextlib.suppress(psutil.Error):
-            found.append(Leftover(pid, _shown(psutil.Process(pid)), f"{reason} ({whose})"))
+            found.append(Leftover(pid, _command(psutil.Process(pid)), f"{reason} ({whose})"))
     return found
 
 

@@ -12,6 +12,7 @@ import fcntl
 import json
 import os
 import pty
+import shlex
 import signal
 import subprocess
 import sys
@@ -90,7 +91,7 @@ def test_fake_server_repeat_reports_flaky_launches(tmp_path: Path) -> None:
 
 
 #: processes the fake server starts in a mode, itself included (its pid file then has this many lines)
-PROCESSES = {"spawn-children": 7, "ignore-sigterm": 2}
+PROCESSES = {"spawn-children": 7, "ignore-sigterm": 2, "ready": 1}
 
 
 def tree_is_up(pidfile: Path, mode: str) -> list[int]:
@@ -203,6 +204,60 @@ def test_a_launching_process_killed_without_any_cleanup_leaves_no_server(mode: s
     driver.send_signal(sig)
     assert driver.wait(timeout=60) == -sig
     wait_for("every process of the tree to be gone", lambda: gone(started, everything))
+
+
+def dead_launcher_marker() -> str:
+    """The launch marker of a bisect-spec that has since died (a crash of an older version, say)."""
+    launcher = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
+    marker = f"{launcher.pid}-{int(psutil.Process(launcher.pid).create_time() * 1000)}-1"
+    launcher.kill()
+    launcher.wait()
+    return marker
+
+
+def fake_server(janitor: Janitor, pidfile: Path, mode: str, port: int, marker: str | None = None) -> list[int]:
+    """A fake server started by the test itself (not by bisect-spec), up and answering; its pids."""
+    env = {k: v for k, v in os.environ.items() if k != worker.LAUNCH_MARKER}
+    if marker:
+        env[worker.LAUNCH_MARKER] = marker
+    janitor.tool(subprocess.Popen([sys.executable, str(FAKE_SERVER), "--fake-mode", mode, "--fake-delay", "0",
+                                   "--port", str(port), "--fake-pidfile", str(janitor.pidfile(pidfile))], env=env))
+    return tree_is_up(pidfile, mode)
+
+
+def test_leftover_launches_and_port_holders_are_named_never_killed(tmp_path: Path, janitor: Janitor) -> None:
+    left_port, other_port = worker.free_port(), worker.free_port()
+    leftover = fake_server(janitor, tmp_path / "leftover", "ignore-sigterm", left_port, dead_launcher_marker())
+    running_launch = fake_server(janitor, tmp_path / "running", "ready", worker.free_port(), worker.new_marker())
+    holder = fake_server(janitor, tmp_path / "holder", "ready", other_port)
+    found = worker.leftover_servers([left_port, other_port])
+    ours = {f.pid: f for f in found if f.pid in (*leftover, *running_launch, *holder)}
+    assert set(ours) == {leftover[0], holder[0]}, "one line per leftover launch, none for a launch still running"
+    assert [ours[pid].command for pid in (leftover[0], holder[0])] == [
+        shlex.join(psutil.Process(pid).cmdline()) for pid in (leftover[0], holder[0])]
+    assert ours[leftover[0]].line().startswith(
+        f"left over from an earlier bisect-spec launch, holding port {left_port}: pid {leftover[0]} (and 1 more of its "
+        f"processes): {sys.executable} {FAKE_SERVER} --fake-mode ignore-sigterm")
+    assert ours[holder[0]].line().startswith(
+        f"port {other_port} is held (not started by bisect-spec): pid {holder[0]}: {sys.executable} {FAKE_SERVER}")
+    assert all(f.line().endswith("; bisect-spec leaves it alone") and "\n" not in f.line() for f in found)
+    assert all(running(pid) for pid in (*leftover, *running_launch, *holder))
+
+
+def test_launch_names_a_leftover_holding_its_port_and_leaves_it_running(tmp_path: Path, janitor: Janitor) -> None:
+    require_release("0.5.23")
+    port = worker.free_port()
+    leftover = fake_server(janitor, tmp_path / "leftover", "ignore-sigterm", port, dead_launcher_marker())
+    result = subprocess.run([str(BISECT_SPEC), "launch", "--sglang", "0.5.23", "--launch-without-gpu", "--runs-dir",
+                             str(tmp_path / "runs"), "--server-command", f"{{python}} {FAKE_SERVER} --fake-mode ready",
+                             "--", "--tp", "8", "--port", str(port)], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    [line] = [line for line in result.stderr.splitlines() if f"pid {leftover[0]} " in line]
+    assert line.startswith(f"note: left over from an earlier bisect-spec launch, holding port {port}: pid {leftover[0]} "
+                           f"(and 1 more of its processes): {sys.executable} {FAKE_SERVER} --fake-mode ignore-sigterm")
+    assert line.endswith("; bisect-spec leaves it alone")
+    assert "ready in" in result.stdout
+    assert all(running(pid) for pid in leftover)
 
 
 @pytest.mark.sglang
