@@ -5,6 +5,11 @@ Mechanism. bisect-spec never starts a server directly. It starts this small proc
 pipe to its stdin; the first line is the launch (JSON: command, environment, working
 directory, log, grace). The supervisor then
 
+* detaches: it forks and the first process exits, so the supervisor is no child of the
+  tool. Some hosts SIGKILL a dying process's direct children, and only those: a Ray
+  worker does (``RAY_kill_child_processes_on_worker_exit``, on by default). A supervisor
+  killed that way could not end the tree; a detached one sees the end-of-file instead;
+
 * makes itself a *child subreaper* (Linux ``prctl(PR_SET_CHILD_SUBREAPER)``, via
   ``ctypes``): a process of the tree whose parent exits is re-parented to the supervisor
   instead of to init, so the tree stays findable as its descendants, also a daemon that
@@ -138,6 +143,8 @@ def end_tree(marker: str, grace: float) -> tuple[list[int], list[int]]:
 
 
 def main() -> int:
+    if os.fork() > 0:  # detach: the launching process's children may be SIGKILLed with it (Ray does so)
+        os._exit(0)
     spec = json.loads(sys.stdin.buffer.readline() or b"null")
     if not isinstance(spec, dict):
         return 2  # the tool went away before it said what to launch
@@ -161,7 +168,7 @@ def main() -> int:
     except OSError as exc:
         emit({"error": exc.strerror or str(exc)})
         return 1
-    emit({"root": server.pid, "subreaper": subreaper})
+    emit({"root": server.pid, "supervisor": os.getpid(), "subreaper": subreaper})
 
     pipe = sys.stdin.buffer.fileno()
     exited = False

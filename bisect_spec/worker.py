@@ -711,9 +711,10 @@ class ServerTree:
 
     The supervisor ends the whole tree when the pipe from this process closes: on
     :meth:`stop`, and equally when this process dies without running any code (SIGKILL,
-    the OOM killer). Here the tree is also tracked by psutil while alive (every process
-    seen is remembered: the ``pids`` of a launch), and whatever the supervisor failed to
-    end is stopped from here as well.
+    the OOM killer). It detaches itself (it is not this process's child), so whoever kills
+    this process's direct children does not kill it before it has done its work. Here the
+    tree is also tracked by psutil while alive (every process seen is remembered: the
+    ``pids`` of a launch), and whatever the supervisor failed to end is stopped from here too.
     """
 
     def __init__(self, command: Sequence[str], *, env: dict[str, str], log_path: Path, cwd: str | None = None,
@@ -724,8 +725,8 @@ class ServerTree:
         self.log_path = log_path
         self.cwd = cwd
         self.grace = grace
-        self.supervisor: subprocess.Popen[bytes] | None = None
-        self.root_pid: int | None = None
+        self._pipes: subprocess.Popen[bytes] | None = None  # the supervisor's pipes; the process itself is gone
+        self.supervisor: psutil.Process | None = None
         self.seen: dict[int, psutil.Process] = {}
         self.session_id: int | None = None
         self._exit: int | None = None
@@ -741,29 +742,35 @@ class ServerTree:
         spec = {"command": self.command, "env": self.env, "cwd": self.cwd, "log": str(self.log_path), "grace": self.grace}
         with open(self.log_path, "ab") as log_file:
             try:
-                self.supervisor = subprocess.Popen([sys.executable, str(SUPERVISOR_SCRIPT)], stdin=subprocess.PIPE,
-                                                   stdout=subprocess.PIPE, stderr=log_file, start_new_session=True)
+                self._pipes = subprocess.Popen([sys.executable, str(SUPERVISOR_SCRIPT)], stdin=subprocess.PIPE,
+                                               stdout=subprocess.PIPE, stderr=log_file, start_new_session=True)
             except OSError as exc:
                 raise WorkerError(f"cannot start the launch supervisor {sys.executable}: {exc.strerror}") from exc
-        assert self.supervisor.stdin is not None
+        assert self._pipes.stdin is not None
         try:
-            self.supervisor.stdin.write(json.dumps(spec).encode() + b"\n")
-            self.supervisor.stdin.flush()
+            self._pipes.stdin.write(json.dumps(spec).encode() + b"\n")
+            self._pipes.stdin.flush()
         except OSError:
             pass  # it died at once: said below
         hello = self._event(timeout)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self._pipes.wait(timeout=timeout)  # the first process only forks the supervisor and exits
+        if hello is not None and "supervisor" in hello:
+            with contextlib.suppress(psutil.Error):
+                self.supervisor = psutil.Process(int(hello["supervisor"]))
         if hello is None or "root" not in hello:
             self.stop()
             if hello is not None and "error" in hello:
                 raise WorkerError(f"cannot start the server command {self.command[0]}: {hello['error']}")
             raise WorkerError(f"the launch supervisor did not start the server; see {self.log_path}")
-        self.root_pid = self.session_id = int(hello["root"])  # the root leads its own session
+        self.session_id = int(hello["root"])  # the root leads its own session
         self.track()
 
     def _event(self, timeout: float) -> dict[str, Any] | None:
         """The supervisor's next JSON line within ``timeout`` (0: only one already there); None if none or it ended."""
-        assert self.supervisor is not None and self.supervisor.stdout is not None
-        fd = self.supervisor.stdout.fileno()
+        if self._pipes is None or self._pipes.stdout is None or self._pipes.stdout.closed:
+            return None
+        fd = self._pipes.stdout.fileno()
         deadline = time.monotonic() + timeout
         while b"\n" not in self._events:
             ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
@@ -783,11 +790,9 @@ class ServerTree:
         """Remember every process of the tree alive now (the supervisor's descendants)."""
         if self.supervisor is None:
             return
-        try:
-            for proc in psutil.Process(self.supervisor.pid).children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            for proc in self.supervisor.children(recursive=True):
                 self.seen.setdefault(proc.pid, proc)
-        except psutil.NoSuchProcess:
-            pass
 
     def _strays(self) -> list[psutil.Process]:
         """Processes of this launch not (or no longer) under the supervisor: same session, or the marker."""
@@ -818,38 +823,38 @@ class ServerTree:
         return living
 
     def stop(self) -> list[int]:
-        """End the tree: close the supervisor's pipe, wait for it; return pids still alive after that.
+        """End the tree: close the supervisor's pipe, wait for its report; return pids still alive after that.
 
         The supervisor SIGTERMs the tree and SIGKILLs what is left after ``grace``; what it
         missed (it was killed, or hung) is stopped from here the same way.
         """
-        if self.supervisor is None:
+        if self._pipes is None:
             return []
         self.track()
         with contextlib.suppress(OSError):
-            if self.supervisor.stdin is not None:
-                self.supervisor.stdin.close()
+            if self._pipes.stdin is not None:
+                self._pipes.stdin.close()
         deadline = time.monotonic() + 6 * self.grace + 30  # three rounds of TERM, grace, KILL, grace
         while time.monotonic() < deadline:
             event = self._event(deadline - time.monotonic())
-            if event is None:
+            if event is None:  # it closed its end: it has ended
                 break
             if "stopped" in event:
                 self.stopped = event
-                break
-        try:
-            self.supervisor.wait(timeout=max(1.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            log.warning("launch supervisor %d did not end; stopping the tree from here", self.supervisor.pid)
-            self.supervisor.kill()
-            self.supervisor.wait()
+        if self.supervisor is not None:
+            _, hung = psutil.wait_procs([self.supervisor], timeout=max(1.0, deadline - time.monotonic()))
+            if hung:
+                log.warning("launch supervisor %d did not end; stopping the tree from here", self.supervisor.pid)
+                terminate_then_kill(hung, grace=0.1)
         for _ in range(3):  # what the supervisor missed
             procs = self.alive()
             if not procs:
                 break
             terminate_then_kill(procs, grace=self.grace)
-        if self.supervisor.stdout is not None:
-            self.supervisor.stdout.close()
+        if self._pipes.stdout is not None:
+            self._pipes.stdout.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self._pipes.wait(timeout=self.grace)
         return sorted(p.pid for p in self.alive())
 
     @property
@@ -860,8 +865,7 @@ class ServerTree:
     @property
     def returncode(self) -> int | None:
         """The server root's exit status once it ended (as Popen's: ``-N`` for signal N), else None."""
-        if self._exit is None and self.supervisor is not None and self.supervisor.stdout is not None \
-                and not self.supervisor.stdout.closed:
+        if self._exit is None:
             self._event(0)
         return self._exit
 

@@ -24,9 +24,17 @@ import pytest
 
 from bisect_spec import environments, launch, worker
 from bisect_spec.flags import Config
-from tests.conftest import RESOURCES, Janitor, require_release, shared_session, wait_for
+from tests.conftest import require_release, shared_session
+from tests.processes import (
+    FAKE_SERVER,
+    Janitor,
+    gone,
+    launched_pids,
+    running,
+    tree_is_up,
+    wait_for,
+)
 
-FAKE_SERVER = RESOURCES / "fake_server.py"
 BISECT_SPEC = Path(sys.executable).with_name("bisect-spec")
 EAGLE_FAILURE = Config.from_argv(["--tp-size", "8", "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path",
                                   "@draft", "--speculative-num-draft-tokens", "3"])
@@ -34,17 +42,6 @@ EAGLE_FAILURE = Config.from_argv(["--tp-size", "8", "--speculative-algorithm", "
 
 def fake(*options: str) -> list[str]:
     return ["{python}", str(FAKE_SERVER), *options]
-
-
-def launched_pids(pidfile: Path) -> list[int]:
-    return [int(line) for line in pidfile.read_text().split()] if pidfile.is_file() else []
-
-
-def running(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
 
 
 @pytest.mark.parametrize(("mode", "classification"), [
@@ -90,26 +87,6 @@ def test_fake_server_repeat_reports_flaky_launches(tmp_path: Path) -> None:
     assert launch.flakiness(outcomes[:1])["flaky"] is False
 
 
-#: processes the fake server starts in a mode, itself included (its pid file then has this many lines)
-PROCESSES = {"spawn-children": 7, "ignore-sigterm": 2, "ready": 1}
-
-
-def tree_is_up(pidfile: Path, mode: str) -> list[int]:
-    """Wait until the fake server has started all its processes and its port answers; its pids."""
-    wait_for(f"{PROCESSES[mode]} pids in {pidfile}", lambda: len(launched_pids(pidfile)) >= PROCESSES[mode])
-    started = launched_pids(pidfile)
-    argv = psutil.Process(started[0]).cmdline()
-    port = int(argv[argv.index("--port") + 1])
-    wait_for(f"the fake server to answer on port {port}",
-             lambda: worker.http_get(f"http://127.0.0.1:{port}/health", timeout=5.0) is not None)
-    return started
-
-
-def gone(pids: list[int], procs: list[psutil.Process]) -> bool:
-    """No pid of the fake's pid file runs, nor any process seen (psutil: a reused pid is not the same process)."""
-    return not any(running(pid) for pid in pids) and not any(p.is_running() and running(p.pid) for p in procs)
-
-
 class Tool:
     """``bisect-spec`` started by a test; ``terminal``: with a pseudo-terminal as its controlling terminal."""
 
@@ -149,7 +126,9 @@ def test_fake_server_tree_is_gone_after_the_tool_is_interrupted(mode: str, how: 
                  "--runs-dir", str(tmp_path / "runs"), "--server-command", command, "--", "--tp", "8"],
                 janitor, terminal=how == "terminal-closed")
     started = tree_is_up(pidfile, mode)
-    everything = janitor.snapshot()  # the tool, its evaluation worker, the supervisor, the whole server tree
+    supervisor = psutil.Process(started[0]).parent()
+    assert supervisor is not None and supervisor.cmdline()[1] == str(worker.SUPERVISOR_SCRIPT)
+    everything = janitor.snapshot(supervisor)  # the tool, its evaluation worker, the supervisor, the whole server tree
     assert set(started) - {p.pid for p in everything} <= set(started[2:7:3]), "orphans stay under the supervisor"
     if how == "sigkill":
         tool.process.kill()
@@ -196,9 +175,10 @@ def test_a_launching_process_killed_without_any_cleanup_leaves_no_server(mode: s
     driver = janitor.tool(subprocess.Popen([sys.executable, "-c", DRIVER, str(tmp_path / "server.log"), str(FAKE_SERVER),
                                             mode, str(pidfile), where]))
     started = tree_is_up(pidfile, mode)
-    everything = janitor.snapshot()
-    [supervisor] = [p for p in everything if p.ppid() == driver.pid]
-    assert supervisor.cmdline()[1].endswith("supervisor_main.py")
+    supervisor = psutil.Process(started[0]).parent()
+    assert supervisor is not None and supervisor.cmdline()[1] == str(worker.SUPERVISOR_SCRIPT)
+    assert supervisor.ppid() != driver.pid, "detached: killing the driver's children does not kill it"
+    everything = janitor.snapshot(supervisor)
     if mode == "spawn-children":  # the grandchild and the daemon, whose parents exited, are the supervisor's now
         assert [psutil.Process(pid).ppid() for pid in (started[3], started[6])] == [supervisor.pid, supervisor.pid]
     driver.send_signal(sig)
