@@ -706,6 +706,20 @@ class ServerRun:
     health: dict[str, Any]
 
 
+def _ended(proc: psutil.Process, timeout: float) -> bool:
+    """Wait up to ``timeout`` until ``proc`` has ended; a zombie has (it is not our child: init reaps it, in its time)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if not proc.is_running() or proc.status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+
+
 class ServerTree:
     """A server process tree, started under a supervisor (``supervisor_main.py``) that outlives nothing.
 
@@ -841,11 +855,9 @@ class ServerTree:
                 break
             if "stopped" in event:
                 self.stopped = event
-        if self.supervisor is not None:
-            _, hung = psutil.wait_procs([self.supervisor], timeout=max(1.0, deadline - time.monotonic()))
-            if hung:
-                log.warning("launch supervisor %d did not end; stopping the tree from here", self.supervisor.pid)
-                terminate_then_kill(hung, grace=0.1)
+        if self.supervisor is not None and not _ended(self.supervisor, max(1.0, deadline - time.monotonic())):
+            log.warning("launch supervisor %d did not end; stopping the tree from here", self.supervisor.pid)
+            terminate_then_kill([self.supervisor], grace=0.1)
         for _ in range(3):  # what the supervisor missed
             procs = self.alive()
             if not procs:

@@ -8,6 +8,7 @@ SGLang's real ``launch_server``. The resolution-error mode runs the real install
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -23,6 +24,7 @@ import psutil
 import pytest
 
 from bisect_spec import environments, launch, worker
+from bisect_spec.errors import WorkerError
 from bisect_spec.flags import Config
 from tests.conftest import require_release, shared_session
 from tests.processes import (
@@ -75,6 +77,23 @@ def test_fake_server_mode_is_classified_and_leaves_nothing_behind(mode: str, cla
         assert "Traceback (most recent call last):" in outcome.traceback_tail.splitlines()[0]
         assert outcome.traceback_tail.splitlines()[-1].startswith(("torch.", "RuntimeError"))
         assert outcome.frame["function"] == "run_scheduler_process"
+
+
+def supervisors(log: Path) -> list[int]:
+    """Running supervisors whose launch logs to ``log`` (its stderr is that log)."""
+    found = []
+    for proc in psutil.process_iter():
+        with contextlib.suppress(psutil.Error):
+            if proc.cmdline()[1:2] == [str(worker.SUPERVISOR_SCRIPT)] and os.readlink(f"/proc/{proc.pid}/fd/2") == str(log):
+                found.append(proc.pid)
+    return found
+
+
+def test_a_server_command_that_cannot_start_is_one_error_and_leaves_nothing(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    with pytest.raises(WorkerError, match=r"^cannot start the server command /nonexistent/server: No such file or directory$"):
+        launch.launch_server([], python=sys.executable, log_path=log, server_command=["/nonexistent/server"])
+    assert supervisors(log) == []
 
 
 def test_fake_server_repeat_reports_flaky_launches(tmp_path: Path) -> None:
