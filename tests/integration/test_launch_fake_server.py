@@ -127,22 +127,26 @@ class Tool:
         self.terminal = None
 
 
-@pytest.mark.parametrize(("mode", "how"), [
-    ("spawn-children", "sigint"),
-    ("spawn-children", "sigterm"),
-    ("ignore-sigterm", "double-sigint-during-cleanup"),
-    ("spawn-children", "sigkill"),
-    ("ignore-sigterm", "sigkill"),
-    ("spawn-children", "terminal-closed"),
+@pytest.mark.parametrize(("command", "mode", "how"), [
+    ("launch", "spawn-children", "sigint"),
+    ("launch", "spawn-children", "sigterm"),
+    ("launch", "ignore-sigterm", "double-sigint-during-cleanup"),
+    ("launch", "spawn-children", "sigkill"),
+    ("launch", "ignore-sigterm", "sigkill"),
+    ("launch", "spawn-children", "terminal-closed"),
+    ("crosscheck", "spawn-children", "sigkill"),  # the path of shrink --launch and sweep --launch too
 ])
-def test_fake_server_tree_is_gone_after_the_tool_is_interrupted(mode: str, how: str, tmp_path: Path,
+def test_fake_server_tree_is_gone_after_the_tool_is_interrupted(command: str, mode: str, how: str, tmp_path: Path,
                                                                janitor: Janitor) -> None:
-    """However ``bisect-spec launch`` ends, no process of the server tree survives it (daemons included)."""
+    """However ``bisect-spec launch``/``crosscheck`` ends, no process of the server tree survives it (daemons included)."""
     require_release("0.5.23")
     pidfile = janitor.pidfile(tmp_path / "pids")
-    command = f"{{python}} {FAKE_SERVER} --fake-mode {mode} --fake-delay 600 --fake-pidfile {pidfile}"
-    tool = Tool([str(BISECT_SPEC), "launch", "--sglang", "0.5.23", "--launch-without-gpu", "--timeout", "600",
-                 "--runs-dir", str(tmp_path / "runs"), "--server-command", command, "--", "--tp", "8"],
+    server = f"{{python}} {FAKE_SERVER} --fake-mode {mode} --fake-delay 600 --fake-pidfile {pidfile}"
+    configs = tmp_path / "configs.txt"
+    configs.write_text("--tp 8\n")
+    what = ["--", "--tp", "8"] if command == "launch" else [str(configs)]
+    tool = Tool([str(BISECT_SPEC), command, "--sglang", "0.5.23", "--launch-without-gpu", "--timeout", "600",
+                 "--runs-dir", str(tmp_path / "runs"), "--server-command", server, *what],
                 janitor, terminal=how == "terminal-closed")
     started = tree_is_up(pidfile, mode)
     supervisor = psutil.Process(started[0]).parent()
