@@ -9,7 +9,6 @@ directory, log, grace). The supervisor then
   tool. Some hosts SIGKILL a dying process's direct children, and only those: a Ray
   worker does (``RAY_kill_child_processes_on_worker_exit``, on by default). A supervisor
   killed that way could not end the tree; a detached one sees the end-of-file instead;
-
 * makes itself a *child subreaper* (Linux ``prctl(PR_SET_CHILD_SUBREAPER)``, via
   ``ctypes``): a process of the tree whose parent exits is re-parented to the supervisor
   instead of to init, so the tree stays findable as its descendants, also a daemon that
@@ -32,9 +31,10 @@ own descendants and exact holders of the launch's marker.
 
 Not covered:
 
-* other operating systems: without ``PR_SET_CHILD_SUBREAPER`` (macOS, BSD) a process
-  whose parent exits goes to init and is found only by the marker in its environment
-  (gone if it clears its environment); without ``/proc`` there is no marker either;
+* other operating systems: macOS and the BSDs have no ``PR_SET_CHILD_SUBREAPER`` and no
+  ``PR_SET_PDEATHSIG``, so a process whose parent exits goes to init and is found only by
+  the marker in its environment (not if it clears its environment); Windows is not
+  supported at all (``fork``, ``select`` on a pipe);
 * processes the server has *another* daemon start for it (``docker run``, ``systemd-run``,
   ``ssh``): they are not descendants and carry no marker;
 * a process that makes itself a subreaper and hides its own orphans, or a process
@@ -89,8 +89,8 @@ def emit(event: dict[str, Any]) -> None:
         sys.stdout.flush()
 
 
-def reap(root: int) -> int | None:
-    """Collect every exited child (orphans included); the root's exit status if it was among them."""
+def reap(root: int | None = None) -> int | None:
+    """Collect every exited child (orphans included); the exit status of ``root`` if it was among them."""
     status: int | None = None
     while True:
         try:
@@ -137,8 +137,7 @@ def end_tree(marker: str, grace: float) -> tuple[list[int], list[int]]:
             with contextlib.suppress(psutil.Error):
                 proc.kill()
         psutil.wait_procs(alive, timeout=grace)
-    with contextlib.suppress(ChildProcessError):
-        reap(-1)
+    reap()
     return sorted(ended), sorted(p.pid for p in tree(marker))
 
 
@@ -180,13 +179,11 @@ def main() -> int:
         status = reap(server.pid)
         if status is not None and not exited:
             exited = True
-            server.returncode = status  # reaped here, not by Popen
             emit({"exited": status})
         if pipe in readable and not os.read(pipe, 4096):
             break  # end-of-file: the tool is done or dead
     ended, left = end_tree(marker, grace)
-    if not exited:
-        server.returncode = server.returncode if server.returncode is not None else -signal.SIGKILL
+    server.returncode = server.returncode or 0  # reaped here, not by Popen: nothing left for Popen to wait for
     emit({"stopped": ended, "left": left})
     return 0
 
