@@ -742,7 +742,6 @@ class ServerTree:
         self._pipes: subprocess.Popen[bytes] | None = None  # the supervisor's pipes; the process itself is gone
         self.supervisor: psutil.Process | None = None
         self.seen: dict[int, psutil.Process] = {}
-        self.session_id: int | None = None
         self._exit: int | None = None
         self._events = b""
         self.stopped: dict[str, Any] = {}
@@ -777,7 +776,6 @@ class ServerTree:
             if hello is not None and "error" in hello:
                 raise WorkerError(f"cannot start the server command {self.command[0]}: {hello['error']}")
             raise WorkerError(f"the launch supervisor did not start the server; see {self.log_path}")
-        self.session_id = int(hello["root"])  # the root leads its own session
         self.track()
 
     def _event(self, timeout: float) -> dict[str, Any] | None:
@@ -795,7 +793,11 @@ class ServerTree:
                 return None
             self._events += chunk
         line, self._events = self._events.split(b"\n", 1)
-        event: dict[str, Any] = json.loads(line)
+        try:
+            event: dict[str, Any] = json.loads(line)
+        except ValueError:
+            log.warning("launch supervisor wrote %r", line[:200])
+            return {}
         if "exited" in event:
             self._exit = int(event["exited"])
         return event
@@ -809,17 +811,18 @@ class ServerTree:
                 self.seen.setdefault(proc.pid, proc)
 
     def _strays(self) -> list[psutil.Process]:
-        """Processes of this launch not (or no longer) under the supervisor: same session, or the marker."""
+        """Processes of this launch not (or no longer) under the supervisor: they carry its marker.
+
+        (Not "the root's session": once the root has ended, its pid, and so a session id,
+        may be reused by a process this launch never started.)
+        """
         found: list[psutil.Process] = []
         for proc in psutil.process_iter():
             if proc.pid in self.seen or proc.pid == os.getpid():
                 continue
-            try:
-                same_session = self.session_id is not None and os.getsid(proc.pid) == self.session_id
-                if same_session or proc.environ().get(LAUNCH_MARKER) == self.marker:
+            with contextlib.suppress(psutil.Error, OSError):
+                if proc.environ().get(LAUNCH_MARKER) == self.marker:
                     found.append(proc)
-            except (psutil.Error, OSError):
-                continue
         return found
 
     def alive(self) -> list[psutil.Process]:
