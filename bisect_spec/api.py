@@ -748,7 +748,9 @@ def launch(tokens: Sequence[str], spec: TargetSpec | None = None, *, repeat: int
     spec = spec or TargetSpec()
     plan = launch_plan(spec, allow_without_gpu=allow_without_gpu)
     config, spec, notes = understand_flags(tokens, spec)
-    notes = [*plan.notes, *notes]
+    from .launch import leftover_notes
+
+    notes = [*plan.notes, *notes, *leftover_notes([config.argv()])]
     session = _launch_session(spec, plan)
     try:
         config = session.with_draft(session.canonical(config))
@@ -796,6 +798,7 @@ def crosscheck(configs: Sequence[tuple[str, Config]], spec: TargetSpec | None = 
 
     spec = spec or TargetSpec()
     plan = launch_plan(spec, allow_without_gpu=allow_without_gpu)
+    leftovers = launch.leftover_notes(raw.argv() for _, raw in configs)
     session = _launch_session(spec, plan)
     path = _launch_dir(runs_dir, "crosscheck")
     rows: list[dict[str, Any]] = []
@@ -813,7 +816,7 @@ def crosscheck(configs: Sequence[tuple[str, Config]], spec: TargetSpec | None = 
                          "launch_headline": launched.headline, "launch_outcome": launched.to_dict()})
     finally:
         session.close()
-    report = CrosscheckReport(session.target, plan, rows, path, list(plan.notes))
+    report = CrosscheckReport(session.target, plan, rows, path, [*plan.notes, *leftovers])
     store._atomic_write(path / "crosscheck.json", json.dumps(report.to_dict(), indent=2, sort_keys=True) + "\n")
     return report
 

@@ -780,6 +780,8 @@ def _confirm_by_launch(command: click.Command, pick: Callable[[Any], list[tuple[
             return result
         report = api.crosscheck(configs, spec, timeout=timeout, runs_dir=Path(kwargs.get("runs_dir") or "runs"),
                                 allow_without_gpu=without_gpu)
+        for note in report.notes:
+            click.echo(f"note: {note}", err=True)
         if kwargs.get("as_json"):
             click.echo(f"note: launch confirmation stored in {report.path / 'crosscheck.json'} "
                        f"({len(report.disagreements)} disagreement(s))", err=True)

@@ -30,7 +30,7 @@ import os
 import re
 import shlex
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -166,6 +166,23 @@ def build_command(argv: Sequence[str], *, python: str, port: int, host: str = "1
         return [python, str(Path(worker.__file__).with_name("launch_main.py")), json.dumps(config),
                 "sglang.launch_server", "--", *flags]
     return [python, "-m", "sglang.launch_server", *flags]
+
+
+def leftover_notes(argvs: Iterable[Sequence[str]]) -> list[str]:
+    """One line per process in the way of these launches (see :func:`bisect_spec.worker.leftover_servers`).
+
+    The ports looked at are the ``--port`` values in the flags: the launch itself runs on a
+    free port the tool picks, but a real deployment of these flags wants that one.
+    """
+    ports: set[int] = set()
+    for argv in argvs:
+        flags = list(argv)
+        for index, token in enumerate(flags):
+            name, equals, inline = token.partition("=")
+            value = inline if equals else (flags[index + 1] if index + 1 < len(flags) else "")
+            if name == "--port" and value.isdigit():
+                ports.add(int(value))
+    return [leftover.line() for leftover in worker.leftover_servers(sorted(ports))]
 
 
 def _without(argv: Sequence[str], options: tuple[str, ...]) -> list[str]:
