@@ -52,8 +52,8 @@ def launch_script(config: Config, target: dict[str, Any], model_args: list[str])
 def repro_script(config: Config, outcome: Outcome, target: dict[str, Any], model_config: dict[str, Any],
                  draft_config: dict[str, Any] | None, hardware: dict[str, Any] | None, gpus: int,
                  model_args: list[str], cpu_imports: list[str]) -> str:
-    simulation = resources.files("bisect_spec").joinpath("simulated_gpu.py").read_text()
-    launch_path = resources.files("bisect_spec").joinpath("launch_path.py").read_text()
+    simulation = resources.files("bisect_spec").joinpath("inside", "simulated_gpu.py").read_text()
+    launch_path = resources.files("bisect_spec").joinpath("inside", "launch_path.py").read_text()
     expected = {"type": outcome.exception.get("type"), "function": outcome.frame.get("function"),
                 "statement": outcome.frame.get("statement"), "message": outcome.exception.get("message")}
     argv = _argv_template(config, model_args)

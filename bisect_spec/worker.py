@@ -36,7 +36,7 @@ from .flags import CONFIG_ENV
 
 log = logging.getLogger(__name__)
 
-WORKER_SCRIPT = Path(__file__).with_name("worker_main.py")
+WORKER_SCRIPT = Path(__file__).with_name("inside") / "worker_main.py"
 SUPERVISOR_SCRIPT = Path(__file__).with_name("supervisor_main.py")
 
 

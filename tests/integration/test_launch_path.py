@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from bisect_spec import api, environments, launch_path
+from bisect_spec import api, environments
 from bisect_spec.flags import Config
+from bisect_spec.inside import launch_path
 from bisect_spec.outcome import Status
 from bisect_spec.shrink import Budget
 from tests.conftest import shared_session
