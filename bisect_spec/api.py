@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from . import environments, profiles
+from .errors import ProfileError, UsageError
 from .errors import StoreError as BisectSpecStoreError
-from .errors import UsageError
 from .flags import CONFIG_ENV, Config, inherited_env, parse_command
 from .outcome import Outcome, Status
 from .session import DRAFT, MODEL, Session, Target
@@ -49,6 +49,10 @@ class TargetSpec:
     env: tuple[tuple[str, str], ...] = ()
     #: take the caller's ``SGLANG_*`` variables too (off when resuming: the run's own are used)
     inherit_env: bool = True
+    #: the model / draft profile was chosen by the caller (not a default): a pasted command's own
+    #: model path must then agree with it; a default gives way to what the command names
+    model_chosen: bool = True
+    draft_chosen: bool = True
 
     def resolve(self) -> Target:
         """Load profiles and pick the release (newest installed when unset).
@@ -80,22 +84,23 @@ class ProbeResult:
 
 
 def understand_flags(tokens: Sequence[str], spec: TargetSpec) -> tuple[Config, TargetSpec, list[str]]:
-    """Parse flags or a pasted launch command; swap missing local paths for profiles.
+    """Parse flags or a pasted launch command; find the model and draft it names.
 
-    :return: the configuration, the target spec (with local model/draft dirs when they exist), notes.
+    The pasted ``--model-path`` decides the model (see :mod:`bisect_spec.model_sources`): a local
+    directory, the shipped profile it names, or a hub id's fetched ``config.json``; a path that names
+    none of these is refused unless ``spec`` chose a profile explicitly. A pasted draft path not on
+    this machine becomes the draft profile of the pasted algorithm.
+
+    :return: the configuration, the target spec, notes saying what was used for what.
+    :raises ProfileError: a model that cannot be identified, or two choices that disagree.
     """
     pasted = parse_command(tokens)
     notes: list[str] = []
     config = pasted.config
-    for kind, path, profile in (("model", pasted.model_path, spec.model), ("draft", pasted.draft_path, spec.draft)):
-        if path is None:
-            continue
-        field_name = f"{kind}_path"
-        if (Path(path).expanduser() / "config.json").is_file() and getattr(spec, field_name) is None:
-            spec = TargetSpec(**{**spec.__dict__, field_name: path})
-            notes.append(f"using the local {kind} config at {path}")
-        else:
-            notes.append(f"{kind} path {path} is not on this machine: using the '{profile}' {kind} profile")
+    if pasted.model_path is not None:
+        spec = _pasted_model(pasted.model_path, spec, notes)
+    if pasted.draft_path is not None:
+        spec = _pasted_draft(pasted.draft_path, config, spec, notes)
     if pasted.draft_path is not None:
         config = config.with_("--speculative-draft-model-path", DRAFT)
     visible = config.env().get("CUDA_VISIBLE_DEVICES")
@@ -107,6 +112,56 @@ def understand_flags(tokens: Sequence[str], spec: TargetSpec) -> tuple[Config, T
         config = config.without("CUDA_VISIBLE_DEVICES")
         notes.append(f"CUDA_VISIBLE_DEVICES={visible}: evaluating on {len(devices)} GPU(s) of the box")
     return config, spec, notes
+
+
+def _pasted_model(path: str, spec: TargetSpec, notes: list[str]) -> TargetSpec:
+    from .model_sources import fetch_config, is_hub_id, profile_named_by
+
+    if spec.model_path is not None:
+        notes.append(f"model: your --model-path {spec.model_path} (the pasted command says {path})")
+        return spec
+    if (Path(path).expanduser() / "config.json").is_file():
+        notes.append(f"using the local model config at {path}")
+        return TargetSpec(**{**spec.__dict__, "model_path": path})
+    named = profile_named_by(path, profiles.model_names())
+    if named is not None:
+        if spec.model_chosen and spec.model != named:
+            raise ProfileError(f"the pasted command runs {path} (profile '{named}') but --model says '{spec.model}': "
+                               "drop one of them")
+        notes.append(f"model path {path} is not on this machine: using the '{named}' profile (its published config.json)")
+        return TargetSpec(**{**spec.__dict__, "model": named})
+    if is_hub_id(path):
+        directory = fetch_config(path, environments.home() / "hub" / "models")
+        notes.append(f"model {path}: its config.json from the Hugging Face hub (cached in {directory})")
+        return TargetSpec(**{**spec.__dict__, "model_path": str(directory)})
+    if spec.model_chosen:
+        notes.append(f"model path {path} is not on this machine: using the '{spec.model}' profile you chose")
+        return spec
+    raise ProfileError(f"model path {path} is not on this machine and names no shipped profile: pass --model NAME "
+                       f"({', '.join(profiles.model_names())}) or --model-path DIR holding its config.json")
+
+
+def _pasted_draft(path: str, config: Config, spec: TargetSpec, notes: list[str]) -> TargetSpec:
+    from .model_sources import fetch_config, is_hub_id
+
+    if spec.draft_path is not None:
+        notes.append(f"draft: your --draft-path {spec.draft_path} (the pasted command says {path})")
+        return spec
+    if (Path(path).expanduser() / "config.json").is_file():
+        notes.append(f"using the local draft config at {path}")
+        return TargetSpec(**{**spec.__dict__, "draft_path": path})
+    if is_hub_id(path):
+        directory = fetch_config(path, environments.home() / "hub" / "drafts")
+        notes.append(f"draft {path}: its config.json from the Hugging Face hub (cached in {directory})")
+        return TargetSpec(**{**spec.__dict__, "draft_path": str(directory)})
+    algorithm = (config.get("--speculative-algorithm") or ("",))[0].upper()
+    by_algorithm = {"EAGLE3": "eagle3", "EAGLE": "eagle", "STANDALONE": "standalone", "NEXTN": "nextn", "MTP": "nextn"}
+    draft = spec.draft
+    if not spec.draft_chosen and algorithm in by_algorithm:
+        draft = by_algorithm[algorithm]
+    notes.append(f"draft path {path} is not on this machine: using the '{draft}' draft profile "
+                 "(a draft derived from the model's config)")
+    return TargetSpec(**{**spec.__dict__, "draft": draft})
 
 
 def check_usage(session: Session, outcome: Outcome) -> None:

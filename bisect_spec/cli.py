@@ -94,11 +94,16 @@ def _env_option(_ctx: click.Context, _param: click.Parameter, values: tuple[str,
 
 
 def spec_from(kwargs: dict[str, Any]) -> api.TargetSpec:
+    from click.core import ParameterSource
+
+    ctx = click.get_current_context(silent=True)
+    chosen = {name: ctx is None or ctx.get_parameter_source(name) not in (ParameterSource.DEFAULT, None)
+              for name in ("model", "draft")}
     draft = kwargs.pop("draft")
     return api.TargetSpec(release=kwargs.pop("release"), model=kwargs.pop("model"),
                           draft=None if draft == "none" else draft, hardware=kwargs.pop("hardware"),
                           gpus=kwargs.pop("gpus"), model_path=kwargs.pop("model_path"), draft_path=kwargs.pop("draft_path"),
-                          env=kwargs.pop("env", ()))
+                          env=kwargs.pop("env", ()), model_chosen=chosen["model"], draft_chosen=chosen["draft"])
 
 
 def announce_hardware(session: Session) -> None:
