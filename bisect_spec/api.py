@@ -95,7 +95,7 @@ def understand_flags(tokens: Sequence[str], spec: TargetSpec) -> tuple[Config, T
     :raises ProfileError: a model that cannot be identified, or two choices that disagree.
     """
     pasted = parse_command(tokens)
-    notes: list[str] = []
+    notes: list[str] = list(pasted.notes)
     config = pasted.config
     if pasted.model_path is not None:
         spec = _pasted_model(pasted.model_path, spec, notes)
