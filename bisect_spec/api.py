@@ -198,6 +198,9 @@ def _first_evaluation(tokens: Sequence[str], spec: TargetSpec | None, *, jobs: i
         full = session.with_draft(config)
         if full != config:
             notes.append(f"added --speculative-draft-model-path for the '{target.draft.name if target.draft else ''}' draft")
+        missing = session.missing_draft(full)
+        if missing:
+            notes.append(f"warning: {missing}")
         outcome = session.evaluate(full)
         check_usage(session, outcome)
         yield session, full, outcome, notes

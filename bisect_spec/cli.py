@@ -345,7 +345,7 @@ def probe(as_json: bool, timeout: float, flags: tuple[str, ...], **kwargs: Any) 
         click.echo(json.dumps(result.to_dict(), indent=2, sort_keys=True))
     else:
         for note in result.notes:
-            click.echo(f"note: {note}", err=True)
+            click.echo(note if note.startswith("warning: ") else f"note: {note}", err=True)
         click.echo(render.probe_text(result))
     if not result.outcome.passed:
         sys.exit(EXIT_VERDICT_FAILS)
@@ -383,7 +383,7 @@ def shrink(as_json: bool, max_evaluations: int, max_seconds: float, no_fix: bool
         click.echo(json.dumps(report.to_dict(), indent=2, sort_keys=True))
         return report
     for note in report.notes:
-        click.echo(f"note: {note}", err=True)
+        click.echo(note if note.startswith("warning: ") else f"note: {note}", err=True)
     click.echo(render.shrink_text(report))
     return report
 
@@ -700,7 +700,7 @@ def launch_command(flags: tuple[str, ...], timeout: float, runs_dir: str, launch
         click.echo(json.dumps(data, indent=2, sort_keys=True))
     else:
         for note in report.notes:
-            click.echo(f"note: {note}", err=True)
+            click.echo(note if note.startswith("warning: ") else f"note: {note}", err=True)
         click.echo(_launch_header(data["target"], report.plan.mode))
         click.echo(f"flags:    {' '.join(report.config.argv())}")
         for number, attempt in enumerate(report.attempts, 1):
@@ -754,7 +754,7 @@ def crosscheck_command(source: str, timeout: float, runs_dir: str, launch_withou
         click.echo(json.dumps(report.to_dict(), indent=2, sort_keys=True))
     else:
         for note in report.notes:
-            click.echo(f"note: {note}", err=True)
+            click.echo(note if note.startswith("warning: ") else f"note: {note}", err=True)
         click.echo(_crosscheck_table(report))
     if report.disagreements:
         sys.exit(EXIT_VERDICT_FAILS)
@@ -786,7 +786,7 @@ def _confirm_by_launch(command: click.Command, pick: Callable[[Any], list[tuple[
         report = api.crosscheck(configs, spec, timeout=timeout, runs_dir=Path(kwargs.get("runs_dir") or "runs"),
                                 allow_without_gpu=without_gpu)
         for note in report.notes:
-            click.echo(f"note: {note}", err=True)
+            click.echo(note if note.startswith("warning: ") else f"note: {note}", err=True)
         if kwargs.get("as_json"):
             click.echo(f"note: launch confirmation stored in {report.path / 'crosscheck.json'} "
                        f"({len(report.disagreements)} disagreement(s))", err=True)
