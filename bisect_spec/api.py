@@ -383,6 +383,15 @@ def sweep(spec: TargetSpec | None = None, *, strategy: str = "default", jobs: in
                                            "reused_from_cache": reused, "torn_records": run.torn,
                                            "worker": session.info})
             return SweepResult(run.id, run.path, target, summary, ordered, reused, run.torn, session.info)
+    except KeyboardInterrupt:
+        if run is None:
+            raise
+        from .errors import Interrupted
+
+        kept = sum(1 for _ in run.journal_entries())
+        planned = int(run.meta.get("plan_size") or 0) + int(run.meta.get("search_budget") or 0)
+        raise Interrupted(f"interrupted: {kept}/{planned} recorded in run {run.id}; "
+                          f"resume with bisect-spec sweep --resume {run.id}") from None
     finally:
         session.close()
 

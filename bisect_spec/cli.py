@@ -35,9 +35,22 @@ class _UsageFailure(click.ClickException):
     exit_code = 2
 
 
+class _InterruptedExit(click.ClickException):
+    """Ctrl-C: one line saying what was kept, exit status 130 (128 + SIGINT), as shells expect."""
+
+    exit_code = 130
+
+    def show(self, file: Any = None) -> None:
+        click.echo(self.message, err=True)
+
+
 def _Failure(message: str, exit_code: int) -> click.ClickException:
     """A one-line error with the exit code the library error asked for."""
-    return _UsageFailure(message) if exit_code == 2 else click.ClickException(message)
+    if exit_code == 130:
+        return _InterruptedExit(message)
+    failure = _UsageFailure(message) if exit_code == 2 else click.ClickException(message)
+    setattr(failure, "exit_code", exit_code)  # noqa: B010 - an instance's own code (ClassVar in click's stubs)
+    return failure
 
 
 class _Group(click.Group):
@@ -51,7 +64,9 @@ class _Group(click.Group):
             if debug:
                 traceback.print_exc()
             raise _Failure(str(exc), exc.exit_code) from exc
-        except (click.ClickException, click.exceptions.Exit, click.Abort, KeyboardInterrupt):
+        except KeyboardInterrupt as exc:
+            raise _InterruptedExit("interrupted") from exc
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
             raise
         except Exception as exc:
             if debug:
