@@ -500,6 +500,38 @@ def env_remove(releases: tuple[str, ...]) -> None:
         click.echo(f"{release}: removed")
 
 
+@env.command("python")
+@click.argument("release")
+def env_python(release: str) -> None:
+    """Print the path of a Python that imports SGLang RELEASE (as evaluation workers do).
+
+    Example:
+
+        $(bisect-spec env python 0.5.12) repro.py
+    """
+    click.echo(environments.get(release).interpreter())
+
+
+@env.command("run", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.argument("release")
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def env_run(release: str, command: tuple[str, ...]) -> None:
+    """Run COMMAND with SGLang RELEASE importable: `python` is that release's Python (like `uv run`).
+
+    The command's exit status is this command's: `git bisect run bisect-spec env run 0.5.12 -- python repro.py`.
+
+    Example:
+
+        bisect-spec env run 0.5.12 -- python repro.py
+    """
+    from . import worker
+
+    interpreter = environments.get(release).interpreter()
+    argv = list(command[1:] if command[:1] == ("--",) else command)
+    code = worker.run_with_python(argv, interpreter)
+    sys.exit(code)
+
+
 # -- bisect across releases ------------------------------------------------------------
 
 @main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})

@@ -108,6 +108,27 @@ def select_releases(specs: list[str] | tuple[str, ...], *, all_releases: bool = 
     return sorted(chosen, key=version_key)
 
 
+#: PyPI's torchvision is a CUDA build whose C ops fail beside the CPU torch; declaring the two op
+#: schemas it registers fakes for lets it import (as ``inside/worker_main._torchvision_shim`` does).
+#: The version-skew shims are applied too, as in a worker (``inside/version_shims.py``).
+_TORCHVISION_SITECUSTOMIZE = '''"""bisect-spec: let PyPI's torchvision import beside the CPU torch of this environment."""
+try:
+    import torch
+
+    _LIBRARY = torch.library.Library("torchvision", "DEF")
+    _LIBRARY.define("nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
+    _LIBRARY.define("qnms(Tensor qdets, Tensor qscores, float iou_threshold) -> Tensor")
+except Exception:
+    pass
+try:  # the version-skew shims workers apply (torch 2.13 and triton 3.9 beside older releases)
+    import _bisect_spec_version_shims
+
+    _bisect_spec_version_shims.apply()
+except Exception:
+    pass
+'''
+
+
 @dataclass(frozen=True)
 class Environment:
     """Where and how a worker for one release runs."""
@@ -117,6 +138,31 @@ class Environment:
     pythonpath: tuple[str, ...]
     torchvision_shim: bool
     path: Path | None
+
+    def interpreter(self) -> str:
+        """A ``python`` that runs with this release importable, as workers do (``env python``, ``env run``).
+
+        For an installed release a small launcher script in its directory sets the import path
+        (the overlay, then its layers) and runs the shared base interpreter; SGLang then imports
+        exactly as in an evaluation worker. ``current`` is this Python.
+        """
+        if self.path is None:
+            return self.python
+        launcher = self.path / "bin" / "python"
+        shim = self.path / "bin" / "shim"
+        path = os.pathsep.join([str(shim), *self.pythonpath] if self.torchvision_shim else self.pythonpath)
+        if self.torchvision_shim:
+            shim.mkdir(parents=True, exist_ok=True)
+            (shim / "sitecustomize.py").write_text(_TORCHVISION_SITECUSTOMIZE)
+            shims = Path(__file__).with_name("inside") / "version_shims.py"
+            (shim / "_bisect_spec_version_shims.py").write_text(shims.read_text())
+        text = ("#!/bin/sh\n# bisect-spec: SGLang " + self.release + " importable, as in an evaluation worker\n"
+                f'PYTHONPATH="{path}${{PYTHONPATH:+:$PYTHONPATH}}" PYTHONNOUSERSITE=1 exec "{self.python}" "$@"\n')
+        if not launcher.is_file() or launcher.read_text() != text:
+            launcher.parent.mkdir(parents=True, exist_ok=True)
+            launcher.write_text(text)
+            launcher.chmod(0o755)
+        return str(launcher)
 
     def worker_spec(self, *, hardware: dict[str, Any] | None, gpus: int, log_path: str | None = None,
                     extra_env: tuple[tuple[str, str], ...] = ()) -> worker.WorkerSpec:

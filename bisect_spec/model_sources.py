@@ -34,6 +34,13 @@ KNOWN_IDS = {
     "meta-llama/llama-3.1-8b": "llama-3.1-8b",
     "meta-llama/meta-llama-3.1-8b-instruct": "llama-3.1-8b",
     "qwen/qwen3-8b": "qwen3-8b",
+    "qwen/qwen3-32b": "qwen3-32b",
+    "qwen/qwen3-235b-a22b": "qwen3-235b-a22b",
+    "meta-llama/llama-3.3-70b-instruct": "llama-3.3-70b",
+    "deepseek-ai/deepseek-v3.2": "deepseek-v3.2",
+    "moonshotai/kimi-k2-instruct": "kimi-k2",
+    "openai/gpt-oss-20b": "gpt-oss-20b",
+    "openai/gpt-oss-120b": "gpt-oss-120b",
 }
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$")
 
