@@ -258,6 +258,9 @@ def check_release_exists(release: str) -> None:
     if release == CURRENT or release in pins()["releases"]:
         return
     known = known_releases()
+    if version_key(release) < version_key(known[0]):
+        raise UsageError(f"SGLang {release} is older than the releases bisect-spec evaluates ({known[0]} … {known[-1]}); "
+                         f"pick one of them with --sglang")
     if version_key(release) <= version_key(known[-1]):
         close = [r for r in known if r.rsplit(".", 1)[0] == release.rsplit(".", 1)[0]] or known[-3:]
         raise UsageError(f"SGLang {release} is not a release (releases near it: {', '.join(close[-4:])}); "

@@ -44,11 +44,15 @@ def test_usage_errors(args: list[str], code: int, expected: str) -> None:
 
 
 def test_release_not_installed_names_the_install_command(tmp_path: Path) -> None:
-    exit_code, output = run("probe", "--sglang", "0.4.5", "--", "--tp", "8")
+    exit_code, output = run("probe", "--sglang", "0.5.10.post1", "--", "--tp", "8")
     assert exit_code == 1
     line = assert_one_clear_line(output)
-    assert line == (f"Error: SGLang 0.4.5 is not installed (installed: {environments.spans(environments.installed())}); "
-                    "run: bisect-spec env install 0.4.5")
+    assert line == (f"Error: SGLang 0.5.10.post1 is not installed (installed: {environments.spans(environments.installed())}); "
+                    "run: bisect-spec env install 0.5.10.post1")
+    exit_code, output = run("probe", "--sglang", "0.4.5", "--", "--tp", "8")
+    assert exit_code == 2
+    assert assert_one_clear_line(output) == ("Error: SGLang 0.4.5 is older than the releases bisect-spec evaluates "
+                                             "(0.4.6 … 0.5.23); pick one of them with --sglang")
 
 
 def test_no_release_installed_at_all(tmp_path: Path) -> None:
