@@ -56,12 +56,12 @@ def profile_named_by(path: str, names: list[str]) -> str | None:
     if known is not None:
         return known
     tail = path.rstrip("/").rsplit("/", 1)[-1].lower()
-    tail = re.sub(r"-(instruct|chat|base|fp8|hf)$", "", tail)
+    tail = re.sub(r"-(instruct|chat|hf)$", "", tail)  # same config; never -base or -fp8 (different configs)
     for name in names:
         if tail == name or tail.removeprefix("meta-") == name:
             return name
     for hub_id, name in KNOWN_IDS.items():
-        if tail == hub_id.rsplit("/", 1)[-1] or tail == re.sub(r"-(instruct|chat|base)$", "", hub_id.rsplit("/", 1)[-1]):
+        if tail == hub_id.rsplit("/", 1)[-1] or tail == re.sub(r"-(instruct|chat)$", "", hub_id.rsplit("/", 1)[-1]):
             return name
     return None
 

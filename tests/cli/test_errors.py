@@ -19,8 +19,9 @@ assert_one_clear_line = error_line
 
 @pytest.mark.parametrize(("args", "code", "expected"), [
     (["probe", "--model", "kimi-k2.7", "--", "--tp", "8"], 2,
-     "Error: unknown model 'kimi-k2.7': did you mean kimi-k2.6, kimi-k2.5? choose one of deepseek-v3, kimi-k2.5, "
-     "kimi-k2.6, llama-3.1-8b, qwen3-8b; or pass --model-path DIR"),
+     "Error: unknown model 'kimi-k2.7': did you mean kimi-k2.6, kimi-k2.5, kimi-k2? choose one of deepseek-v3, "
+     "deepseek-v3.2, gpt-oss-120b, gpt-oss-20b, kimi-k2, kimi-k2.5, kimi-k2.6, llama-3.1-8b, llama-3.3-70b, "
+     "qwen3-235b-a22b, qwen3-32b, qwen3-8b; or pass --model-path DIR"),
     (["probe", "--draft", "eagel3", "--", "--tp", "8"], 2,
      "Error: unknown draft 'eagel3': did you mean eagle3, eagle? choose one of eagle, eagle3, nextn, ngram, standalone; "
      "or pass --draft-path DIR"),

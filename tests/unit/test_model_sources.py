@@ -64,3 +64,8 @@ def test_a_fetched_config_is_used_from_the_cache(tmp_path: Path) -> None:
     cached.mkdir()
     (cached / "config.json").write_text("{}")
     assert fetch_config("some-org/model", tmp_path) == cached
+
+
+@pytest.mark.parametrize("path", ["moonshotai/Kimi-K2-Base", "Qwen/Qwen3-32B-FP8", "/models/Qwen3-8B-FP8"])
+def test_a_variant_with_another_config_names_no_profile(path: str) -> None:
+    assert profile_named_by(path, model_names()) is None
