@@ -201,7 +201,7 @@ def test_matrix_file_with_an_error_names_file_line_and_what(tmp_path: Path) -> N
     exit_code, output = run("nightly", "--matrix", str(matrix), "--out", str(tmp_path / "out"))
     assert exit_code == 2
     assert assert_one_clear_line(output).startswith(
-        f"Error: {matrix}:3: unknown model 'deepseek-v4' in models (closest: deepseek-v3); valid: ")
+        f"Error: {matrix}:3: unknown model 'deepseek-v4' in models (closest: deepseek-v3, deepseek-v3.2); valid: ")
 
 
 def test_matrix_file_that_is_not_toml(tmp_path: Path) -> None:
