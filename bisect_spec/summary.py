@@ -13,8 +13,11 @@ from typing import Any
 from .findings import findings_of
 from .flags import Config
 from .outcome import Outcome
-from .signature import Signature
+from .signature import Signature, variant_of
 from .space import FlagSpace, simplicity_key
+
+#: Variants (the values that triggered one signature) kept per signature, most frequent first.
+MOST_VARIANTS = 12
 
 
 def summarise(outcomes: Sequence[Outcome], space: FlagSpace | None, target: dict[str, Any], strategy: str,
@@ -38,10 +41,18 @@ def summarise(outcomes: Sequence[Outcome], space: FlagSpace | None, target: dict
         best = smallest([o.config for o in members])
         example = next(o for o in members if o.config == best)
         frame = example.frame
+        variants: dict[str, int] = {}
+        for member in members:
+            variant = variant_of({"status": member.status.value, **member.record})
+            if variant:
+                variants[variant] = variants.get(variant, 0) + 1
         signatures.append({
             **sig.to_dict(), "title": sig.title, "count": len(members), "smallest": best.argv(),
             "headline": example.headline,
             "example_frame": {k: frame.get(k) for k in ("file", "line", "function", "statement", "guard")} if frame else None,
+            "variants": [{"values": v, "count": n}
+                         for v, n in sorted(variants.items(), key=lambda item: (-item[1], item[0]))[:MOST_VARIANTS]],
+            "variant_count": len(variants),
         })
     signatures.sort(key=lambda s: (-s["count"], s["id"]))
     findings = []
