@@ -215,7 +215,7 @@ def sweep(spec: TargetSpec | None = None, *, strategy: str = "default", jobs: in
     from . import store
     from .plan import Strategy, covering_plan, load_strategy
     from .strategies import search
-    from .summary import summarise
+    from .summary import summarise, triage
 
     started = time.time()
     if resume is not None:
@@ -310,6 +310,7 @@ def sweep(spec: TargetSpec | None = None, *, strategy: str = "default", jobs: in
             if shrink:
                 _shrink_signatures(session, summary, run.path / "reproducers", fix=fix, progress=progress,
                                    budget=(shrink_evaluations, shrink_seconds), outcomes=ordered)
+                triage(summary)
             local = {str(target.model.path): MODEL}
             if target.draft and target.draft.path:
                 local[str(target.draft.path)] = DRAFT
@@ -319,6 +320,7 @@ def sweep(spec: TargetSpec | None = None, *, strategy: str = "default", jobs: in
             from .render import summary_markdown
 
             run.write_text("summary.md", summary_markdown(summary))
+            run.write_text("report.html", report(run.path, "html"))
             run.write_json("timing.json", {"started": started, "finished": time.time(),
                                            "seconds": round(time.time() - started, 3), "jobs": session.pool.jobs,
                                            "executor": executor,
@@ -327,6 +329,30 @@ def sweep(spec: TargetSpec | None = None, *, strategy: str = "default", jobs: in
             return SweepResult(run.id, run.path, target, summary, ordered, reused, run.torn, session.info)
     finally:
         session.close()
+
+
+def failures_for_ci(summary: dict[str, Any], fail_on: str, *, runs_dir: Path, run_id: str) -> list[dict[str, Any]]:
+    """The failure signatures that ``--fail-on`` counts: ``any`` every failure SGLang raised, ``new``
+    those that the previous finished run of the same target in ``runs_dir`` did not have (matched by
+    id or cross-release key; without a previous run every failure is new, as in a JUnit report
+    without a baseline). Crashes and time-outs of the tool's own workers are not counted.
+
+    :raises UsageError: ``fail_on`` is neither ``new`` nor ``any``.
+    """
+    from . import store
+
+    if fail_on not in ("new", "any"):
+        raise UsageError(f"--fail-on takes new or any, not {fail_on!r}")
+    failures = [s for s in summary["signatures"] if s.get("kind") == "failed"]
+    if fail_on == "any":
+        return failures
+    earlier = [r for r in store.list_runs(runs_dir)
+               if r["complete"] and r["id"] < run_id and r["target"] == summary["target"]]
+    if not earlier:
+        return failures
+    _, _, before = store.read_run(runs_dir, earlier[-1]["id"])
+    known = {s.get(k) for s in (before or {}).get("signatures", []) for k in ("id", "cross_release_key")}
+    return [s for s in failures if s["id"] not in known and s["cross_release_key"] not in known]
 
 
 def _shrink_signatures(session: Session, summary: dict[str, Any], out_dir: Path, *, fix: bool,

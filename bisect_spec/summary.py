@@ -63,6 +63,43 @@ def summarise(outcomes: Sequence[Outcome], space: FlagSpace | None, target: dict
                          "given": detail["given"], "resolved": detail["resolved"], "count": len(pairs),
                          "smallest": best.argv()})
     findings.sort(key=lambda f: (-f["count"], f["id"]))
+    for entry in signatures:
+        entry["speculative"] = speculative_reason(entry)
     return {"schema": "bisect-spec/summary/1", "target": target, "strategy": strategy, "seed": seed,
             "evaluated": len(outcomes), "counts": dict(sorted(counts.items())), "signatures": signatures,
             "findings": findings}
+
+
+#: Files whose failing statements are speculative decoding's own checks.
+SPECULATIVE_FILES = ("srt/speculative/", "srt/arg_groups/speculative_hook.py")
+
+
+def speculative_reason(entry: dict[str, Any]) -> str:
+    """Why a signature counts as a speculative-decoding failure, or ``""`` when it does not.
+
+    In order: the failing statement is in speculative code (:data:`SPECULATIVE_FILES`, or a
+    ``server_args.py`` function about speculation); its shrunk, 1-minimal reproducer needs a
+    ``--speculative-*`` flag; its message or statement names speculative decoding.
+    """
+    frame = entry.get("example_frame") or {}
+    location = str(entry.get("location") or "")
+    file = str(frame.get("file") or location.split("::", 1)[0])
+    function = str(frame.get("function") or location.rsplit("::", 1)[-1])
+    if any(file.startswith(prefix) or f"/{prefix}" in file for prefix in SPECULATIVE_FILES):
+        return f"raised in {file}"
+    if file.endswith("srt/server_args.py") and ("specul" in function.lower() or "eagle" in function.lower()):
+        return f"raised in server_args.py::{function}"
+    minimal = (entry.get("shrink") or {}).get("minimal_argv") or []
+    needed = sorted({a for a in minimal if a.startswith("--speculative-")})
+    if needed:
+        return "its minimal reproducer needs " + " ".join(needed)
+    text = f"{entry.get('message', '')} {entry.get('statement', '')}".lower()
+    if "speculative" in text:
+        return "its message names speculative decoding"
+    return ""
+
+
+def triage(summary: dict[str, Any]) -> None:
+    """(Re)classify every signature of ``summary`` in place, after shrinking added reproducers."""
+    for entry in summary["signatures"]:
+        entry["speculative"] = speculative_reason(entry)
