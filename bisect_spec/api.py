@@ -213,7 +213,7 @@ def sweep(spec: TargetSpec | None = None, *, strategy: str = "default", jobs: in
     :raises StoreError: run missing/locked/unwritable. :raises UsageError: bad strategy/flags.
     """
     from . import store
-    from .plan import Strategy, covering_plan, load_strategy
+    from .plan import Strategy, fitted_plan, load_strategy
     from .strategies import search
     from .summary import summarise, triage
 
@@ -224,7 +224,9 @@ def sweep(spec: TargetSpec | None = None, *, strategy: str = "default", jobs: in
         spec = _spec_from_meta(meta)
         chosen = Strategy(**{**meta["strategy"], "include": tuple(meta["strategy"]["include"]),
                              "exclude": tuple(meta["strategy"]["exclude"]), "core": tuple(meta["strategy"]["core"]),
-                             "values": {k: tuple(v) for k, v in meta["strategy"]["values"].items()}})
+                             "values": {k: tuple(v) for k, v in meta["strategy"]["values"].items()},
+                             "forbid": {k: tuple(v) for k, v in meta["strategy"].get("forbid", {}).items()},
+                             "fit": meta["strategy"].get("fit", False)})  # a run from before fit.py: its plan
     else:
         run = None
         spec = spec or TargetSpec()
@@ -235,13 +237,15 @@ def sweep(spec: TargetSpec | None = None, *, strategy: str = "default", jobs: in
     try:
         table = session.flags()
         space = chosen.space(table)
-        plan = covering_plan(space, chosen)
+        plan, search_space, unfit = fitted_plan(space, chosen, model_config=target.model.config,
+                                                hardware=target.hardware.record)
         if run is None:
             # the release is recorded as resolved: a resume must not drift to a newer install
             asked = {**spec.__dict__, "release": target.release, "env": [list(kv) for kv in target.env]}
             meta = {"schema": "bisect-spec/run/1", "asked": asked, "target": target.describe(),
                     "strategy": chosen.to_dict(), "seed": chosen.seed, "space": space.describe(),
-                    "plan_size": len(plan), "search_budget": chosen.random_budget}
+                    "plan_size": len(plan), "search_budget": chosen.random_budget,
+                    "tested_once": [u.to_dict() for u in unfit]}
             run = store.create_run(runs_dir, meta)
             session.pool.spec = session.environment.worker_spec(
                 hardware=target.hardware.record, gpus=target.hardware.gpus,
@@ -297,7 +301,7 @@ def sweep(spec: TargetSpec | None = None, *, strategy: str = "default", jobs: in
                 found = outcomes[key]
                 return found.signature.id if found.signature else found.status.value
 
-            searched = search(space, outcome_key, budget=chosen.random_budget, seed=chosen.seed)
+            searched = search(search_space, outcome_key, budget=chosen.random_budget, seed=chosen.seed)
             if cache is not None:
                 cache.close()
             ordered = [outcomes[c.key()] for c in plan]

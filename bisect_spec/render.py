@@ -176,8 +176,8 @@ def fitted(headers: Sequence[str], rows: Sequence[Sequence[Any]], width: int, *,
     """
     import io
 
-    from rich.console import Console
     from rich import box
+    from rich.console import Console
     from rich.table import Table
 
     grid = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, width=width, collapse_padding=True)

@@ -1,4 +1,6 @@
-"""Signatures of a stored sweep: how many, from how many failing statements, stored and recomputed.
+"""Signatures of a stored sweep: how many, from how many failing statements, stored and recomputed;
+how many rows fail on checks unrelated to speculative decoding (by location and message, as the
+summary's ``speculative`` column without a shrunk reproducer).
 
 Recomputing applies this checkout's :func:`bisect_spec.signature.signature_of` to the run's own
 records, so one run measures the grouping before and after a change of the signature code.
@@ -17,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from bisect_spec.signature import signature_of
+from bisect_spec.summary import speculative_reason
 
 
 def stats(run: Path) -> dict[str, Any]:
@@ -26,7 +29,8 @@ def stats(run: Path) -> dict[str, Any]:
     keys: set[str] = set()
     statements: Counter[tuple[str, str, int]] = Counter()
     per_statement: dict[tuple[str, str, int], set[str]] = {}
-    rows = failed = 0
+    rows = failed = unrelated = 0
+    speculative: set[str] = set()
     for line in (run / "results.jsonl").read_text().splitlines():
         data = json.loads(line)
         rows += 1
@@ -39,6 +43,11 @@ def stats(run: Path) -> dict[str, Any]:
         if sig is None:
             continue
         recomputed.add(sig.id)
+        entry = {**sig.to_dict(), "example_frame": data.get("frame") or {}}
+        if speculative_reason(entry):
+            speculative.add(sig.id)
+        else:
+            unrelated += 1
         keys.add(sig.cross_release_key)
         frame = data.get("frame") or {}
         where = (str(frame.get("file", data.get("status"))), str(frame.get("function", "")),
@@ -47,7 +56,8 @@ def stats(run: Path) -> dict[str, Any]:
         per_statement.setdefault(where, set()).add(sig.id)
     return {"run": run.name, "rows": rows, "failed": failed, "signatures_stored": len(stored),
             "signatures_now": len(recomputed), "cross_release_keys_now": len(keys),
-            "failing_statements": len(statements),
+            "failing_statements": len(statements), "rows_failing_on_unrelated_checks": unrelated,
+            "speculative_signatures": len(speculative),
             "most_split": sorted(((len(ids), f"{f}:{line} {fn}") for (f, fn, line), ids in per_statement.items()),
                                  reverse=True)[:8]}
 
