@@ -287,6 +287,14 @@ def sweep(spec: TargetSpec | None = None, *, strategy: str = "default", jobs: in
                 for outcome in session.evaluate_many(c for _, c in todo):
                     record("cover", index_of[outcome.config.key()], outcome, False)
 
+            rounds_configs: list[Config] = []
+            if chosen.rounds > 0:
+                masking = _masking_rounds(session, space=search_space, plan=plan, strategy=chosen, outcomes=outcomes,
+                                          cache=cache, target_key=target_key, record=record,
+                                          configs=rounds_configs, budget=(shrink_evaluations, shrink_seconds))
+            else:
+                masking = None
+
             def outcome_key(config: Config) -> str:
                 key = config.key()
                 if key not in outcomes:
@@ -306,11 +314,13 @@ def sweep(spec: TargetSpec | None = None, *, strategy: str = "default", jobs: in
                 cache.close()
             ordered = [outcomes[c.key()] for c in plan]
             seen = {c.key() for c in plan}
-            for config in searched:
+            for config in [*rounds_configs, *searched]:
                 if config.key() not in seen:
                     seen.add(config.key())
                     ordered.append(outcomes[config.key()])
             summary = summarise(ordered, space, target.describe(), chosen.name, chosen.seed)
+            if masking is not None:
+                summary["masking"] = masking.to_dict()
             if shrink:
                 _shrink_signatures(session, summary, run.path / "reproducers", fix=fix, progress=progress,
                                    budget=(shrink_evaluations, shrink_seconds), outcomes=ordered)
@@ -333,6 +343,67 @@ def sweep(spec: TargetSpec | None = None, *, strategy: str = "default", jobs: in
             return SweepResult(run.id, run.path, target, summary, ordered, reused, run.torn, session.info)
     finally:
         session.close()
+
+
+def _masking_rounds(session: Session, *, space: Any, plan: Sequence[Config], strategy: Any,
+                    outcomes: dict[str, Outcome], cache: Any, target_key: str, record: Callable[..., None],
+                    configs: list[Config],
+                    budget: tuple[int, float]) -> Any:
+    """Masking-aware covering (:mod:`bisect_spec.masking`) wired to the session, the cache and the journal.
+
+    The plan's rows over the fitted space are the first round (already evaluated); each later
+    round's rows are journaled as phase ``round``; failures are shrunk with the sweep's shrink budget.
+    """
+    from .masking import Key, cover_unmasked
+    from .shrink import Budget
+
+    def row_of(config: Config) -> tuple[int, ...] | None:
+        given = config.as_dict()
+        row = []
+        for spec in space.specs:
+            value = given.get(spec.flag)
+            if value is not None and value not in spec.values:
+                return None
+            row.append(spec.values.index(value) if value is not None else 0)
+        return tuple(row)
+
+    def key_of(outcome: Outcome) -> Key:
+        if outcome.passed:
+            return None
+        sig = outcome.signature
+        if outcome.status.value != "failed" or sig is None:
+            return f"{outcome.status.value}:{sig.id if sig else ''}"
+        return sig.id
+
+    def evaluate(batch: list[Config]) -> list[Key]:
+        todo = [c for c in batch if c.key() not in outcomes]
+        if cache is not None and todo:
+            hits = cache.get_many(target_key, [c.key() for c in todo])
+            for config in todo:
+                if config.key() in hits:
+                    record("round", len(outcomes), Outcome.from_dict(hits[config.key()]), True)
+            todo = [c for c in todo if c.key() not in outcomes]
+        if todo:
+            session.start()
+            for outcome in session.evaluate_many(todo):
+                record("round", len(outcomes), outcome, False)
+        configs.extend(c for c in batch if c not in configs)
+        return [key_of(outcomes[c.key()]) for c in batch]
+
+    def shrink(config: Config, signature: str) -> Config | None:
+        session.start()
+        report = shrink_in_session(session, config, budget=Budget(*budget), fix=False,
+                                   first=outcomes.get(config.key()))
+        result = report.result
+        if result.signature is None or result.signature.id != signature or result.status != "minimal":
+            return None
+        minimal: Config = result.minimal
+        return minimal
+
+    first = [row for row in (row_of(c) for c in plan) if row is not None]
+    return cover_unmasked(space, first, evaluate=evaluate, shrink=shrink, strength=strategy.strength,
+                          core_strength=strategy.core_strength, max_rounds=strategy.rounds,
+                          row_limit=strategy.round_rows)
 
 
 def failures_for_ci(summary: dict[str, Any], fail_on: str, *, runs_dir: Path, run_id: str) -> list[dict[str, Any]]:

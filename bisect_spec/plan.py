@@ -13,6 +13,8 @@ A strategy is a TOML file in ``strategies/`` (``--strategy NAME``) or anywhere
     [values]                                         # per-flag domains ("" = unset)
     "--speculative-num-steps" = ["", "1", "0", "-1"]
     fit = true                                       # values unfit for the model/box: tested once (fit.py)
+    rounds = 3                                       # masking-aware rounds after the array (masking.py)
+    round_rows = 400                                 # rows per round at most
     [forbid]                                         # more values tested once, never combined
     "--kv-cache-dtype" = ["fp4_e2m1"]
 
@@ -37,7 +39,7 @@ from .space import CORE, FlagSpace, build_space
 
 DEFAULT_STRATEGY = "default"
 _KEYS = {"description", "include", "exclude", "strength", "core", "core_strength", "random_budget", "seed", "values",
-         "require", "forbid", "fit"}
+         "require", "forbid", "fit", "rounds", "round_rows"}
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,8 @@ class Strategy:
     description: str = ""
     forbid: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     fit: bool = True
+    rounds: int = 0
+    round_rows: int = 400
 
     def space(self, table: Sequence[Mapping[str, Any]]) -> FlagSpace:
         """This strategy's flag space for a release (from that release's flag table)."""
@@ -68,7 +72,8 @@ class Strategy:
                 "strength": self.strength, "core": list(self.core), "core_strength": self.core_strength,
                 "random_budget": self.random_budget, "seed": self.seed,
                 "values": {k: list(v) for k, v in self.values.items()}, "description": self.description,
-                "forbid": {k: list(v) for k, v in self.forbid.items()}, "fit": self.fit}
+                "forbid": {k: list(v) for k, v in self.forbid.items()}, "fit": self.fit, "rounds": self.rounds,
+                "round_rows": self.round_rows}
 
 
 def strategy_dir() -> Any:
@@ -126,7 +131,8 @@ def load_strategy(name: str, *, seed: int | None = None, random_budget: int | No
             random_budget=int(data.get("random_budget", 200)), seed=int(data.get("seed", 0)), values=values,
             require=tuple(data.get("require", ())), description=str(data.get("description", "")),
             forbid={str(k): tuple(str(x) for x in v) for k, v in data.get("forbid", {}).items()},
-            fit=bool(data.get("fit", True)))
+            fit=bool(data.get("fit", True)), rounds=int(data.get("rounds", 0)),
+            round_rows=int(data.get("round_rows", 400)))
     except (TypeError, ValueError) as exc:
         raise UsageError(f"strategy file {path}: {exc}") from exc
     if not 1 <= strategy.strength <= 4 or not 1 <= strategy.core_strength <= 5:

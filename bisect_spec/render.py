@@ -125,6 +125,8 @@ def summary_text(summary: dict[str, Any], *, width: int = 120, run_path: str | N
     if other:
         parts.append(_fitted_signatures(other, width))
     parts += ["", head, f"{summary['evaluated']} configurations: {counts}; {len(signatures)} failure signatures"]
+    if summary.get("masking"):
+        parts.append(masking_line(summary["masking"]))
     if summary["findings"]:
         rows = [[f["id"], f["kind"], f["field"], f["count"], " ".join(f["smallest"]), f["detail"]]
                 for f in summary["findings"]]
@@ -141,6 +143,14 @@ def summary_text(summary: dict[str, Any], *, width: int = 120, run_path: str | N
             parts.append("reproducers:  none written (--no-shrink, or nothing failed)")
         parts.append(f"HTML report:  {run_path}/report.html")
     return "\n".join(parts)
+
+
+def masking_line(masking: dict[str, Any]) -> str:
+    """How many required tuples the sweep saw without a mask (``bisect_spec.masking``)."""
+    later = masking.get("rounds", [])[1:]
+    return (f"required tuples: {masking['required_tuples']}, {masking['covered_without_mask']} covered without a mask, "
+            f"{masking['proven_to_fail']} proven to fail, {masking['still_masked']} still masked "
+            f"({len(later)} masking-aware round{'' if len(later) == 1 else 's'}, {sum(r['rows'] for r in later)} rows)")
 
 
 def _failures(count: int) -> str:

@@ -89,3 +89,11 @@ def test_fail_on_new_compares_with_the_previous_run_of_the_same_target(tmp_path:
     assert len(api.failures_for_ci(summary(QUANT, crashed), "any", runs_dir=tmp_path, run_id="3")) == 1
     with pytest.raises(UsageError):
         api.failures_for_ci(now, "some", runs_dir=tmp_path, run_id="3")
+
+
+def test_the_summary_says_how_many_tuples_were_covered_without_a_mask() -> None:
+    masking = {"required_tuples": 340, "covered_without_mask": 279, "proven_to_fail": 33, "still_masked": 28,
+               "rounds": [{"rows": 67}, {"rows": 31}, {"rows": 12}], "forbidden": {}}
+    text = summary_text({**summary(QUANT), "masking": masking}, width=100)
+    assert ("required tuples: 340, 279 covered without a mask, 33 proven to fail, 28 still masked "
+            "(2 masking-aware rounds, 43 rows)") in text.splitlines()
