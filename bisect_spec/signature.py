@@ -17,9 +17,11 @@ The :attr:`Signature.cross_release_key` drops file and function, so a failure th
 from ``server_args.py::_handle_speculative_decoding`` to
 ``arg_groups/speculative_hook.py::_handle_eagle_family`` keeps its key. Where the statement
 is a compound header it uses the raising sub-expression *and* the header's skeleton (the
-header with collection literals and module-level names abstracted): two different ``if``
-statements of one function that raise in the same sub-expression keep different keys,
-while a header whose backend list became a named constant keeps its key.
+fields each operand of its ``and``/``or`` reads): two ``if`` statements of one function that
+raise in the same sub-expression but read different fields keep different keys, while a
+header whose comparison or backend list changed (``!= "flashinfer"`` became ``not in
+_PAGE_TREE_SPEC_BACKENDS``) keeps its key. Two headers that differ only in operators or
+constants share it: the price of following such a header across releases.
 
 Pure: no I/O, no processes.
 """
@@ -188,35 +190,38 @@ def variant_of(record: dict[str, Any]) -> str:
 _CONSTANT = re.compile(r"^(sorted\()?_?[A-Z][A-Z0-9_]*\)?$")
 
 
-class _Skeleton(ast.NodeTransformer):
-    """A header's shape: receivers normalised, collections and module-level names abstracted."""
-
-    def visit_Name(self, node: ast.Name) -> ast.AST:
-        return ast.Name(id="_" if node.id in _RECEIVER_NAMES else "<c>", ctx=node.ctx)
-
-    def _collection(self, node: ast.AST) -> ast.AST:
-        return ast.Name(id="<c>", ctx=ast.Load())
-
-    visit_List = visit_Tuple = visit_Set = visit_Dict = _collection
-
-
 _RECEIVER_NAMES = frozenset({"_", "self", "cfg", "view", "server_args", "args", "sa", "resolved", "raw"})
+
+
+def _fields_read(node: ast.AST) -> str:
+    """The server-args fields an expression reads (``_.page_size``), sorted, or its names when it reads none."""
+    fields = sorted({n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
+                     and n.value.id in _RECEIVER_NAMES})
+    if fields:
+        return ",".join(fields)
+    return ",".join(sorted({n.id for n in ast.walk(node) if isinstance(n, ast.Name)})) or "-"
 
 
 @functools.lru_cache(maxsize=2048)
 def header_skeleton(statement: str) -> str:
-    """``if A and B:`` with collection literals and bare names as ``<c>``; the text itself
-    when it does not parse."""
+    """The shape of ``if A and B:``: for each operand of the top-level ``and``/``or``, the
+    fields it reads; operators and constants left out. 0.5.3's ``topk > 1 and page_size > 1
+    and attention_backend != "flashinfer"`` and 0.5.23's ``… and attention_backend not in
+    _PAGE_TREE_SPEC_BACKENDS`` have one skeleton; ``if topk > 1:`` has another. The text
+    itself when it does not parse."""
     header = statement.strip()
     for keyword in ("if ", "elif ", "while "):
         if header.startswith(keyword):
             header = header[len(keyword):]
     header = header.rstrip(":")
     try:
-        tree = ast.parse(header, mode="eval")
+        tree = ast.parse(header, mode="eval").body
     except SyntaxError:
         return normalise_statement(statement)
-    return ast.unparse(_Skeleton().visit(tree))
+    if isinstance(tree, ast.BoolOp):
+        word = "and" if isinstance(tree.op, ast.And) else "or"
+        return f" {word} ".join(f"[{_fields_read(value)}]" for value in tree.values)
+    return f"[{_fields_read(tree)}]"
 
 
 def _short(*parts: str) -> str:

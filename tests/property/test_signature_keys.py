@@ -5,8 +5,9 @@ raise a ``TypeError`` in the same sub-expression, ``raise`` with an f-string or 
 message, ``assert`` with a message), runs it once per statement and per value, and builds
 each failure's record with the evaluator's own code (``Evaluator._failure``: innermost
 frame, the statement from the AST, the raising sub-expression). Properties: distinct
-failing statements never share a cross-release key; one statement is one signature
-whatever values its message carries.
+failing statements never share a cross-release key (headers are distinct when their operands
+read different fields: operators and constants may change across releases); one statement is
+one signature whatever values its message carries.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bisect_spec.inside.evaluator import Evaluator
-from bisect_spec.signature import normalise_statement, signature_of
+from bisect_spec.signature import header_skeleton, normalise_statement, signature_of
 
 FIELDS = ("alpha", "beta", "gamma", "delta")
 RECEIVERS = ("cfg", "self", "view")
@@ -29,7 +30,12 @@ _COUNTER = itertools.count()
 
 @st.composite
 def conjunct(draw: st.DrawFn) -> str:
-    receiver, field = draw(st.sampled_from(RECEIVERS)), draw(st.sampled_from(FIELDS[1:]))
+    """A comparison reading one or two fields (constants and operators vary, and do not count)."""
+    receiver = draw(st.sampled_from(RECEIVERS))
+    fields = draw(st.lists(st.sampled_from(FIELDS[1:]), min_size=1, max_size=2, unique=True))
+    if len(fields) == 2:
+        return f"{receiver}.{fields[0]} == {receiver}.{fields[1]}"
+    field = fields[0]
     op = draw(st.sampled_from(["==", "!=", ">", "in", "not in"]))
     if op in ("in", "not in"):
         return f"{receiver}.{field} {op} ({draw(st.integers(0, 3))}, {draw(st.integers(4, 9))})"
@@ -52,6 +58,13 @@ def statement(draw: st.DrawFn) -> str:
     if kind == "percent":
         return f"raise ValueError('{words} %s.' % ({receiver}.value,))"
     return f"assert {receiver}.value > 1000, f'{words} {{{receiver}.value}}.'"
+
+
+def _identity(text: str) -> str:
+    """What makes two generated statements distinct: a header by the fields each operand reads
+    (a change of operator or constant is a header followed across releases), others by text."""
+    first = normalise_statement(text.split("\n")[0])
+    return header_skeleton(first) if first.startswith("if ") else first
 
 
 def _module(statements: list[str], directory: Path) -> tuple[types.FunctionType, list[int]]:
@@ -79,8 +92,7 @@ def _record(function: types.FunctionType, which: int, value: int, root: Path) ->
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(statements=st.lists(statement(), min_size=2, max_size=6,
-                           unique_by=lambda text: normalise_statement(text.split("\n")[0])))
+@given(statements=st.lists(statement(), min_size=2, max_size=6, unique_by=_identity))
 def test_distinct_failing_statements_never_share_a_key(statements: list[str], tmp_path: Path) -> None:
     function, starts = _module(statements, tmp_path)
     keys: dict[str, int] = {}

@@ -38,7 +38,7 @@ def test_compound_statements_use_the_raising_expression_across_releases() -> Non
 
 
 def test_a_backend_list_that_became_a_constant_keeps_the_key() -> None:
-    """0.5.12 ``server_args.py`` vs 0.5.23 ``speculative_hook.py``: the seed TypeError moved."""
+    """0.5.3 and 0.5.12 ``server_args.py`` vs 0.5.23 ``speculative_hook.py``: the seed TypeError moved."""
     def sig(statement: str) -> Signature | None:
         return signature_of({"status": "failed", "exception": {"type": "TypeError", "message": "'>' not supported"},
                              "frame": {"file": "a.py", "function": "f", "expression": "self.speculative_eagle_topk > 1",
@@ -47,7 +47,9 @@ def test_a_backend_list_that_became_a_constant_keeps_the_key() -> None:
               "(self.attention_backend not in ['flashinfer', 'fa3']):")
     new = sig("if cfg.speculative_eagle_topk > 1 and view.page_size > 1 and "
               "(view.attention_backend not in _PAGE_TREE_SPEC_BACKENDS):")
-    assert old is not None and new is not None and old.cross_release_key == new.cross_release_key
+    older = sig("if self.speculative_eagle_topk > 1 and self.page_size > 1 and self.attention_backend != 'flashinfer':")
+    assert old is not None and new is not None and older is not None
+    assert older.cross_release_key == old.cross_release_key == new.cross_release_key  # 0.5.3, 0.5.12, 0.5.23
 
 
 def test_two_headers_raising_in_the_same_expression_keep_different_keys() -> None:
