@@ -255,7 +255,7 @@ def sweep(spec: TargetSpec | None = None, *, strategy: str = "default", jobs: in
             journal = {e["key"]: e for e in run.journal_entries()}
             outcomes: dict[str, Outcome] = {k: Outcome.from_dict(e["outcome"]) for k, e in journal.items()}
             signatures = {o.signature for o in outcomes.values() if o.signature}
-            total = len(plan) + chosen.random_budget
+            total = [len(plan) + chosen.random_budget]  # a masking-aware round adds its rows
             reused = 0
             cache = store.OutcomeCache(environments.home() / "cache" / "outcomes.sqlite") if use_cache else None
             target_key = store.OutcomeCache.target_key(_target_record(target))
@@ -269,7 +269,7 @@ def sweep(spec: TargetSpec | None = None, *, strategy: str = "default", jobs: in
                 if cache is not None and not cached and outcome.status.value in ("passed", "failed", "usage"):
                     cache.put(target_key, key, outcome.to_dict())
                 if progress:
-                    progress(len(outcomes), total, len(signatures), phase)
+                    progress(len(outcomes), total[0], len(signatures), phase)
 
             todo = [(i, c) for i, c in enumerate(plan) if c.key() not in outcomes]
             if cache is not None and todo:
@@ -291,7 +291,7 @@ def sweep(spec: TargetSpec | None = None, *, strategy: str = "default", jobs: in
             if chosen.rounds > 0:
                 masking = _masking_rounds(session, space=search_space, plan=plan, strategy=chosen, outcomes=outcomes,
                                           cache=cache, target_key=target_key, record=record,
-                                          configs=rounds_configs, budget=(shrink_evaluations, shrink_seconds))
+                                          configs=rounds_configs, total=total, budget=(shrink_evaluations, shrink_seconds))
             else:
                 masking = None
 
@@ -347,7 +347,7 @@ def sweep(spec: TargetSpec | None = None, *, strategy: str = "default", jobs: in
 
 def _masking_rounds(session: Session, *, space: Any, plan: Sequence[Config], strategy: Any,
                     outcomes: dict[str, Outcome], cache: Any, target_key: str, record: Callable[..., None],
-                    configs: list[Config],
+                    configs: list[Config], total: list[int],
                     budget: tuple[int, float]) -> Any:
     """Masking-aware covering (:mod:`bisect_spec.masking`) wired to the session, the cache and the journal.
 
@@ -377,6 +377,7 @@ def _masking_rounds(session: Session, *, space: Any, plan: Sequence[Config], str
 
     def evaluate(batch: list[Config]) -> list[Key]:
         todo = [c for c in batch if c.key() not in outcomes]
+        total[0] += len(todo)
         if cache is not None and todo:
             hits = cache.get_many(target_key, [c.key() for c in todo])
             for config in todo:
