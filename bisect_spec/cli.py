@@ -149,6 +149,9 @@ def sweep_options(func: F) -> F:
                      help="Shrink every signature found to a 1-minimal reproducer (with reproducer files)."),
         click.option("--fix/--no-fix", default=False, show_default=True,
                      help="Also search the nearest working configuration for every signature (slower)."),
+        click.option("--fail-on", type=click.Choice(["new", "any"]), default=None,
+                     help="Exit 3 when the sweep finds failures: any, or new ones (not in the previous run "
+                          "of the same target in --runs-dir). For CI."),
     ]
     for option in reversed(options):
         func = option(func)
@@ -187,7 +190,8 @@ class _Progress:
 
 def _run_sweep(as_json: bool, strategy: str, jobs: int | None, seed: int | None, random_budget: int | None,
                runs_dir: str, resume: str | None, no_cache: bool, shrink: bool, fix: bool,
-               executor: str = "local", address: str | None = None, **kwargs: Any) -> api.SweepResult:
+               executor: str = "local", address: str | None = None, fail_on: str | None = None,
+               **kwargs: Any) -> api.SweepResult:
     spec = spec_from(kwargs)
     progress = _Progress()
     result = api.sweep(spec, strategy=strategy, jobs=jobs, runs_dir=Path(runs_dir), resume=resume, seed=seed,
@@ -201,9 +205,22 @@ def _run_sweep(as_json: bool, strategy: str, jobs: int | None, seed: int | None,
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2, sort_keys=True))
     else:
-        click.echo(render.summary_text(result.summary))
-        click.echo(f"\nrun {result.run_id} stored in {result.run_path}")
+        click.echo(render.summary_text(result.summary, width=_terminal_width(), run_path=str(result.run_path)))
+        click.echo(f"run {result.run_id} stored in {result.run_path}")
+    if fail_on:
+        failing = api.failures_for_ci(result.summary, fail_on, runs_dir=Path(runs_dir), run_id=result.run_id)
+        if failing:
+            click.echo(f"--fail-on {fail_on}: {len(failing)} {'new ' if fail_on == 'new' else ''}failure signature"
+                       f"{'' if len(failing) == 1 else 's'}: {', '.join(s['id'] for s in failing)}", err=True)
+            sys.exit(EXIT_VERDICT_FAILS)
     return result
+
+
+def _terminal_width() -> int:
+    """Columns to fit tables to: the terminal's, or 120 when output is not a terminal."""
+    import shutil
+
+    return max(60, shutil.get_terminal_size((120, 24)).columns)
 
 
 @click.group(cls=_Group, invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
@@ -334,7 +351,8 @@ def runs_show(run: str, runs_dir: str, as_json: bool) -> None:
         click.echo(f"run {run} did not finish: {len(entries)} of {meta.get('plan_size')}+ results recorded; "
                    f"continue with: bisect-spec --resume {run}")
         return
-    click.echo(render.summary_text(summary))
+    run_path = Path(run) if Path(run).is_dir() else Path(runs_dir) / run
+    click.echo(render.summary_text(summary, width=_terminal_width(), run_path=str(run_path)))
 
 
 @main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
