@@ -299,7 +299,9 @@ def sweep(spec: TargetSpec | None = None, *, strategy: str = "default", jobs: in
                                                 hardware=target.hardware.record)
         if run is None:
             # the release is recorded as resolved: a resume must not drift to a newer install
-            asked = {**spec.__dict__, "release": target.release, "env": [list(kv) for kv in target.env]}
+            # what decides the target (how a pasted command was read is not part of it)
+            asked = {**{k: v for k, v in spec.__dict__.items() if k not in ("model_chosen", "draft_chosen", "inherit_env")},
+                     "release": target.release, "env": [list(kv) for kv in target.env]}
             meta = {"schema": "bisect-spec/run/1", "asked": asked, "target": target.describe(),
                     "strategy": chosen.to_dict(), "seed": chosen.seed, "space": space.describe(),
                     "plan_size": len(plan), "search_budget": chosen.random_budget,
