@@ -114,11 +114,17 @@ def events_of(texts: Mapping[str, str]) -> list[dict[str, Any]]:
 
 
 def processes(events: Iterable[dict[str, Any]]) -> dict[int, dict[str, Any]]:
-    """pid -> ``{"role", "reached": [stop...], "exit": code|None, "log"}`` for every process of the tree."""
+    """pid -> ``{"role", "reached", "reached_any_thread", "children", "exit", "log", "details"}`` per process.
+
+    ``reached`` lists the stops met by the process's main thread, ``reached_any_thread``
+    those met by any of its threads (a data-parallel controller waits for its schedulers
+    in one thread per rank), ``details`` what each stop saw (``set_device``: the device).
+    """
     table: dict[int, dict[str, Any]] = {}
 
     def entry(pid: int) -> dict[str, Any]:
-        return table.setdefault(pid, {"role": "?", "reached": [], "exit": None, "log": None})
+        return table.setdefault(pid, {"role": "?", "reached": [], "reached_any_thread": [], "children": [],
+                                      "exit": None, "log": None, "details": []})
 
     for event in events:
         kind, pid = event.get("e"), int(event.get("pid", 0))
@@ -126,10 +132,16 @@ def processes(events: Iterable[dict[str, Any]]) -> dict[int, dict[str, Any]]:
             entry(pid).update(role=str(event.get("role", "?")), log=event.get("log"))
         elif kind == "spawn":
             child = entry(int(event["child"]))
+            entry(pid)["children"].append(int(event["child"]))
             if child["role"] == "?":
                 child["role"] = str(event.get("target", "?"))
-        elif kind == "reached" and event.get("main_thread", True):
-            entry(pid)["reached"].append(str(event.get("what")))
+        elif kind == "reached":
+            what = str(event.get("what"))
+            entry(pid)["reached_any_thread"].append(what)
+            if event.get("main_thread", True):
+                entry(pid)["reached"].append(what)
+            if event.get("detail"):
+                entry(pid)["details"].append(f"{what}{event['detail']}")
         elif kind == "exit":
             entry(pid)["exit"] = event.get("code")
     return table
@@ -139,12 +151,21 @@ def is_scheduler(role: str) -> bool:
     return "scheduler" in role.lower()
 
 
-def settled(events: Iterable[dict[str, Any]]) -> bool:
+#: Seconds without a new marker before a tree with a second spawner (a data-parallel
+#: controller starts its schedulers from one thread per rank) counts as settled.
+QUIET_SECONDS = 1.0
+
+
+def settled(events: Iterable[dict[str, Any]], *, quiet: float = float("inf")) -> bool:
     """Whether every process of the launch tree has reached its stop point.
 
-    The launcher (role ``main``) must have reached one (normally ``wait-children``); a
-    scheduler a device, weights or network stop; any other process any stop, or a clean
-    exit.
+    The launcher (role ``main``) must have reached one in its main thread (normally
+    ``wait-children``); a scheduler a device, weights or network stop; any other process
+    a stop in any thread, or a clean exit. When a process other than the launcher starts
+    processes too, the tree must also have been quiet (no new marker) for
+    :data:`QUIET_SECONDS`: its later ranks may not have been started yet.
+
+    :param quiet: seconds since the last marker appeared.
     """
     table = processes(events)
     roots = [p for p in table.values() if p["role"] == "main"]
@@ -156,9 +177,10 @@ def settled(events: Iterable[dict[str, Any]]) -> bool:
         if is_scheduler(proc["role"]):
             if not any(stop in DEVICE_STOPS for stop in proc["reached"]):
                 return False
-        elif not proc["reached"] and proc["exit"] != 0:
+        elif not proc["reached_any_thread"] and proc["exit"] != 0:
             return False
-    return True
+    spawners = [p for p in table.values() if p["role"] != "main" and p["children"]]
+    return not spawners or quiet >= QUIET_SECONDS
 
 
 def _first_stop(table: Mapping[int, dict[str, Any]]) -> str:
@@ -184,7 +206,8 @@ def verdict(texts: Mapping[str, str], *, ended: str, returncode: int | None = No
 
     events = events_of(texts)
     table = processes(events)
-    summary = {str(pid): {"role": p["role"], "reached": p["reached"], "exit": p["exit"]} for pid, p in table.items()}
+    summary = {str(pid): {"role": p["role"], "reached": p["reached_any_thread"], "exit": p["exit"],
+                          **({"details": p["details"]} if p["details"] else {})} for pid, p in table.items()}
     out: dict[str, Any] = {"verdict": "timed-out", "stop": "", "process": "", "exception": {}, "frame": {},
                            "error": "", "traceback_tail": "", "processes": summary}
     if ended == "reached":
@@ -625,12 +648,16 @@ def run_one(argv: Sequence[str], directory: str, *, deadline: float, protocol_fd
     if pid == 0:
         _launch_child(argv, directory, protocol_fd)
     ended, code = "timed-out", None
+    seen, changed = 0, time.monotonic()
     while True:
         done, status = os.waitpid(pid, os.WNOHANG)
         if done:
             ended, code = "exited", os.waitstatus_to_exitcode(status)
             break
-        if settled(events_of(read_logs(Path(directory)))):
+        events = events_of(read_logs(Path(directory)))
+        if len(events) != seen:
+            seen, changed = len(events), time.monotonic()
+        if settled(events, quiet=time.monotonic() - changed):
             ended = "reached"
             break
         if time.monotonic() - started > deadline:

@@ -41,9 +41,7 @@ What differs from a plain ``python -m sglang.launch_server`` (details and reason
    tokenizer built by the release's ``tokenizers`` library, and for a multimodal config
    a stand-in processor, both written at bench time: the profiles ship none, and the
    launcher loads them before its first GPU step. Resolution reads only ``config.json``.
-4. ``--host 127.0.0.1 --port P`` are added (a free port per launch), as
-   ``bisect-spec launch`` does.
-5. A launch-path module that failed to import in the zygote (a CUDA-only dependency
+4. A launch-path module that failed to import in the zygote (a CUDA-only dependency
    missing here) fails again at once with the same error instead of after seconds.
 
 Usage::
@@ -62,6 +60,7 @@ import argparse
 import json
 import os
 import random
+import re
 import select
 import subprocess
 import sys
@@ -177,20 +176,25 @@ def sample(pools: Sequence[Sequence[Outcome]], count_passing: int, count_failing
     return round_robin(passing, count_passing), round_robin(by_signature, count_failing)
 
 
-def launch_argv(outcome: Outcome, target: Target, launch_model: Path, port: int) -> list[str]:
-    """The in-process argv with the launch-only model copy and a host/port, as ``bisect-spec launch`` adds."""
-    argv = [str(launch_model) if token == str(target.model.path) else token for token in outcome.record["argv"]]
-    out: list[str] = []
-    skip = False
-    for token in argv:
-        if skip:
-            skip = False
-            continue
-        if token.split("=", 1)[0] in ("--host", "--port"):
-            skip = "=" not in token
-            continue
-        out.append(token)
-    return [*out, "--host", "127.0.0.1", "--port", str(port)]
+def launch_argv(outcome: Outcome, target: Target, launch_model: Path) -> list[str]:
+    """The in-process argv, with the launch-only copy of the model profile in place of the profile.
+
+    Nothing else changes: not even ``--port`` (0.5.12 derives ``SGLANG_GRPC_PORT`` from
+    it and rejects a port above 35535). Launches run one at a time and never reach the
+    point where the server binds its port.
+    """
+    return [str(launch_model) if token == str(target.model.path) else token for token in outcome.record["argv"]]
+
+
+def device_notes(processes: dict[str, Any], gpus: int) -> list[str]:
+    """Stops that name a device the simulated box does not have (a real box fails right there)."""
+    notes = []
+    for proc in processes.values():
+        for detail in proc.get("details", []):
+            match = re.fullmatch(r"set_device\((\d+),?\)", detail)
+            if match and int(match[1]) >= gpus:
+                notes.append(f"set_device({match[1]}) on a box of {gpus} GPUs")
+    return sorted(set(notes))
 
 
 def headline(outcome: Outcome) -> str:
@@ -211,41 +215,40 @@ def launch_headline(result: dict[str, Any]) -> str:
     return f"{result['verdict']} in {result.get('process') or '?'}{where} {result.get('error', '')}{statement}".strip()
 
 
-def run_cell(spec: TargetSpec, *, count_passing: int, count_failing: int, out: Path, seed: int,
-             strategies: Sequence[str],
-             random_budget: int | None, deadline: float, preimport: bool, progress: bool) -> dict[str, Any]:
-    """Sweep one (release, model), sample, launch each sample; the cell's rows."""
+def sweep_cell(spec: TargetSpec, *, count_passing: int, count_failing: int, out: Path, seed: int,
+               strategies: Sequence[str], random_budget: int | None) -> dict[str, Any]:
+    """Sweep one (release, model) with each strategy and sample from the outcomes."""
     started = time.perf_counter()
     sweeps = [sweep(spec, strategy=strategy, jobs=1, runs_dir=out / "runs", seed=seed, random_budget=random_budget,
                     use_cache=False) for strategy in strategies]
-    sweep_seconds = time.perf_counter() - started
-    target = sweeps[0].target
     statuses: dict[str, dict[str, int]] = {}
     for strategy, swept in zip(strategies, sweeps, strict=True):
         for outcome in swept.outcomes:
             counts = statuses.setdefault(strategy, {})
             counts[outcome.status.value] = counts.get(outcome.status.value, 0) + 1
     passing, failing = sample([swept.outcomes for swept in sweeps], count_passing, count_failing, seed)
-    strategy_of = {o.config.key(): strategy for strategy, swept in zip(strategies, sweeps, strict=True)
-                   for o in swept.outcomes}
+    return {"target": sweeps[0].target, "passing": passing, "failing": failing, "statuses": statuses,
+            "runs": [swept.run_id for swept in sweeps], "sweep_seconds": round(time.perf_counter() - started, 1),
+            "strategy_of": {o.config.key(): strategy for strategy, swept in zip(strategies, sweeps, strict=True)
+                            for o in swept.outcomes}}
+
+
+def launch_cell(cell: dict[str, Any], zygote: Zygote, *, out: Path, deadline: float, progress: bool) -> list[dict[str, Any]]:
+    """Launch every sampled configuration of a cell through the release's zygote; one row each."""
+    target: Target = cell["target"]
     cell_dir = out / "launches" / target.release / target.model.name
-    zygote = Zygote(target, log_path=cell_dir / "zygote.log", preimport=preimport)
-    zygote_started = time.perf_counter()
-    info = zygote.start()
-    zygote_seconds = time.perf_counter() - zygote_started
     launch_model = environments.home() / "profiles" / "launch" / target.release / "models" / target.model.name
     zygote.request({"op": "tokenizer", "dir": str(launch_model), "config": target.model.config}, 120)
     rows = []
-    launches_started = time.perf_counter()
-    for number, outcome in enumerate([*passing, *failing], 1):
+    chosen: list[Outcome] = [*cell["passing"], *cell["failing"]]
+    for number, outcome in enumerate(chosen, 1):
         directory = cell_dir / f"{number:03d}"
-        argv = launch_argv(outcome, target, launch_model, worker.free_port())
+        argv = launch_argv(outcome, target, launch_model)
         try:
             ended = zygote.request({"op": "launch", "argv": argv, "dir": str(directory), "deadline": deadline},
                                    deadline + 60)
         except RuntimeError as exc:  # the zygote died: a row of its own, and a fresh zygote
             ended = {"ended": "zygote-died", "returncode": None, "seconds": 0.0, "error": str(exc)}
-            zygote = Zygote(target, log_path=cell_dir / "zygote.log", preimport=preimport)
             zygote.start()
         result = launch_oracle.verdict(launch_oracle.read_logs(directory), ended=ended["ended"],
                                        returncode=ended.get("returncode"))
@@ -255,7 +258,7 @@ def run_cell(spec: TargetSpec, *, count_passing: int, count_failing: int, out: P
             if result["verdict"] == "failed" else None
         rows.append({
             "release": target.release, "model": target.model.name, "config": outcome.config.argv(),
-            "strategy": strategy_of.get(outcome.config.key()),
+            "strategy": cell["strategy_of"].get(outcome.config.key()),
             "launch_argv": argv, **compared,
             "in_process": {"status": outcome.status.value, "headline": headline(outcome),
                            "signature": outcome.signature.to_dict() if outcome.signature else None,
@@ -267,21 +270,49 @@ def run_cell(spec: TargetSpec, *, count_passing: int, count_failing: int, out: P
                        "same_signature": bool(launched_signature and outcome.signature
                                               and launched_signature.id == outcome.signature.id),
                        "seconds": ended.get("seconds"), "ended": ended["ended"], "returncode": ended.get("returncode"),
-                       "processes": result["processes"], "log_dir": str(directory)},
+                       "processes": result["processes"], "log_dir": str(directory),
+                       "notes": device_notes(result["processes"], target.hardware.gpus)},
         })
         if progress:
             mark = "ok " if compared["agree"] else "DIS"
-            print(f"  [{target.release} {target.model.name} {number}/{len(passing) + len(failing)}] {mark} "
+            print(f"  [{target.release} {target.model.name} {number}/{len(chosen)}] {mark} "
                   f"{ended.get('seconds', 0):5.1f}s {headline(outcome)[:60]} -> {launch_headline(result)[:70]}",
                   file=sys.stderr)
-    launch_seconds = time.perf_counter() - launches_started
-    zygote.close()
-    return {"release": target.release, "model": target.model.name, "draft": target.draft.name if target.draft else None,
-            "hardware": target.hardware.label, "runs": [swept.run_id for swept in sweeps], "statuses": statuses,
-            "sampled": {"passed": len(passing), "failed": len(failing)},
-            "seconds": {"sweep": round(sweep_seconds, 1), "zygote_start": round(zygote_seconds, 1),
-                        "launches": round(launch_seconds, 1)},
-            "zygote": info, "rows": rows}
+    return rows
+
+
+def run_release(release: str, args: argparse.Namespace) -> dict[str, Any]:
+    """Sweep and sample every model of one release, then launch them all through one zygote."""
+    cells = []
+    counts = split(args.per_release, len(args.models))
+    for model, count in zip(args.models, counts, strict=True):
+        spec = TargetSpec(release=release, model=model, draft=args.draft, hardware=args.hardware, gpus=args.gpus)
+        print(f"{release} {model}: sweeping ({', '.join(args.strategies)})", file=sys.stderr)
+        cells.append(sweep_cell(spec, count_passing=count, count_failing=count, out=args.out, seed=args.seed,
+                                strategies=args.strategies, random_budget=args.random_budget))
+    zygote = Zygote(cells[0]["target"], log_path=args.out / "launches" / release / "zygote.log",
+                    preimport=not args.no_preimport)
+    started = time.perf_counter()
+    info = zygote.start()
+    zygote_seconds = time.perf_counter() - started
+    summaries = []
+    try:
+        for cell in cells:
+            target = cell["target"]
+            print(f"{release} {target.model.name}: launching {len(cell['passing'])} passing and "
+                  f"{len(cell['failing'])} failing", file=sys.stderr)
+            started = time.perf_counter()
+            cell["rows"] = launch_cell(cell, zygote, out=args.out, deadline=args.deadline, progress=not args.quiet)
+            summaries.append({"release": release, "model": target.model.name,
+                              "draft": target.draft.name if target.draft else None, "hardware": target.hardware.label,
+                              "runs": cell["runs"], "statuses": cell["statuses"],
+                              "sampled": {"passed": len(cell["passing"]), "failed": len(cell["failing"])},
+                              "seconds": {"sweeps": cell["sweep_seconds"],
+                                          "launches": round(time.perf_counter() - started, 1)}})
+    finally:
+        zygote.close()
+    return {"release": release, "zygote": info, "zygote_start_seconds": round(zygote_seconds, 1), "cells": summaries,
+            "rows": [row for cell in cells for row in cell.get("rows", [])]}
 
 
 def split(count: int, parts: int) -> list[int]:
@@ -337,21 +368,13 @@ def main() -> int:
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    cells = []
-    for release in args.releases:
-        for model, passing, failing in zip(args.models, split(args.per_release, len(args.models)),
-                                           split(args.per_release, len(args.models)), strict=True):
-            spec = TargetSpec(release=release, model=model, draft=args.draft, hardware=args.hardware, gpus=args.gpus)
-            print(f"{release} {model}: sweeping, then launching {passing} passing and {failing} failing", file=sys.stderr)
-            cells.append(run_cell(spec, count_passing=passing, count_failing=failing, out=args.out, seed=args.seed,
-                                  strategies=args.strategies, random_budget=args.random_budget, deadline=args.deadline,
-                                  preimport=not args.no_preimport, progress=not args.quiet))
-    rows = [row for cell in cells for row in cell["rows"]]
+    releases = [run_release(release, args) for release in args.releases]
+    rows = [row for release in releases for row in release["rows"]]
     result = {"schema": SCHEMA, "command": " ".join([os.path.basename(sys.executable), *sys.argv]),
               "seconds": round(time.perf_counter() - started, 1),
               "per_release": {release: figures([r for r in rows if r["release"] == release]) for release in args.releases},
               "total": figures(rows), "disagreements": [r for r in rows if not r["agree"]],
-              "cells": [{k: v for k, v in cell.items() if k != "rows"} for cell in cells], "rows": rows}
+              "releases": [{k: v for k, v in release.items() if k != "rows"} for release in releases], "rows": rows}
     (args.out / "fidelity.json").write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
     markdown = tables(result)
     (args.out / "fidelity.md").write_text(markdown)
