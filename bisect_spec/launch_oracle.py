@@ -299,8 +299,8 @@ def _reach(what: str, detail: str = "") -> None:
 
 
 def _waiting(what: str) -> None:
-    """A wait stop: say so once per process; the real wait goes on."""
-    key = (os.getpid(), what)
+    """A wait stop: say so once per process and kind of thread (main or not); the real wait goes on."""
+    key = (os.getpid(), what, _main_thread())
     if key in _STATE["seen"]:
         return
     _STATE["seen"].add(key)
@@ -361,7 +361,7 @@ def hook_model_runner() -> list[str]:
     hooked = []
     for name in ("init_torch_distributed", "load_model"):
         if runner is not None and callable(getattr(runner, name, None)):
-            setattr(runner, name, lambda self, *a, _name=name, **k: _reach(_name))
+            setattr(runner, name, lambda self, *a, _name=name, **k: _reach(_name, f"({getattr(self, 'gpu_id', '?')},)"))
             hooked.append(name)
     return hooked
 
@@ -486,12 +486,87 @@ def _hook_waits() -> None:
 
 def _before(real: Callable[..., Any], what: str) -> Callable[..., Any]:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        if _main_thread():
-            _waiting(what)
+        _waiting(what)
         return real(*args, **kwargs)
 
     wrapper.__wrapped__ = real  # type: ignore[attr-defined]
     return wrapper
+
+
+#: Distributions only a CUDA install of SGLang has, whose versions the launcher asserts
+#: before its first GPU step (``_set_envs_and_config``), PEP 503-normalised.
+KERNEL_DISTRIBUTIONS = ("flashinfer-python", "flashinfer-cubin", "sgl-kernel", "sglang-kernel")
+_REQUIREMENT = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9_.\-]*)\s*(?:\[[^\]]*\])?\s*(?:==|>=|~=)\s*([^\s;,]+)")
+
+
+def normalise_distribution(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def kernel_pins(requires: Iterable[str]) -> dict[str, str]:
+    """The kernel distributions a release's wheel pins (its ``Requires-Dist``), extras left out."""
+    pins: dict[str, str] = {}
+    for requirement in requires:
+        if "extra ==" in requirement:
+            continue
+        match = _REQUIREMENT.match(requirement)
+        if match and normalise_distribution(match[1]) in KERNEL_DISTRIBUTIONS:
+            pins[normalise_distribution(match[1])] = match[2]
+    return pins
+
+
+def answer_kernel_package_assertions() -> dict[str, str]:
+    """Let SGLang's launch-time package assertions see the kernel packages a real install has.
+
+    ``_set_envs_and_config`` asserts ``flashinfer-python`` (when a flashinfer backend
+    is chosen) and ``sgl-kernel``/``sglang-kernel`` (on CUDA) at minimum versions; a CUDA
+    install of the release has them at the versions its wheel pins, this machine has
+    neither. Inside ``assert_pkg_version`` only, a version lookup of such a package that
+    finds nothing installed answers the pinned version; SGLang's own comparison decides.
+    Everywhere else (argument resolution included) the box stays the one the in-process
+    verdict sees: no kernel packages.
+
+    :return: the pinned versions answered.
+    """
+    import importlib.metadata as metadata
+    import threading
+
+    try:
+        pins = kernel_pins(metadata.distribution("sglang").requires or [])
+    except metadata.PackageNotFoundError:
+        return {}
+    common = sys.modules.get("sglang.srt.utils.common")
+    real_assert = getattr(common, "assert_pkg_version", None)
+    if not pins or common is None or real_assert is None:
+        return {}
+    inside = threading.local()
+    real_version = metadata.version
+
+    def version(name: str) -> str:
+        try:
+            return real_version(name)
+        except metadata.PackageNotFoundError:
+            pinned = pins.get(normalise_distribution(name))
+            if pinned is not None and getattr(inside, "asserting", False):
+                return pinned
+            raise
+
+    def assert_pkg_version(pkg: str, *args: Any, **kwargs: Any) -> Any:
+        inside.asserting = True
+        try:
+            return real_assert(pkg, *args, **kwargs)
+        finally:
+            inside.asserting = False
+
+    for name, module in list(sys.modules.items()):
+        if not (name == "sglang" or name.startswith("sglang.")) or not isinstance(module, types.ModuleType):
+            continue
+        for key, value in list(vars(module).items()):
+            if value is real_assert:
+                setattr(module, key, assert_pkg_version)
+            elif value is real_version:
+                setattr(module, key, version)
+    return pins
 
 
 #: Modules the launch path imports (lazily, inside ``run_server``); the zygote imports them once.
@@ -855,7 +930,8 @@ def main() -> int:
         stubbed: list[str] = []
         if config.get("preimport", True):
             info["preimport_failed"] = preimport(stubbed)
-        info.update(launch_path_imported=_STATE.get("imported", {}), hooked=hook_model_runner(),
+        info.update(kernel_packages_answered=answer_kernel_package_assertions(),
+                    launch_path_imported=_STATE.get("imported", {}), hooked=hook_model_runner(),
                     stubbed_modules=stubbed, preimport=bool(config.get("preimport", True)))
         sglang = importlib.import_module("sglang")
         info.update(sglang_version=getattr(sglang, "__version__", "?"), import_seconds=round(time.perf_counter() - started, 2),

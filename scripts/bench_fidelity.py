@@ -135,6 +135,10 @@ class Zygote:
                     self.process.wait(timeout=10)
                 except (OSError, subprocess.TimeoutExpired):
                     worker.kill_tree(self.process.pid)
+            for pipe in (self.process.stdin, self.process.stdout):
+                if pipe is not None:
+                    pipe.close()
+            self.process.wait()
             self.process = None
         if self._log is not None:
             self._log.close()
@@ -191,9 +195,9 @@ def device_notes(processes: dict[str, Any], gpus: int) -> list[str]:
     notes = []
     for proc in processes.values():
         for detail in proc.get("details", []):
-            match = re.fullmatch(r"set_device\((\d+),?\)", detail)
-            if match and int(match[1]) >= gpus:
-                notes.append(f"set_device({match[1]}) on a box of {gpus} GPUs")
+            match = re.fullmatch(r"(set_device|init_torch_distributed|load_model)\((\d+),?\)", detail)
+            if match and int(match[2]) >= gpus:
+                notes.append(f"{match[1]} on GPU {match[2]} of a box of {gpus} GPUs")
     return sorted(set(notes))
 
 

@@ -181,3 +181,10 @@ def test_a_data_parallel_controller_waits_in_its_rank_threads_and_the_tree_must_
     assert not launch_oracle.settled(events, quiet=0.2)  # another rank's thread may not have started its schedulers
     assert launch_oracle.settled(events, quiet=launch_oracle.QUIET_SECONDS)
     assert launch_oracle.verdict(logs, ended="reached")["processes"]["60"]["details"] == ["set_device(0,)"]
+
+
+def test_kernel_pins_are_read_from_the_wheels_requirements_extras_left_out() -> None:
+    requires = ["flashinfer_python[cu13]==0.7.2", "sglang-kernel==0.4.10", "torch==2.14.1", "sgl-kernel==0.3.21",
+                "flashinfer_cubin==0.6.3", "sglang-kernel==9.9; extra == 'dev'", "xgrammar==0.2.7"]
+    assert launch_oracle.kernel_pins(requires) == {"flashinfer-python": "0.7.2", "sglang-kernel": "0.4.10",
+                                                   "sgl-kernel": "0.3.21", "flashinfer-cubin": "0.6.3"}
