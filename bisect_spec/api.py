@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from . import environments, profiles
+from .errors import ProfileError, UsageError
 from .errors import StoreError as BisectSpecStoreError
-from .errors import UsageError
-from .flags import Config, parse_command
+from .flags import CONFIG_ENV, Config, inherited_env, parse_command
 from .outcome import Outcome, Status
 from .session import DRAFT, MODEL, Session, Target
 from .signature import Signature
@@ -45,6 +45,14 @@ class TargetSpec:
     gpus: int = profiles.DEFAULT_GPUS
     model_path: str | None = None
     draft_path: str | None = None
+    #: ``--env VAR=VALUE`` assignments; they win over the caller's own ``SGLANG_*`` variables
+    env: tuple[tuple[str, str], ...] = ()
+    #: take the caller's ``SGLANG_*`` variables too (off when resuming: the run's own are used)
+    inherit_env: bool = True
+    #: the model / draft profile was chosen by the caller (not a default): a pasted command's own
+    #: model path must then agree with it; a default gives way to what the command names
+    model_chosen: bool = True
+    draft_chosen: bool = True
 
     def resolve(self) -> Target:
         """Load profiles and pick the release (newest installed when unset).
@@ -56,7 +64,8 @@ class TargetSpec:
         hardware = profiles.load_hardware(self.hardware, self.gpus)
         release = self.release or environments.newest_installed()
         environments.get(release)
-        return Target(release, model, draft, hardware)
+        env = {**(inherited_env() if self.inherit_env else {}), **dict(self.env)}
+        return Target(release, model, draft, hardware, tuple(sorted(env.items())))
 
 
 @dataclass
@@ -75,25 +84,84 @@ class ProbeResult:
 
 
 def understand_flags(tokens: Sequence[str], spec: TargetSpec) -> tuple[Config, TargetSpec, list[str]]:
-    """Parse flags or a pasted launch command; swap missing local paths for profiles.
+    """Parse flags or a pasted launch command; find the model and draft it names.
 
-    :return: the configuration, the target spec (with local model/draft dirs when they exist), notes.
+    The pasted ``--model-path`` decides the model (see :mod:`bisect_spec.model_sources`): a local
+    directory, the shipped profile it names, or a hub id's fetched ``config.json``; a path that names
+    none of these is refused unless ``spec`` chose a profile explicitly. A pasted draft path not on
+    this machine becomes the draft profile of the pasted algorithm.
+
+    :return: the configuration, the target spec, notes saying what was used for what.
+    :raises ProfileError: a model that cannot be identified, or two choices that disagree.
     """
     pasted = parse_command(tokens)
     notes: list[str] = []
     config = pasted.config
-    for kind, path, profile in (("model", pasted.model_path, spec.model), ("draft", pasted.draft_path, spec.draft)):
-        if path is None:
-            continue
-        field_name = f"{kind}_path"
-        if (Path(path).expanduser() / "config.json").is_file() and getattr(spec, field_name) is None:
-            spec = TargetSpec(**{**spec.__dict__, field_name: path})
-            notes.append(f"using the local {kind} config at {path}")
-        else:
-            notes.append(f"{kind} path {path} is not on this machine: using the '{profile}' {kind} profile")
+    if pasted.model_path is not None:
+        spec = _pasted_model(pasted.model_path, spec, notes)
+    if pasted.draft_path is not None:
+        spec = _pasted_draft(pasted.draft_path, config, spec, notes)
     if pasted.draft_path is not None:
         config = config.with_("--speculative-draft-model-path", DRAFT)
+    visible = config.env().get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:  # the box the command runs on: as many GPUs as it makes visible
+        devices = [d for d in visible.split(",") if d.strip()]
+        if not devices:
+            raise UsageError("CUDA_VISIBLE_DEVICES is empty: no GPU would be visible to SGLang; drop it or name devices")
+        spec = TargetSpec(**{**spec.__dict__, "gpus": len(devices)})
+        config = config.without("CUDA_VISIBLE_DEVICES")
+        notes.append(f"CUDA_VISIBLE_DEVICES={visible}: evaluating on {len(devices)} GPU(s) of the box")
     return config, spec, notes
+
+
+def _pasted_model(path: str, spec: TargetSpec, notes: list[str]) -> TargetSpec:
+    from .model_sources import fetch_config, is_hub_id, profile_named_by
+
+    if spec.model_path is not None:
+        notes.append(f"model: your --model-path {spec.model_path} (the pasted command says {path})")
+        return spec
+    if (Path(path).expanduser() / "config.json").is_file():
+        notes.append(f"using the local model config at {path}")
+        return TargetSpec(**{**spec.__dict__, "model_path": path})
+    named = profile_named_by(path, profiles.model_names())
+    if named is not None:
+        if spec.model_chosen and spec.model != named:
+            raise ProfileError(f"the pasted command runs {path} (profile '{named}') but --model says '{spec.model}': "
+                               "drop one of them")
+        notes.append(f"model path {path} is not on this machine: using the '{named}' profile (its published config.json)")
+        return TargetSpec(**{**spec.__dict__, "model": named})
+    if is_hub_id(path):
+        directory = fetch_config(path, environments.home() / "hub" / "models")
+        notes.append(f"model {path}: its config.json from the Hugging Face hub (cached in {directory})")
+        return TargetSpec(**{**spec.__dict__, "model_path": str(directory)})
+    if spec.model_chosen:
+        notes.append(f"model path {path} is not on this machine: using the '{spec.model}' profile you chose")
+        return spec
+    raise ProfileError(f"model path {path} is not on this machine and names no shipped profile: pass --model NAME "
+                       f"({', '.join(profiles.model_names())}) or --model-path DIR holding its config.json")
+
+
+def _pasted_draft(path: str, config: Config, spec: TargetSpec, notes: list[str]) -> TargetSpec:
+    from .model_sources import fetch_config, is_hub_id
+
+    if spec.draft_path is not None:
+        notes.append(f"draft: your --draft-path {spec.draft_path} (the pasted command says {path})")
+        return spec
+    if (Path(path).expanduser() / "config.json").is_file():
+        notes.append(f"using the local draft config at {path}")
+        return TargetSpec(**{**spec.__dict__, "draft_path": path})
+    if is_hub_id(path):
+        directory = fetch_config(path, environments.home() / "hub" / "drafts")
+        notes.append(f"draft {path}: its config.json from the Hugging Face hub (cached in {directory})")
+        return TargetSpec(**{**spec.__dict__, "draft_path": str(directory)})
+    algorithm = (config.get("--speculative-algorithm") or ("",))[0].upper()
+    by_algorithm = {"EAGLE3": "eagle3", "EAGLE": "eagle", "STANDALONE": "standalone", "NEXTN": "nextn", "MTP": "nextn"}
+    draft = spec.draft
+    if not spec.draft_chosen and algorithm in by_algorithm:
+        draft = by_algorithm[algorithm]
+    notes.append(f"draft path {path} is not on this machine: using the '{draft}' draft profile "
+                 "(a draft derived from the model's config)")
+    return TargetSpec(**{**spec.__dict__, "draft": draft})
 
 
 def check_usage(session: Session, outcome: Outcome) -> None:
@@ -168,11 +236,14 @@ def _target_record(target: Target) -> dict[str, Any]:
             "draft": (json.loads((target.draft.path / "config.json").read_text())
                       if target.draft and target.draft.path else None),
             "draft_kind": target.draft.kind if target.draft else None,
-            "hardware": target.hardware.record, "gpus": target.hardware.gpus}
+            "hardware": target.hardware.record, "gpus": target.hardware.gpus,
+            "env": dict(target.env)}
 
 
 def _spec_from_meta(meta: dict[str, Any]) -> TargetSpec:
-    asked = meta["asked"]
+    asked = dict(meta["asked"])
+    asked["env"] = tuple((str(k), str(v)) for k, v in asked.get("env") or ())
+    asked["inherit_env"] = False  # the run's environment, whatever the caller's is now
     return TargetSpec(**asked)
 
 
@@ -222,7 +293,7 @@ def sweep(spec: TargetSpec | None = None, *, strategy: str = "default", jobs: in
         plan = covering_plan(space, chosen)
         if run is None:
             # the release is recorded as resolved: a resume must not drift to a newer install
-            asked = {**spec.__dict__, "release": target.release}
+            asked = {**spec.__dict__, "release": target.release, "env": [list(kv) for kv in target.env]}
             meta = {"schema": "bisect-spec/run/1", "asked": asked, "target": target.describe(),
                     "strategy": chosen.to_dict(), "seed": chosen.seed, "space": space.describe(),
                     "plan_size": len(plan), "search_budget": chosen.random_budget}
@@ -701,10 +772,11 @@ def launch_config(session: Session, plan: LaunchPlan, config: Config, log_path: 
     from . import launch
 
     environment = session.environment
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME") and not CONFIG_ENV.match(k)}
     if session.target.release != environments.CURRENT and environment.path is not None:
         env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONNOUSERSITE="1")  # config-only profiles
-    return launch.launch_server(session.argv(config), python=environment.python, pythonpath=environment.pythonpath,
+    env.update(session.env(config))  # the configuration's environment, as in-process
+    return launch.launch_server(session.server_argv(config), python=environment.python, pythonpath=environment.pythonpath,
                                 env=env, deadline=timeout, log_path=log_path, server_command=server_command,
                                 torchvision_shim=environment.torchvision_shim, hardware=plan.hardware,
                                 gpus=session.target.hardware.gpus)
@@ -731,7 +803,9 @@ def launch(tokens: Sequence[str], spec: TargetSpec | None = None, *, repeat: int
     spec = spec or TargetSpec()
     plan = launch_plan(spec, allow_without_gpu=allow_without_gpu)
     config, spec, notes = understand_flags(tokens, spec)
-    notes = [*plan.notes, *notes]
+    from .launch import leftover_notes
+
+    notes = [*plan.notes, *notes, *leftover_notes([config.argv()])]
     session = _launch_session(spec, plan)
     try:
         config = session.with_draft(session.canonical(config))
@@ -779,6 +853,7 @@ def crosscheck(configs: Sequence[tuple[str, Config]], spec: TargetSpec | None = 
 
     spec = spec or TargetSpec()
     plan = launch_plan(spec, allow_without_gpu=allow_without_gpu)
+    leftovers = launch.leftover_notes(raw.argv() for _, raw in configs)
     session = _launch_session(spec, plan)
     path = _launch_dir(runs_dir, "crosscheck")
     rows: list[dict[str, Any]] = []
@@ -796,7 +871,7 @@ def crosscheck(configs: Sequence[tuple[str, Config]], spec: TargetSpec | None = 
                          "launch_headline": launched.headline, "launch_outcome": launched.to_dict()})
     finally:
         session.close()
-    report = CrosscheckReport(session.target, plan, rows, path, list(plan.notes))
+    report = CrosscheckReport(session.target, plan, rows, path, [*plan.notes, *leftovers])
     store._atomic_write(path / "crosscheck.json", json.dumps(report.to_dict(), indent=2, sort_keys=True) + "\n")
     return report
 

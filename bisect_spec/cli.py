@@ -21,6 +21,7 @@ import click
 
 from . import __version__, api, environments, profiles, render
 from .errors import BisectSpecError, ReleaseError, ReleaseUnavailable
+from .flags import env_assignment
 from .session import Session
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -73,17 +74,36 @@ def target_options(func: F) -> F:
                      help=f"auto (real GPUs, else {profiles.DEFAULT_HARDWARE}), none (CPU), real, "
                           f"or: {', '.join(profiles.hardware_names())}."),
         click.option("--gpus", default=profiles.DEFAULT_GPUS, show_default=True, type=int, help="GPUs in the simulated box."),
+        click.option("--env", "env", multiple=True, metavar="VAR=VALUE", callback=_env_option,
+                     help="An environment variable for every evaluation (repeatable); wins over your own SGLANG_* "
+                          "variables, which are taken too."),
     ]
     for option in reversed(options):
         func = option(func)
     return func
 
 
+def _env_option(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    pairs = []
+    for value in values:
+        assignment = env_assignment(value)
+        if assignment is None:
+            raise click.BadParameter(f"'{value}' is not VAR=VALUE, e.g. --env SGLANG_ENABLE_SPEC_V2=0")
+        pairs.append(assignment)
+    return tuple(pairs)
+
+
 def spec_from(kwargs: dict[str, Any]) -> api.TargetSpec:
+    from click.core import ParameterSource
+
+    ctx = click.get_current_context(silent=True)
+    chosen = {name: ctx is None or ctx.get_parameter_source(name) not in (ParameterSource.DEFAULT, None)
+              for name in ("model", "draft")}
     draft = kwargs.pop("draft")
     return api.TargetSpec(release=kwargs.pop("release"), model=kwargs.pop("model"),
                           draft=None if draft == "none" else draft, hardware=kwargs.pop("hardware"),
-                          gpus=kwargs.pop("gpus"), model_path=kwargs.pop("model_path"), draft_path=kwargs.pop("draft_path"))
+                          gpus=kwargs.pop("gpus"), model_path=kwargs.pop("model_path"), draft_path=kwargs.pop("draft_path"),
+                          env=kwargs.pop("env", ()), model_chosen=chosen["model"], draft_chosen=chosen["draft"])
 
 
 def announce_hardware(session: Session) -> None:
@@ -192,6 +212,37 @@ def main(ctx: click.Context, /, debug: bool, **kwargs: Any) -> None:
     """
     if ctx.invoked_subcommand is None:
         _run_sweep(**kwargs)
+    else:
+        _forward_group_options(ctx)
+
+
+def _forward_group_options(ctx: click.Context) -> None:
+    """Options given before the command apply to it (``bisect-spec --sglang 0.5.12 probe …``).
+
+    They become the command's defaults, so an option repeated after the command wins. An
+    option the command does not take is refused in one line rather than ignored.
+    """
+    from click.core import ParameterSource
+
+    given = [p for p in ctx.command.params if p.name and p.name != "debug"
+             and ctx.get_parameter_source(p.name) in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)]
+    if not given or ctx.invoked_subcommand is None:
+        return
+    assert isinstance(ctx.command, click.Group)
+    command = ctx.command.get_command(ctx, ctx.invoked_subcommand)
+    accepted = {p.name for p in command.params} if command is not None else set()
+    refused = [p for p in given if p.name not in accepted]
+    if refused:
+        option = refused[0].opts[0] if refused[0].opts else str(refused[0].name)
+        raise click.UsageError(f"{option} does not apply to '{ctx.invoked_subcommand}': drop it, or use it with a "
+                               "command that takes it (see --help)")
+    defaults = {}
+    for param in given:
+        value = ctx.params[str(param.name)]
+        if param.name == "env":
+            value = tuple(f"{k}={v}" for k, v in value)  # back to what was typed: the command parses it again
+        defaults[str(param.name)] = value
+    ctx.default_map = {**(ctx.default_map or {}), ctx.invoked_subcommand: defaults}
 
 
 @main.command()
@@ -737,6 +788,8 @@ def _confirm_by_launch(command: click.Command, pick: Callable[[Any], list[tuple[
             return result
         report = api.crosscheck(configs, spec, timeout=timeout, runs_dir=Path(kwargs.get("runs_dir") or "runs"),
                                 allow_without_gpu=without_gpu)
+        for note in report.notes:
+            click.echo(f"note: {note}", err=True)
         if kwargs.get("as_json"):
             click.echo(f"note: launch confirmation stored in {report.path / 'crosscheck.json'} "
                        f"({len(report.disagreements)} disagreement(s))", err=True)

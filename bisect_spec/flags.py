@@ -5,6 +5,13 @@ minus the model: ``{"--speculative-algorithm": ("EAGLE3",), "--disable-cuda-grap
 It is frozen and canonically ordered (by flag name), so ``key()`` identifies it across
 runs and processes; ``argv()`` renders it back.
 
+Environment variables are configuration too (SGLang reads dozens of ``SGLANG_*`` variables
+while resolving and checking arguments). They are items of the same :class:`Config`, named
+without dashes (``("SGLANG_ENABLE_SPEC_V2", ("0",))``), so that keys, caches, shrinking and
+reproducers cover them with no second mechanism. ``argv()`` renders them first, as a shell
+prefix would be (``SGLANG_ENABLE_SPEC_V2=0 --speculative-algorithm EAGLE``), and
+``from_argv`` reads them back; ``flag_argv()`` and ``env()`` split the two.
+
 :func:`parse_command` accepts what people paste: a bare flag list, ``python -m
 sglang.launch_server ...``, ``sglang serve ...``, a systemd ``ExecStart=`` line, with
 ``\\`` line continuations and ``VAR=value`` prefixes.
@@ -15,6 +22,8 @@ Pure: no I/O, no processes.
 from __future__ import annotations
 
 import json
+import os
+import re
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -32,6 +41,31 @@ RUNTIME_FLAGS = frozenset({
 })
 
 Value = tuple[str, ...]
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ENV_ASSIGNMENT = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>.*)$", re.S)
+
+
+#: Environment variables that are configuration for SGLang: taken from the caller's environment
+#: into every evaluation, recorded with it, and part of the cache key.
+CONFIG_ENV = re.compile(r"^(SGLANG_|SGL_)")
+
+
+def inherited_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The caller's configuration variables (``SGLANG_*`` and kin: :data:`CONFIG_ENV`)."""
+    environ = os.environ if environ is None else environ
+    return {k: v for k, v in environ.items() if CONFIG_ENV.match(k)}
+
+
+def is_env(name: str) -> bool:
+    """``name`` is an environment variable item, not an SGLang flag."""
+    return not name.startswith("-") and bool(_ENV_NAME.match(name))
+
+
+def env_assignment(token: str) -> tuple[str, str] | None:
+    """``("VAR", "value")`` for a ``VAR=value`` token, else None."""
+    match = _ENV_ASSIGNMENT.match(token)
+    return (match["name"], match["value"]) if match else None
 
 
 @dataclass(frozen=True)
@@ -66,8 +100,13 @@ class Config:
         """
         items: dict[str, list[str]] = {}
         current: str | None = None
-        for token in argv:
-            if token.startswith("--") and len(token) > 2:
+        for index, token in enumerate(argv):
+            assignment = env_assignment(token) if all(is_env(t.split("=", 1)[0]) for t in argv[: index + 1]) else None
+            if assignment is not None:  # leading VAR=value tokens: environment
+                if assignment[0] in items:
+                    raise UsageError(f"environment variable {assignment[0]} is given twice; keep one")
+                items[assignment[0]] = [assignment[1]]
+            elif token.startswith("--") and len(token) > 2:
                 flag, eq, inline = token.partition("=")
                 if flag in items:
                     raise UsageError(f"flag {flag} is given twice; keep one")
@@ -83,11 +122,25 @@ class Config:
         return dict(self.items)
 
     def argv(self) -> list[str]:
+        """Environment assignments first (``VAR=value``), then the flags: reads back with :meth:`from_argv`."""
+        return [f"{name}={value}" for name, value in self.env().items()] + self.flag_argv()
+
+    def flag_argv(self) -> list[str]:
+        """The SGLang flags alone, without the environment."""
         out: list[str] = []
         for flag, value in self.items:
+            if is_env(flag):
+                continue
             out.append(flag)
             out.extend(value)
         return out
+
+    def env(self) -> dict[str, str]:
+        """The environment variables this configuration sets."""
+        return {name: value[0] if value else "" for name, value in self.items if is_env(name)}
+
+    def flag_items(self) -> tuple[tuple[str, Value], ...]:
+        return tuple(item for item in self.items if not is_env(item[0]))
 
     def key(self) -> str:
         """Canonical text of this configuration (stable across processes and runs)."""
@@ -132,21 +185,58 @@ def _join_continuations(text: str) -> str:
     return text.replace("\\\r\n", " ").replace("\\\n", " ")
 
 
+def _unit_file(text: str) -> tuple[str, list[tuple[str, str]]] | None:
+    """The ``ExecStart=`` command and the ``Environment=`` assignments of a pasted systemd unit.
+
+    None when ``text`` is not a unit (no line starts with ``ExecStart=``). Other keys
+    (``Restart=``, ``[Install]`` ...) are not part of the launch and are left out.
+    """
+    lines = _join_continuations(text).splitlines()
+    if not any(line.strip().startswith("ExecStart=") for line in lines):
+        return None
+    command, env = "", []
+    for raw in lines:
+        line = raw.strip()
+        if line.startswith("ExecStart="):
+            command = line
+        elif line.startswith("Environment="):
+            for token in shlex.split(line.removeprefix("Environment=")):
+                assignment = env_assignment(token)
+                if assignment is not None:
+                    env.append(assignment)
+    return command, env
+
+
 def parse_command(tokens: Sequence[str]) -> PastedCommand:
     """Understand a pasted launch command or a bare flag list.
 
+    Accepted: a bare flag list; ``python -m sglang.launch_server ...``; ``sglang serve ...``;
+    ``VAR=value`` and ``env VAR=value`` prefixes; a systemd ``ExecStart=`` line or a whole
+    unit file, whose ``Environment=`` lines count like a prefix. Environment assignments
+    become items of the configuration (see the module docstring).
+
     :raises UsageError: the text is a command, but not an SGLang launch, or is empty.
     """
+    env: list[tuple[str, str]] = []
     if len(tokens) == 1 and (" " in tokens[0] or "\n" in tokens[0]):
-        tokens = shlex.split(_join_continuations(tokens[0]))
+        unit = _unit_file(tokens[0])
+        text = tokens[0]
+        if unit is not None:
+            text, env = unit
+        tokens = shlex.split(_join_continuations(text))
     else:
         tokens = [t for t in tokens if t not in ("\\", "\\\n")]
     tokens = list(tokens)
     if tokens and tokens[0].startswith("ExecStart="):
         first = tokens[0].removeprefix("ExecStart=").lstrip("-@+!")
         tokens = ([first] if first else []) + tokens[1:]
-    while tokens and "=" in tokens[0] and not tokens[0].startswith("-"):
-        tokens = tokens[1:]  # VAR=value environment prefixes
+    while tokens:
+        assignment = env_assignment(tokens[0]) if not tokens[0].startswith("-") else None
+        if assignment is not None:
+            env.append(assignment)
+        elif tokens[0].rsplit("/", 1)[-1] != "env" or len(tokens) < 2 or env_assignment(tokens[1]) is None:
+            break
+        tokens = tokens[1:]
     if not tokens:
         raise UsageError("no SGLang flags given: pass them after --, e.g. -- --speculative-algorithm EAGLE3")
     if not tokens[0].startswith("--"):
@@ -162,6 +252,8 @@ def parse_command(tokens: Sequence[str]) -> PastedCommand:
         if flag in mapping:
             value = mapping.pop(flag)
             draft_path = value[0] if value else None
+    for name, assigned in env:  # a later assignment wins, as in a shell
+        mapping[name] = (assigned,)
     return PastedCommand(Config.of(mapping), model_path, draft_path)
 
 

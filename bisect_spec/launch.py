@@ -30,12 +30,13 @@ import os
 import re
 import shlex
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import evaluator, worker
+from . import worker
+from .inside import evaluator
 from .signature import Signature, normalise_message, signature_of
 
 SCHEMA = "bisect-spec/launch/1"
@@ -163,9 +164,26 @@ def build_command(argv: Sequence[str], *, python: str, port: int, host: str = "1
         return [python if part == "{python}" else part for part in server_command] + flags
     if torchvision_shim or hardware:
         config = {"torchvision_shim": torchvision_shim, "hardware": dict(hardware) if hardware else None, "gpus": gpus}
-        return [python, str(Path(worker.__file__).with_name("launch_main.py")), json.dumps(config),
+        return [python, str(Path(worker.__file__).with_name("inside") / "launch_main.py"), json.dumps(config),
                 "sglang.launch_server", "--", *flags]
     return [python, "-m", "sglang.launch_server", *flags]
+
+
+def leftover_notes(argvs: Iterable[Sequence[str]]) -> list[str]:
+    """One line per process in the way of these launches (see :func:`bisect_spec.worker.leftover_servers`).
+
+    The ports looked at are the ``--port`` values in the flags: the launch itself runs on a
+    free port the tool picks, but a real deployment of these flags wants that one.
+    """
+    ports: set[int] = set()
+    for argv in argvs:
+        flags = list(argv)
+        for index, token in enumerate(flags):
+            name, equals, inline = token.partition("=")
+            value = inline if equals else (flags[index + 1] if index + 1 < len(flags) else "")
+            if name == "--port" and value.isdigit():
+                ports.add(int(value))
+    return [leftover.line() for leftover in worker.leftover_servers(sorted(ports))]
 
 
 def _without(argv: Sequence[str], options: tuple[str, ...]) -> list[str]:

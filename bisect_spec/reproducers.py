@@ -26,7 +26,17 @@ from .outcome import Outcome
 
 
 def _argv_template(config: Config, model_args: list[str]) -> list[str]:
-    return ["--model-path", "@model", *model_args, *config.argv()]
+    """The launch's flags (the environment is :func:`_env`)."""
+    return ["--model-path", "@model", *model_args, *config.flag_argv()]
+
+
+def _env(config: Config, target: dict[str, Any]) -> dict[str, str]:
+    """Environment variables of the evaluation: the target's, then the configuration's own."""
+    return {**dict(target.get("env") or {}), **config.env()}
+
+
+def _env_prefix(config: Config, target: dict[str, Any]) -> str:
+    return "".join(f"{name}={shlex.quote(value)} " for name, value in sorted(_env(config, target).items()))
 
 
 def launch_script(config: Config, target: dict[str, Any], model_args: list[str]) -> str:
@@ -36,13 +46,14 @@ def launch_script(config: Config, target: dict[str, Any], model_args: list[str])
     return ("#!/usr/bin/env bash\n"
             f"# SGLang {target['release']} · {target['model']} + {target.get('draft')} · {target['hardware']}\n"
             "# Replace the paths with your model and draft checkpoints.\n"
-            f"python -m sglang.launch_server {shlex.join(shown)}\n")
+            f"{_env_prefix(config, target)}python -m sglang.launch_server {shlex.join(shown)}\n")
 
 
 def repro_script(config: Config, outcome: Outcome, target: dict[str, Any], model_config: dict[str, Any],
                  draft_config: dict[str, Any] | None, hardware: dict[str, Any] | None, gpus: int,
                  model_args: list[str], cpu_imports: list[str]) -> str:
-    simulation = resources.files("bisect_spec").joinpath("simulated_gpu.py").read_text()
+    simulation = resources.files("bisect_spec").joinpath("inside", "simulated_gpu.py").read_text()
+    launch_path = resources.files("bisect_spec").joinpath("inside", "launch_path.py").read_text()
     expected = {"type": outcome.exception.get("type"), "function": outcome.frame.get("function"),
                 "statement": outcome.frame.get("statement"), "message": outcome.exception.get("message")}
     argv = _argv_template(config, model_args)
@@ -70,10 +81,14 @@ DRAFT_CONFIG = json.loads({json.dumps(json.dumps(draft_config, sort_keys=True))}
 HARDWARE = json.loads({json.dumps(json.dumps(hardware, sort_keys=True))})
 GPUS = {gpus}
 ARGV = {json.dumps(argv)}
+#: Environment variables of the launch (set before SGLang is imported).
+ENV = {json.dumps(_env(config, target), sort_keys=True)}
 EXPECTED = {json.dumps(expected, indent=4)}
 #: SGLang modules imported lazily during resolution: import them on the CPU first.
 CPU_IMPORTS = {json.dumps(cpu_imports)}
 SIMULATED_GPU_SOURCE = {json.dumps(simulation)}
+#: bisect-spec's launch_path.py: launch_server's checks after resolution, up to weight loading.
+LAUNCH_PATH_SOURCE = {json.dumps(launch_path)}
 
 
 def _torchvision_shim() -> None:
@@ -91,8 +106,9 @@ def _torchvision_shim() -> None:
 
 
 def resolve() -> object:
-    """Construct ServerArgs as launch_server does; raises what SGLang raises."""
+    """Construct ServerArgs and run launch_server's checks up to weight loading; raises what SGLang raises."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.update(ENV)
     root = tempfile.mkdtemp(prefix="sglang-repro-")
     paths = {{"@model": os.path.join(root, "model"), "@draft": os.path.join(root, "draft")}}
     for key, config in (("@model", MODEL_CONFIG), ("@draft", DRAFT_CONFIG)):
@@ -122,6 +138,9 @@ def resolve() -> object:
             args = server_args.prepare_server_args(argv)
             if hasattr(args, "resolve_once"):
                 args.resolve_once()
+            launch = types.ModuleType("launch_path")
+            exec(compile(LAUNCH_PATH_SOURCE, "launch_path.py", "exec"), launch.__dict__)
+            launch.run_after_resolution(args, launch.Progress())
             return args
         except ImportError as exc:
             # a module imported lazily during resolution reached for a CUDA-only package:
@@ -195,7 +214,8 @@ def bug_report(signature: dict[str, Any], outcome: Outcome, target: dict[str, An
              f"- Model: {target['model']} ({target.get('model_architecture', '')}); draft: {target.get('draft')}", "",
              "## Minimal reproducer", "",
              "Removing any flag below, or making any value simpler, makes this failure go away (checked).", "",
-             "```bash", f"python -m sglang.launch_server {shlex.join(_argv_template(config, model_args))}".replace(
+             "```bash", f"{_env_prefix(config, target)}python -m sglang.launch_server "
+             f"{shlex.join(_argv_template(config, model_args))}".replace(
                  "@model", "<model>").replace("@draft", "<draft>"), "```", "",
              "## What happens", "", "```", _sglang_traceback(outcome), "```", ""]
     if context:

@@ -20,7 +20,7 @@ from typing import Any
 from . import environments
 from .errors import ArchitectureUnknown, ReleaseError, UsageError, WorkerError
 from .executor import LOCAL, make_pool
-from .flags import DRAFT_FLAGS, Config
+from .flags import DRAFT_FLAGS, Config, is_env
 from .outcome import Outcome
 from .profiles import DraftProfile, HardwareProfile, ModelProfile
 
@@ -38,9 +38,12 @@ class Target:
     model: ModelProfile
     draft: DraftProfile | None
     hardware: HardwareProfile
+    #: environment variables every evaluation gets (the caller's ``SGLANG_*`` and ``--env``)
+    env: tuple[tuple[str, str], ...] = ()
 
     def describe(self) -> dict[str, Any]:
         return {
+            **({"env": dict(self.env)} if self.env else {}),
             "release": self.release,
             "model": self.model.name,
             "model_architecture": self.model.architecture,
@@ -153,6 +156,9 @@ class Session:
         table = self.option_table()
         mapping: dict[str, tuple[str, ...]] = {}
         for flag, value in config.items:
+            if is_env(flag):
+                mapping[flag] = value
+                continue
             entry = table.get(flag)
             if entry is None:
                 matches = {table[o]["option"]: table[o] for o in table if o.startswith(flag)}
@@ -183,11 +189,19 @@ class Session:
             return config
         return config.with_("--speculative-draft-model-path", DRAFT)
 
+    def env(self, config: Config) -> dict[str, str]:
+        """The environment of an evaluation: the target's, then the configuration's own (which wins)."""
+        return {**dict(self.target.env), **config.env()}
+
     def argv(self, config: Config) -> list[str]:
-        """The argv SGLang receives for ``config`` (profiles substituted)."""
+        """What a worker receives for ``config``: ``VAR=value`` assignments, then SGLang's argv."""
+        return [f"{name}={value}" for name, value in sorted(self.env(config).items())] + self.server_argv(config)
+
+    def server_argv(self, config: Config) -> list[str]:
+        """The argv SGLang receives for ``config`` (profiles substituted; no environment)."""
         draft_path = str(self.target.draft.path) if self.target.draft and self.target.draft.path else None
         out = ["--model-path", str(self.target.model.path), *self.target.model.extra_args]
-        for token in config.argv():
+        for token in config.flag_argv():
             if token == MODEL:
                 out.append(str(self.target.model.path))
             elif token == DRAFT:

@@ -161,6 +161,13 @@ def domain_for(entry: Mapping[str, Any], overrides: Mapping[str, Sequence[str | 
                 continue
             values.append(PRESENT if raw == "@on" else tuple(str(raw).split()))
         return FlagSpec(flag, tuple(values), str(entry.get("kind", "value")))
+    if entry.get("kind") == "env":
+        # an environment variable: switched on and off when boolean, a few small values when int
+        if entry.get("type") == "bool":
+            return FlagSpec(flag, (ABSENT, ("1",), ("0",)), "env")
+        if entry.get("type") == "int":
+            return FlagSpec(flag, (ABSENT, ("0",), ("1",), ("2",), ("-1",)), "env")
+        return None
     if DRAFT_FLAG in entry.get("aliases", (flag,)):
         return FlagSpec(flag, (ABSENT, ("@draft",)), "path")
     if entry.get("kind") == "bool" or entry.get("nargs") == 0:
@@ -183,7 +190,8 @@ def build_space(table: Sequence[Mapping[str, Any]], *, include: Iterable[str], e
                 fixed: Config | None = None, require: Iterable[str] = ()) -> FlagSpace:
     """Select flags from a release's flag table and give each its domain.
 
-    :param include: flag names or globs (``--speculative-*``); ``@interacting`` = :data:`INTERACTING`.
+    :param include: flag names or globs (``--speculative-*``); ``@interacting`` = :data:`INTERACTING`;
+        ``@spec-env`` = the environment variables the release's speculative code reads.
     :param values: per-flag value lists replacing the default domain (``""`` = unset, ``"@on"`` = switch).
     :param require: flags that must exist in this release.
     :raises UsageError: a required flag is missing from this release.
@@ -192,7 +200,10 @@ def build_space(table: Sequence[Mapping[str, Any]], *, include: Iterable[str], e
     aliases = {alias: str(e["option"]) for e in table for alias in e["aliases"]}
     patterns: list[str] = []
     for item in include:
-        patterns.extend(INTERACTING if item == "@interacting" else [item])
+        if item == "@spec-env":
+            patterns.extend(sorted(str(e["option"]) for e in table if e.get("kind") == "env"))
+        else:
+            patterns.extend(INTERACTING if item == "@interacting" else [item])
     excluded = [*_NEVER, *exclude]
     chosen: list[str] = []
     for pattern in patterns:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import functools
 import hashlib
 import json
 import os
@@ -255,6 +256,20 @@ def list_runs(runs_dir: Path) -> list[dict[str, Any]]:
     return rows
 
 
+#: The modules whose code decides an evaluation's outcome inside a release environment.
+EVALUATION_MODULES = ("evaluator.py", "launch_path.py", "simulated_gpu.py", "version_shims.py", "worker_main.py")
+
+
+@functools.cache
+def evaluation_digest() -> str:
+    """Digest of the code that evaluates a configuration (:data:`EVALUATION_MODULES`)."""
+    digest = hashlib.sha1()
+    here = Path(__file__).parent / "inside"
+    for name in EVALUATION_MODULES:
+        digest.update(name.encode() + b"\0" + (here / name).read_bytes())
+    return digest.hexdigest()[:16]
+
+
 class OutcomeCache:
     """Outcomes across runs, keyed by target and canonical configuration (SQLite, WAL)."""
 
@@ -270,8 +285,14 @@ class OutcomeCache:
 
     @staticmethod
     def target_key(target: dict[str, Any]) -> str:
-        """Stable key of everything that determines an outcome besides the flags."""
-        return hashlib.sha1(canonical_json({**target, "tool": __version__, "schema": CACHE_SCHEMA}).encode()).hexdigest()
+        """Stable key of everything that determines an outcome besides the flags.
+
+        ``target`` holds the release, the profiles, the box and the environment variables;
+        the evaluation's own semantics enter as :func:`evaluation_digest`, so outcomes of an
+        older evaluator (a shorter launch path, say) are never reused.
+        """
+        keyed = {**target, "tool": __version__, "schema": CACHE_SCHEMA, "evaluation": evaluation_digest()}
+        return hashlib.sha1(canonical_json(keyed).encode()).hexdigest()
 
     def get_many(self, target: str, configs: list[str]) -> dict[str, dict[str, Any]]:
         found: dict[str, dict[str, Any]] = {}

@@ -4,7 +4,9 @@
 Same configurations, same release, same simulated hardware, one run, side by side:
 
 * raw      — one process, SGLang imported once, parser reused, no isolation at all
-             (environment, logging and caches leak from one config to the next);
+             (environment, logging and caches leak from one config to the next), the same
+             full launch path (resolution, ``check_server_args``, auto parsers, target and
+             draft model configs: ``launch_path.run_after_resolution``);
 * isolated — bisect-spec's worker as a sweep uses it (``Session.evaluate_many``, one
              worker process): environment restored,
              caches cleared, platform reset before every evaluation.
@@ -36,7 +38,8 @@ import torch
 lib = torch.library.Library("torchvision", "DEF")
 lib.define("nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
 lib.define("qnms(Tensor qdets, Tensor qscores, float iou_threshold) -> Tensor")
-from bisect_spec.evaluator import Evaluator
+from bisect_spec.inside.evaluator import Evaluator
+from bisect_spec.inside import launch_path
 spec = json.load(open(sys.argv[2]))
 ev = Evaluator(spec["hardware"], spec["gpus"])
 argvs = spec["argvs"]
@@ -50,6 +53,7 @@ failed = 0
 for argv in argvs:
     try:
         args = ev._construct(argv)
+        launch_path.run_after_resolution(args, launch_path.Progress())
     except BaseException:
         failed += 1
 elapsed = time.perf_counter() - started

@@ -4,7 +4,7 @@
 The oracle is code nobody here wrote: SGLang's own ``python -m sglang.launch_server``,
 run on this CPU machine under the same simulated box as the in-process verdict, stopped
 when it fails or when it reaches the first step that needs a GPU kernel, weights or the
-network (``bisect_spec/launch_oracle.py`` says exactly where, per process).
+network (``bisect_spec/inside/launch_oracle.py`` says exactly where, per process).
 
 * A PASSED configuration agrees when the launch reaches that point in every process
   (launcher, schedulers, detokenizer).
@@ -24,7 +24,7 @@ failing ones over the failure signatures so every signature is represented. Each
 launched.
 
 What differs from a plain ``python -m sglang.launch_server`` (details and reasons in the
-``launch_oracle`` docstring), and why the verdict does not change:
+``bisect_spec/inside/launch_oracle.py`` docstring), and why the verdict does not change:
 
 1. One *zygote* per (release, model) prepares the process as ``launch_main.py`` does for
    ``bisect-spec launch`` (torchvision shim, SGLang imported honestly on the CPU, the box
@@ -65,15 +65,16 @@ import select
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from bisect_spec import environments, launch_oracle, worker
+from bisect_spec import environments, worker
 from bisect_spec.api import TargetSpec, sweep
+from bisect_spec.inside import launch_oracle
 from bisect_spec.outcome import Outcome, Status
 from bisect_spec.session import Target
-from bisect_spec.signature import signature_of
+from bisect_spec.signature import normalise_statement, signature_of
 
 SCHEMA = "bisect-spec/fidelity/1"
 ORACLE_SCRIPT = Path(launch_oracle.__file__)
@@ -257,7 +258,7 @@ def launch_cell(cell: dict[str, Any], zygote: Zygote, *, out: Path, deadline: fl
         result = launch_oracle.verdict(launch_oracle.read_logs(directory), ended=ended["ended"],
                                        returncode=ended.get("returncode"))
         in_process = outcome.to_dict()
-        compared = launch_oracle.agreement(in_process, result)
+        compared = agreement(in_process, result)
         launched_signature = signature_of({"status": "failed", "exception": result["exception"], "frame": result["frame"]}) \
             if result["verdict"] == "failed" else None
         rows.append({
@@ -317,6 +318,31 @@ def run_release(release: str, args: argparse.Namespace) -> dict[str, Any]:
         zygote.close()
     return {"release": release, "zygote": info, "zygote_start_seconds": round(zygote_seconds, 1), "cells": summaries,
             "rows": [row for cell in cells for row in cell.get("rows", [])]}
+
+
+def agreement(in_process: Mapping[str, Any], oracle: Mapping[str, Any]) -> dict[str, Any]:
+    """Does an in-process outcome (``Outcome.to_dict()``) agree with the oracle's verdict?
+
+    PASSED agrees with ``reached``. FAILED agrees with ``failed`` when the exception type
+    and the normalised failing statement are the same (the location may differ: the
+    launch may raise it from another frame of the same statement). Anything else, a
+    timed-out launch included, is a disagreement.
+    """
+    status = in_process.get("status")
+    launched = oracle.get("verdict")
+    if status == "passed":
+        agree = launched == "reached"
+        kind = "agree" if agree else f"passed-but-launch-{launched}"
+        return {"agree": agree, "kind": kind}
+    if launched != "failed":
+        return {"agree": False, "kind": f"failed-but-launch-{launched}"}
+    mine = (str((in_process.get("exception") or {}).get("type", "")),
+            normalise_statement(str((in_process.get("frame") or {}).get("statement", ""))))
+    theirs = (str((oracle.get("exception") or {}).get("type", "")),
+              normalise_statement(str((oracle.get("frame") or {}).get("statement", ""))))
+    if mine == theirs:
+        return {"agree": True, "kind": "agree"}
+    return {"agree": False, "kind": "different-failure" if mine[0] == theirs[0] else "different-exception"}
 
 
 def split(count: int, parts: int) -> list[int]:

@@ -142,6 +142,13 @@ fi
 echo "(c) fidelity: real GPU vs simulated $PROFILE ($(elapsed) s so far)"
 fidelity_summary="did not finish"
 rm -f "$OUT/fidelity.json" "$OUT/fidelity.md"
+# Both sides run launch_server's path up to weight loading (check_server_args, model configs; the stage is
+# compared too). The simulated box has the GPU packages of a CUDA install (flashinfer, sgl-kernel, ...);
+# where this machine lacks them, simulate it bare too, so that like is compared with like.
+if ! "$PY" -c 'import importlib.util as u, sys; sys.exit(0 if u.find_spec("flashinfer") else 1)' 2>/dev/null; then
+    echo "    no flashinfer here: the simulated side runs without the CUDA packages too (--bare-packages)"
+    FIDELITY_ARGS="${FIDELITY_ARGS:-} --bare-packages"
+fi
 # shellcheck disable=SC2086  # FIDELITY_ARGS is a list of extra options
 timeout 360 "$PY" "$ROOT/scripts/hardware_fidelity.py" --sglang current --profile "$PROFILE" --out "$OUT" \
     --log-dir "$OUT" $FIDELITY_ARGS

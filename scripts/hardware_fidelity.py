@@ -96,10 +96,20 @@ def plan_configs(session: Session, strategy_name: str, seed: int, limit: int) ->
 
 
 def resolve(spec: TargetSpec, configs: Sequence[Config] | None, *, jobs: int, strategy: str, seed: int,
-            limit: int, log_dir: Path | None = None, extra_env: tuple[tuple[str, str], ...] = ()
-            ) -> tuple[list[Config], dict[str, Outcome], dict[str, Any]]:
-    """Resolve ``configs`` (or the plan, when None) on one target; outcomes by configuration key."""
+            limit: int, log_dir: Path | None = None, extra_env: tuple[tuple[str, str], ...] = (),
+            bare_packages: bool = False) -> tuple[list[Config], dict[str, Outcome], dict[str, Any]]:
+    """Evaluate ``configs`` (or the plan, when None) on one target along launch_server's path up to
+    weight loading (the same stages on both sides); outcomes by configuration key.
+
+    :param bare_packages: simulate the box without the GPU packages of a CUDA install (for a real
+        box that lacks them: compare like with like).
+    """
     target = spec.resolve()
+    if bare_packages and target.hardware.record and target.hardware.name not in ("real", "none"):
+        import dataclasses
+
+        record = {**target.hardware.record, "simulate_packages": False}
+        target = dataclasses.replace(target, hardware=dataclasses.replace(target.hardware, record=record))
     session = Session(target, jobs=jobs, timeout=120.0, log_dir=log_dir, extra_env=extra_env)
     try:
         started = time.perf_counter()
@@ -140,7 +150,9 @@ def compare(configs: Iterable[Config], real: dict[str, Outcome], simulated: dict
             continue
         total += 1
         differ = []
-        pairs: list[tuple[str, Any, Any]] = [("verdict", verdict(a), verdict(b))]
+        # the stage: how far along launch_server's path each side got (where it failed, or "weights")
+        pairs: list[tuple[str, Any, Any]] = [("verdict", verdict(a), verdict(b)),
+                                             ("stage", a.record.get("stage"), b.record.get("stage"))]
         if a.passed and b.passed:  # resolved values exist only for passing configurations
             names = sorted(set(a.resolved) | set(b.resolved))
             pairs += [(name, a.resolved.get(name, "<absent>"), b.resolved.get(name, "<absent>")) for name in names]
@@ -278,6 +290,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=max(1, min(4, (os.cpu_count() or 2) // 2)),
                         help="workers per side (each imports SGLang once)")
     parser.add_argument("--out", type=Path, default=Path("fidelity-out"))
+    parser.add_argument("--bare-packages", action="store_true",
+                        help="simulate the box without flashinfer/sgl-kernel/...: for a real box that lacks them "
+                             "(the default simulates a full CUDA install of the release)")
     parser.add_argument("--also-visible-import", action="store_true",
                         help="also resolve on the real GPU with SGLang imported while the GPU is visible "
                              "(BISECT_SPEC_GPU_AT_IMPORT=visible): shows what import-time constants change; "
@@ -320,7 +335,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"[{model}] {len(real)} configurations in {info_real['seconds']} s; now simulated {profile.label} ...",
               flush=True)
         _, simulated, info_sim = resolve(sim_spec, configs, jobs=args.jobs, strategy=args.strategy, seed=args.seed,
-                                         limit=args.limit, log_dir=args.log_dir)
+                                         limit=args.limit, log_dir=args.log_dir, bare_packages=args.bare_packages)
         print(f"[{model}] {len(simulated)} configurations in {info_sim['seconds']} s", flush=True)
         result = compare(configs, real, simulated)
         result.update(model=model, draft=args.draft, real_worker=info_real, simulated_worker=info_sim)

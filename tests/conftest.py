@@ -19,6 +19,7 @@ import pytest
 from bisect_spec import environments
 from bisect_spec.api import TargetSpec
 from bisect_spec.session import Session
+from tests.processes import Janitor
 
 RESOURCES = Path(__file__).parent / "resources"
 FAULT_PLUGIN = RESOURCES / "fault_plugin.py"
@@ -75,3 +76,13 @@ def _close_sessions() -> Iterator[None]:
     for session in _SESSIONS.values():
         session.close()
     _SESSIONS.clear()
+
+
+@pytest.fixture
+def janitor() -> Iterator[Janitor]:
+    """Kills what the test started, even when it fails (see :class:`Janitor`)."""
+    keeper = Janitor()
+    try:
+        yield keeper
+    finally:
+        keeper.cleanup()

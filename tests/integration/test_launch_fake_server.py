@@ -8,22 +8,35 @@ SGLang's real ``launch_server``. The resolution-error mode runs the real install
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
+import pty
+import shlex
 import signal
 import subprocess
 import sys
-import time
+import termios
 from pathlib import Path
 
 import psutil
 import pytest
 
 from bisect_spec import environments, launch, worker
+from bisect_spec.errors import WorkerError
 from bisect_spec.flags import Config
-from tests.conftest import RESOURCES, require_release, shared_session
+from tests.conftest import require_release, shared_session
+from tests.processes import (
+    FAKE_SERVER,
+    Janitor,
+    gone,
+    launched_pids,
+    running,
+    tree_is_up,
+    wait_for,
+)
 
-FAKE_SERVER = RESOURCES / "fake_server.py"
 BISECT_SPEC = Path(sys.executable).with_name("bisect-spec")
 EAGLE_FAILURE = Config.from_argv(["--tp-size", "8", "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path",
                                   "@draft", "--speculative-num-draft-tokens", "3"])
@@ -31,17 +44,6 @@ EAGLE_FAILURE = Config.from_argv(["--tp-size", "8", "--speculative-algorithm", "
 
 def fake(*options: str) -> list[str]:
     return ["{python}", str(FAKE_SERVER), *options]
-
-
-def launched_pids(pidfile: Path) -> list[int]:
-    return [int(line) for line in pidfile.read_text().split()] if pidfile.is_file() else []
-
-
-def running(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
 
 
 @pytest.mark.parametrize(("mode", "classification"), [
@@ -77,6 +79,23 @@ def test_fake_server_mode_is_classified_and_leaves_nothing_behind(mode: str, cla
         assert outcome.frame["function"] == "run_scheduler_process"
 
 
+def supervisors(log: Path) -> list[int]:
+    """Running supervisors whose launch logs to ``log`` (its stderr is that log)."""
+    found = []
+    for proc in psutil.process_iter():
+        with contextlib.suppress(psutil.Error):
+            if proc.cmdline()[1:2] == [str(worker.SUPERVISOR_SCRIPT)] and os.readlink(f"/proc/{proc.pid}/fd/2") == str(log):
+                found.append(proc.pid)
+    return found
+
+
+def test_a_server_command_that_cannot_start_is_one_error_and_leaves_nothing(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    with pytest.raises(WorkerError, match=r"^cannot start the server command /nonexistent/server: No such file or directory$"):
+        launch.launch_server([], python=sys.executable, log_path=log, server_command=["/nonexistent/server"])
+    assert supervisors(log) == []
+
+
 def test_fake_server_repeat_reports_flaky_launches(tmp_path: Path) -> None:
     state = tmp_path / "state"
     outcomes = [launch.launch_server([], python=sys.executable, log_path=tmp_path / f"{n}.log", deadline=10.0,
@@ -87,35 +106,161 @@ def test_fake_server_repeat_reports_flaky_launches(tmp_path: Path) -> None:
     assert launch.flakiness(outcomes[:1])["flaky"] is False
 
 
-@pytest.mark.parametrize(("mode", "processes", "signals"), [
-    ("spawn-children", 5, [signal.SIGINT]),
-    ("spawn-children", 5, [signal.SIGTERM]),
-    ("ignore-sigterm", 2, [signal.SIGINT, signal.SIGINT]),  # the second Ctrl-C lands during cleanup
-], ids=["sigint", "sigterm", "double-sigint-during-cleanup"])
-def test_fake_server_tree_is_gone_after_the_tool_is_interrupted(mode: str, processes: int, signals: list[signal.Signals],
-                                                               tmp_path: Path) -> None:
+class Tool:
+    """``bisect-spec`` started by a test; ``terminal``: with a pseudo-terminal as its controlling terminal."""
+
+    def __init__(self, argv: list[str], janitor: Janitor, *, terminal: bool = False) -> None:
+        self.terminal: int | None = None
+        if terminal:
+            self.terminal, follower = pty.openpty()
+            self.process = subprocess.Popen(argv, stdin=follower, stdout=follower, stderr=follower, start_new_session=True,
+                                            preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0))
+            os.close(follower)
+        else:
+            self.process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        janitor.tool(self.process)
+
+    def close_terminal(self) -> None:
+        """Hang up: the kernel sends SIGHUP to the tool, as when a terminal window is closed."""
+        assert self.terminal is not None
+        os.close(self.terminal)
+        self.terminal = None
+
+
+@pytest.mark.parametrize(("command", "mode", "how"), [
+    ("launch", "spawn-children", "sigint"),
+    ("launch", "spawn-children", "sigterm"),
+    ("launch", "ignore-sigterm", "double-sigint-during-cleanup"),
+    ("launch", "spawn-children", "sigkill"),
+    ("launch", "ignore-sigterm", "sigkill"),
+    ("launch", "spawn-children", "terminal-closed"),
+    ("crosscheck", "spawn-children", "sigkill"),  # the path of shrink --launch and sweep --launch too
+])
+def test_fake_server_tree_is_gone_after_the_tool_is_interrupted(command: str, mode: str, how: str, tmp_path: Path,
+                                                               janitor: Janitor) -> None:
+    """However ``bisect-spec launch``/``crosscheck`` ends, no process of the server tree survives it (daemons included)."""
     require_release("0.5.23")
-    pidfile = tmp_path / "pids"
-    command = f"{{python}} {FAKE_SERVER} --fake-mode {mode} --fake-delay 600 --fake-pidfile {pidfile}"
-    tool = subprocess.Popen([str(BISECT_SPEC), "launch", "--sglang", "0.5.23", "--launch-without-gpu", "--timeout", "120",
-                             "--runs-dir", str(tmp_path / "runs"), "--server-command", command, "--", "--tp", "8"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 60
-        while len(launched_pids(pidfile)) < processes and time.monotonic() < deadline:
-            time.sleep(0.2)
-        started = launched_pids(pidfile)
-        assert len(started) == processes and running(started[0])
-        time.sleep(1.0)  # the launcher has seen the tree by now
-        for sig in signals:
-            tool.send_signal(sig)
-            time.sleep(0.5)
-        tool.wait(timeout=60)
-    finally:
-        if tool.poll() is None:
-            tool.kill()
-    assert tool.returncode != 0
-    assert [pid for pid in started if running(pid)] == []
+    pidfile = janitor.pidfile(tmp_path / "pids")
+    server = f"{{python}} {FAKE_SERVER} --fake-mode {mode} --fake-delay 600 --fake-pidfile {pidfile}"
+    configs = tmp_path / "configs.txt"
+    configs.write_text("--tp 8\n")
+    what = ["--", "--tp", "8"] if command == "launch" else [str(configs)]
+    tool = Tool([str(BISECT_SPEC), command, "--sglang", "0.5.23", "--launch-without-gpu", "--timeout", "600",
+                 "--runs-dir", str(tmp_path / "runs"), "--server-command", server, *what],
+                janitor, terminal=how == "terminal-closed")
+    started = tree_is_up(pidfile, mode)
+    supervisor = psutil.Process(started[0]).parent()
+    assert supervisor is not None and supervisor.cmdline()[1] == str(worker.SUPERVISOR_SCRIPT)
+    everything = janitor.snapshot(supervisor)  # the tool, its evaluation worker, the supervisor, the whole server tree
+    assert set(started) - {p.pid for p in everything} <= set(started[2:7:3]), "orphans stay under the supervisor"
+    if how == "sigkill":
+        tool.process.kill()
+    elif how == "terminal-closed":
+        tool.close_terminal()
+    else:
+        tool.process.send_signal(signal.SIGTERM if how == "sigterm" else signal.SIGINT)
+    if how == "double-sigint-during-cleanup":
+        signals = pidfile.with_name("pids.signals")
+        wait_for("the server to be sent SIGTERM (cleanup began)", lambda: signals.is_file() and bool(signals.read_text()))
+        tool.process.send_signal(signal.SIGINT)
+    wait_for("the tool to exit", lambda: tool.process.poll() is not None)
+    wait_for("every process of the tree to be gone", lambda: gone(started, everything))
+    assert tool.process.returncode == (-signal.SIGKILL if how == "sigkill" else 1)
+
+
+DRIVER = """
+import sys, threading
+from pathlib import Path
+from bisect_spec import launch
+log, fake, mode, pidfile, where = sys.argv[1:]
+def run():
+    launch.launch_server([], python=sys.executable, log_path=Path(log), deadline=600,
+                         server_command=[sys.executable, fake, "--fake-mode", mode, "--fake-delay", "600",
+                                         "--fake-pidfile", pidfile])
+if where == "thread":
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+else:
+    run()
+"""
+
+
+@pytest.mark.parametrize(("mode", "where", "sig"), [
+    ("spawn-children", "main", signal.SIGKILL),
+    ("ignore-sigterm", "main", signal.SIGKILL),
+    ("spawn-children", "thread", signal.SIGTERM),  # no handler off the main thread: SIGTERM kills it outright
+], ids=["sigkill", "sigkill-ignore-sigterm", "sigterm-in-a-thread"])
+def test_a_launching_process_killed_without_any_cleanup_leaves_no_server(mode: str, where: str, sig: signal.Signals,
+                                                                         tmp_path: Path, janitor: Janitor) -> None:
+    """``launch_server`` (no SGLang): the supervisor alone ends the tree when its launcher dies."""
+    pidfile = janitor.pidfile(tmp_path / "pids")
+    driver = janitor.tool(subprocess.Popen([sys.executable, "-c", DRIVER, str(tmp_path / "server.log"), str(FAKE_SERVER),
+                                            mode, str(pidfile), where]))
+    started = tree_is_up(pidfile, mode)
+    supervisor = psutil.Process(started[0]).parent()
+    assert supervisor is not None and supervisor.cmdline()[1] == str(worker.SUPERVISOR_SCRIPT)
+    assert supervisor.ppid() != driver.pid, "detached: killing the driver's children does not kill it"
+    everything = janitor.snapshot(supervisor)
+    if mode == "spawn-children":  # the grandchild and the daemon, whose parents exited, are the supervisor's now
+        assert [psutil.Process(pid).ppid() for pid in (started[3], started[6])] == [supervisor.pid, supervisor.pid]
+    driver.send_signal(sig)
+    assert driver.wait(timeout=60) == -sig
+    wait_for("every process of the tree to be gone", lambda: gone(started, everything))
+
+
+def dead_launcher_marker() -> str:
+    """The launch marker of a bisect-spec that has since died (a crash of an older version, say)."""
+    launcher = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
+    marker = f"{launcher.pid}-{int(psutil.Process(launcher.pid).create_time() * 1000)}-1"
+    launcher.kill()
+    launcher.wait()
+    return marker
+
+
+def fake_server(janitor: Janitor, pidfile: Path, mode: str, port: int, marker: str | None = None) -> list[int]:
+    """A fake server started by the test itself (not by bisect-spec), up and answering; its pids."""
+    env = {k: v for k, v in os.environ.items() if k != worker.LAUNCH_MARKER}
+    if marker:
+        env[worker.LAUNCH_MARKER] = marker
+    janitor.tool(subprocess.Popen([sys.executable, str(FAKE_SERVER), "--fake-mode", mode, "--fake-delay", "0",
+                                   "--port", str(port), "--fake-pidfile", str(janitor.pidfile(pidfile))], env=env))
+    return tree_is_up(pidfile, mode)
+
+
+def test_leftover_launches_and_port_holders_are_named_never_killed(tmp_path: Path, janitor: Janitor) -> None:
+    left_port, other_port = worker.free_port(), worker.free_port()
+    leftover = fake_server(janitor, tmp_path / "leftover", "ignore-sigterm", left_port, dead_launcher_marker())
+    running_launch = fake_server(janitor, tmp_path / "running", "ready", worker.free_port(), worker.new_marker())
+    holder = fake_server(janitor, tmp_path / "holder", "ready", other_port)
+    found = worker.leftover_servers([left_port, other_port])
+    ours = {f.pid: f for f in found if f.pid in (*leftover, *running_launch, *holder)}
+    assert set(ours) == {leftover[0], holder[0]}, "one line per leftover launch, none for a launch still running"
+    assert [ours[pid].command for pid in (leftover[0], holder[0])] == [
+        shlex.join(psutil.Process(pid).cmdline()) for pid in (leftover[0], holder[0])]
+    assert ours[leftover[0]].line().startswith(
+        f"left over from an earlier bisect-spec launch, holding port {left_port}: pid {leftover[0]} (and 1 more of its "
+        f"processes): {sys.executable} {FAKE_SERVER} --fake-mode ignore-sigterm")
+    assert ours[holder[0]].line().startswith(
+        f"port {other_port} is held (not started by bisect-spec): pid {holder[0]}: {sys.executable} {FAKE_SERVER}")
+    assert all(f.line().endswith("; bisect-spec leaves it alone") and "\n" not in f.line() for f in found)
+    assert all(running(pid) for pid in (*leftover, *running_launch, *holder))
+
+
+def test_launch_names_a_leftover_holding_its_port_and_leaves_it_running(tmp_path: Path, janitor: Janitor) -> None:
+    require_release("0.5.23")
+    port = worker.free_port()
+    leftover = fake_server(janitor, tmp_path / "leftover", "ignore-sigterm", port, dead_launcher_marker())
+    result = subprocess.run([str(BISECT_SPEC), "launch", "--sglang", "0.5.23", "--launch-without-gpu", "--runs-dir",
+                             str(tmp_path / "runs"), "--server-command", f"{{python}} {FAKE_SERVER} --fake-mode ready",
+                             "--", "--tp", "8", "--port", str(port)], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    [line] = [line for line in result.stderr.splitlines() if f"pid {leftover[0]} " in line]
+    assert line.startswith(f"note: left over from an earlier bisect-spec launch, holding port {port}: pid {leftover[0]} "
+                           f"(and 1 more of its processes): {sys.executable} {FAKE_SERVER} --fake-mode ignore-sigterm")
+    assert line.endswith("; bisect-spec leaves it alone")
+    assert "ready in" in result.stdout
+    assert all(running(pid) for pid in leftover)
 
 
 @pytest.mark.sglang

@@ -21,9 +21,10 @@ from typing import Any
 
 import pytest
 
-from bisect_spec import environments, launch_oracle
+from bisect_spec import environments
 from bisect_spec.api import TargetSpec
 from bisect_spec.flags import Config
+from bisect_spec.inside import launch_oracle
 from bisect_spec.session import Target
 from tests.conftest import require_release
 
@@ -96,7 +97,7 @@ def test_lora_fails_standalone_and_lets_eagle_through(oracle: tuple[Any, Target,
 
 
 def test_the_launch_copy_holds_a_tokenizer_that_loads_offline(oracle: tuple[Any, Target, Path]) -> None:
-    _zygote, target, model = oracle
+    _zygote, _target, model = oracle
     assert (model / "config.json").is_file() and (model / "tokenizer.json").is_file()
     assert environments.get("0.5.23").python  # the tokenizer was built by the release's own tokenizers library
     assert not (model / "preprocessor_config.json").exists()  # llama is text-only: no stand-in processor

@@ -6,9 +6,12 @@ launches skips only while that module is missing.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from bisect_spec import environments
@@ -16,6 +19,7 @@ from bisect_spec.errors import UsageError
 from bisect_spec.flags import Config
 from bisect_spec.ray_launch import LaunchRequest, launch_many
 from tests.conftest import shared_session
+from tests.processes import FAKE_SERVER, Janitor, gone, tree_is_up, wait_for
 
 pytestmark = [pytest.mark.usefixtures("ray_cluster")]
 
@@ -58,3 +62,30 @@ def test_a_launch_through_ray_ends_like_the_same_launch_here(tmp_path: Path) -> 
     assert there["signature"]["id"] == in_process.signature.id
     for key in ("status", "classification", "exit", "sub_kind", "signature", "error"):
         assert there[key] == here[key], key
+
+
+DRIVER = """
+import sys, ray
+from bisect_spec.ray_launch import LaunchRequest, launch_many
+address, fake, pidfile, log = sys.argv[1:]
+ray.init(address=address, logging_level="ERROR", log_to_driver=False)
+server = (sys.executable, fake, "--fake-mode", "spawn-children", "--fake-delay", "600", "--fake-pidfile", pidfile)
+list(launch_many([LaunchRequest(argv=(), python=sys.executable, log_path=log, deadline=600, num_gpus=0,
+                                options=(("server_command", server),))]))
+"""
+
+
+def test_a_launch_task_whose_driver_dies_ends_its_server(tmp_path: Path, janitor: Janitor) -> None:
+    """The driver is SIGKILLed while its task's server tree (daemons included) is up; the cluster lives on."""
+    import ray
+
+    pidfile = janitor.pidfile(tmp_path / "pids")
+    driver = janitor.tool(subprocess.Popen([sys.executable, "-c", DRIVER, ray.get_runtime_context().gcs_address,
+                                            str(FAKE_SERVER), str(pidfile), str(tmp_path / "server.log")]))
+    started = tree_is_up(pidfile, "spawn-children")
+    supervisor = psutil.Process(started[0]).parent()
+    assert supervisor is not None
+    everything = janitor.snapshot(supervisor)
+    driver.kill()
+    driver.wait()
+    wait_for("every process of the task's server tree to be gone", lambda: gone(started, everything))

@@ -10,8 +10,9 @@ crash-later-oom   resolution passes; a "scheduler" child dies with CUDA OOM, the
 crash-later-nccl  the same with an NCCL error
 crash-later       the same with a plain RuntimeError in the scheduler
 hang              never ready, never exits
-spawn-children    ready, with a child, a grandchild re-parented to init, and one that left the session
-ignore-sigterm    ready, and it and its child ignore SIGTERM
+spawn-children    ready, with a child, a grandchild whose parent exited, one that left the session, and a daemon
+                  (double fork and ``setsid``, an empty environment: no marker); 7 pids in all
+ignore-sigterm    ready, and it and its child ignore SIGTERM (the root notes each SIGTERM in ``PIDFILE.signals``)
 flaky             alternates ready / crash-later-oom across launches (state in ``--fake-state FILE``)
 
 ``--fake-pidfile FILE`` receives every pid it starts (one per line), so tests can check they are gone.
@@ -94,6 +95,24 @@ def _sleeper(*, ignore_term: bool = False, new_session: bool = False) -> subproc
     return subprocess.Popen([sys.executable, "-c", code], start_new_session=new_session)
 
 
+def _orphan(*, daemon: bool) -> tuple[int, int]:
+    """A sleeper started by a process that exits at once: ``(that process, the sleeper)``.
+
+    ``daemon``: the sleeper also leaves the session (``setsid``) and drops its whole
+    environment (so no launch marker): a classic double-forked daemon.
+    """
+    options = "start_new_session=True, env={}" if daemon else "start_new_session=False"
+    code = ("import subprocess, sys\n"
+            f"g = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(3600)'], stdout=subprocess.DEVNULL, "
+            f"{options})\n"
+            "print(g.pid, flush=True)\n")
+    middle = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
+    assert middle.stdout is not None
+    orphan = int(middle.stdout.readline())
+    middle.wait()
+    return middle.pid, orphan
+
+
 def _resolve_for_real(flags: list[str], hardware: str | None) -> None:
     """SGLang's own resolution, uncaught: the traceback printed is SGLang's.
 
@@ -103,7 +122,7 @@ def _resolve_for_real(flags: list[str], hardware: str | None) -> None:
     package = types.ModuleType("bisect_spec")
     package.__path__ = [str(REPO / "bisect_spec")]
     sys.modules["bisect_spec"] = package
-    from bisect_spec.launch_main import prepare
+    from bisect_spec.inside.launch_main import prepare
 
     profile = json.loads((REPO / "bisect_spec" / "data" / "hardware" / f"{hardware}.json").read_text()) if hardware else None
     prepare({"torchvision_shim": True, "hardware": profile, "gpus": 8})
@@ -162,17 +181,17 @@ def main() -> None:
         time.sleep(3600)
     if mode == "spawn-children":
         child = _sleeper()
-        code = ("import subprocess, sys, time\n"
-                "g = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(3600)'])\n"
-                "print(g.pid, flush=True)\n")
-        middle = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
-        assert middle.stdout is not None
-        grandchild = int(middle.stdout.readline())
-        middle.wait()  # the grandchild is re-parented to init now
+        middle, grandchild = _orphan(daemon=False)  # re-parented (to init, or to a subreaper) once middle exits
         escaped = _sleeper(new_session=True)
-        _record(pidfile, child.pid, middle.pid, grandchild, escaped.pid)
+        parent, daemon = _orphan(daemon=True)
+        _record(pidfile, child.pid, middle, grandchild, escaped.pid, parent, daemon)
     if mode == "ignore-sigterm":
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        def note(signum: int, _frame: object) -> None:
+            if pidfile:
+                with open(pidfile + ".signals", "a") as handle:
+                    handle.write(f"{os.getpid()} {signal.Signals(signum).name}\n")
+
+        signal.signal(signal.SIGTERM, note)
         child = _sleeper(ignore_term=True)
         _record(pidfile, child.pid)
     threading.Thread(target=_serve, args=(port, delay), daemon=True).start()

@@ -52,7 +52,7 @@ def test_systemd_execstart_with_continuations() -> None:
 ])
 def test_launcher_prefixes(prefix: list[str]) -> None:
     pasted = parse_command([*prefix, "--model-path", "x", "--speculative-algorithm", "NGRAM"])
-    assert pasted.config == Config.of({"--speculative-algorithm": "NGRAM"})
+    assert pasted.config.without("CUDA_VISIBLE_DEVICES") == Config.of({"--speculative-algorithm": "NGRAM"})
     assert pasted.model_path == "x"
 
 
@@ -64,3 +64,42 @@ def test_not_an_sglang_command() -> None:
 def test_empty_flag_list() -> None:
     with pytest.raises(UsageError, match="no SGLang flags given"):
         parse_command([])
+
+
+UNIT = """[Unit]
+Description=SGLang
+[Service]
+Environment="SGLANG_ENABLE_SPEC_V2=0" SGLANG_X=1
+Environment=SGLANG_X=2
+ExecStart=/usr/bin/python3 -m sglang.launch_server \\
+    --model-path /root/models/Kimi-K2.6 --tp 8
+Restart=always
+[Install]
+WantedBy=multi-user.target
+"""
+
+
+def test_a_whole_unit_file_keeps_its_environment_and_drops_other_keys() -> None:
+    pasted = parse_command([UNIT])
+    assert pasted.model_path == "/root/models/Kimi-K2.6"
+    assert pasted.config == Config.of({"--tp": "8", "SGLANG_ENABLE_SPEC_V2": "0", "SGLANG_X": "2"})
+
+
+@pytest.mark.parametrize("command", [
+    "SGLANG_ENABLE_SPEC_V2=0 python -m sglang.launch_server --model-path m --tp 8",
+    "env SGLANG_ENABLE_SPEC_V2=0 python3 -m sglang.launch_server --model-path m --tp 8",
+    "ExecStart=/usr/bin/env SGLANG_ENABLE_SPEC_V2=0 python3 -m sglang.launch_server --model-path m --tp 8",
+])
+def test_environment_prefixes_are_part_of_the_configuration(command: str) -> None:
+    config = parse_command([command]).config
+    assert config.env() == {"SGLANG_ENABLE_SPEC_V2": "0"}
+    assert config.flag_argv() == ["--tp", "8"]
+    assert config.argv() == ["SGLANG_ENABLE_SPEC_V2=0", "--tp", "8"]
+    assert Config.from_argv(config.argv()) == config
+    assert str(config) == "SGLANG_ENABLE_SPEC_V2=0 --tp 8"
+
+
+def test_environment_is_only_a_leading_prefix() -> None:
+    with pytest.raises(UsageError, match="is not a flag"):
+        Config.from_argv(["8", "SGLANG_X=1"])
+    assert Config.from_argv(["--json-model-override-args", "A=1"]).env() == {}

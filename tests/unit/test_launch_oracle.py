@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import types
+from pathlib import Path
 from typing import Any
 
-from bisect_spec import launch_oracle
-from bisect_spec.launch_oracle import MARKER
+from bisect_spec.inside import launch_oracle
+from bisect_spec.inside.launch_oracle import MARKER
+
+
+def load_bench() -> types.ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "bench_fidelity", Path(__file__).resolve().parents[2] / "scripts" / "bench_fidelity.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def marker(pid: int, t: float, **event: Any) -> str:
@@ -144,18 +156,19 @@ def oracle(verdict: str, exc_type: str = "", statement: str = "") -> dict[str, A
 
 
 def test_agreement_passed_needs_reached_and_failed_needs_the_same_type_and_statement() -> None:
-    assert launch_oracle.agreement(in_process("passed"), oracle("reached"))["agree"]
-    assert launch_oracle.agreement(in_process("passed"), oracle("failed", "ValueError", "raise X"))["kind"] == \
+    agreement = load_bench().agreement
+    assert agreement(in_process("passed"), oracle("reached"))["agree"]
+    assert agreement(in_process("passed"), oracle("failed", "ValueError", "raise X"))["kind"] == \
         "passed-but-launch-failed"
-    assert launch_oracle.agreement(in_process("passed"), oracle("timed-out"))["kind"] == "passed-but-launch-timed-out"
+    assert agreement(in_process("passed"), oracle("timed-out"))["kind"] == "passed-but-launch-timed-out"
     # the receiver's name is normalised as in signatures: self.x in one release, cfg.x in another
-    assert launch_oracle.agreement(in_process("failed", "AssertionError", "assert self.page_size == 1"),
+    assert agreement(in_process("failed", "AssertionError", "assert self.page_size == 1"),
                                    oracle("failed", "AssertionError", "assert cfg.page_size == 1"))["agree"]
-    assert launch_oracle.agreement(in_process("failed", "AssertionError", "assert _.a"),
+    assert agreement(in_process("failed", "AssertionError", "assert _.a"),
                                    oracle("failed", "AssertionError", "assert _.b"))["kind"] == "different-failure"
-    assert launch_oracle.agreement(in_process("failed", "AssertionError", "assert _.a"),
+    assert agreement(in_process("failed", "AssertionError", "assert _.a"),
                                    oracle("failed", "ValueError", "assert _.a"))["kind"] == "different-exception"
-    assert launch_oracle.agreement(in_process("failed", "ValueError", "x"), oracle("reached"))["kind"] == \
+    assert agreement(in_process("failed", "ValueError", "x"), oracle("reached"))["kind"] == \
         "failed-but-launch-reached"
 
 
@@ -181,10 +194,3 @@ def test_a_data_parallel_controller_waits_in_its_rank_threads_and_the_tree_must_
     assert not launch_oracle.settled(events, quiet=0.2)  # another rank's thread may not have started its schedulers
     assert launch_oracle.settled(events, quiet=launch_oracle.QUIET_SECONDS)
     assert launch_oracle.verdict(logs, ended="reached")["processes"]["60"]["details"] == ["set_device(0,)"]
-
-
-def test_kernel_pins_are_read_from_the_wheels_requirements_extras_left_out() -> None:
-    requires = ["flashinfer_python[cu13]==0.7.2", "sglang-kernel==0.4.10", "torch==2.14.1", "sgl-kernel==0.3.21",
-                "flashinfer_cubin==0.6.3", "sglang-kernel==9.9; extra == 'dev'", "xgrammar==0.2.7"]
-    assert launch_oracle.kernel_pins(requires) == {"flashinfer-python": "0.7.2", "sglang-kernel": "0.4.10",
-                                                   "sgl-kernel": "0.3.21", "flashinfer-cubin": "0.6.3"}

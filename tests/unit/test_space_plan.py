@@ -164,7 +164,7 @@ def usage_error(name: str) -> str:
 
 
 def test_shipped_strategies_load() -> None:
-    assert strategy_names() == ["default", "eagle-core", "interactions", "nightly", "quick"]
+    assert strategy_names() == ["default", "eagle-core", "interactions", "nightly", "quick", "spec-env"]
     for name in strategy_names():
         strategy = load_strategy(name)
         assert strategy.name == name and strategy.include
@@ -174,7 +174,7 @@ def test_shipped_strategies_load() -> None:
 
 
 def test_unknown_strategy_suggests_the_closest() -> None:
-    choices = "choose one of default, eagle-core, interactions, nightly, quick, or pass a .toml file"
+    choices = "choose one of default, eagle-core, interactions, nightly, quick, spec-env, or pass a .toml file"
     assert usage_error("quik") == f"unknown strategy 'quik': did you mean quick? {choices}"
     assert usage_error("defualt") == f"unknown strategy 'defualt': did you mean default? {choices}"
     assert usage_error("zzz") == f"unknown strategy 'zzz': {choices}"
@@ -266,3 +266,18 @@ def test_strategy_survives_the_run_metadata_round_trip() -> None:
     rebuilt = Strategy(**{**data, "include": tuple(data["include"]), "exclude": tuple(data["exclude"]),
                           "core": tuple(data["core"]), "values": {k: tuple(v) for k, v in data["values"].items()}})
     assert covering_plan(rebuilt.space(TABLE), rebuilt) == covering_plan(space, strategy)
+
+
+def test_spec_env_sweeps_the_environment_variables_of_the_table() -> None:
+    table = [*TABLE, {"option": "SGLANG_ENABLE_SPEC_V2", "aliases": ["SGLANG_ENABLE_SPEC_V2"], "kind": "env",
+                      "type": "bool", "default": "True"},
+             {"option": "SGLANG_SIMULATE_ACC_METHOD", "aliases": ["SGLANG_SIMULATE_ACC_METHOD"], "kind": "env",
+              "type": "str", "default": '"multinomial"'}]
+    space = build_space(table, include=["--page-size", "@spec-env"])
+    assert space.flags == ["--page-size", "SGLANG_ENABLE_SPEC_V2"]  # a free-text variable has no domain
+    spec = space.spec("SGLANG_ENABLE_SPEC_V2")
+    assert spec is not None and spec.values == (ABSENT, ("1",), ("0",))
+    config = space.config_of([0, 2])
+    assert config.env() == {"SGLANG_ENABLE_SPEC_V2": "0"}
+    assert config.argv() == ["SGLANG_ENABLE_SPEC_V2=0"]
+    assert build_space(TABLE, include=["@spec-env"]).flags == []

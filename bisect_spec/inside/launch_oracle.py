@@ -14,12 +14,13 @@ It has two halves in one file.
   child per configuration. The child runs ``sglang.launch_server`` as ``__main__`` with
   ``runpy`` (what ``python -m`` does) in a new session, its output in ``main.log``.
   Standard library only at module level; SGLang and torch are reached by module name.
-* **In the orchestrator** (pure functions, no processes): :func:`events_of` reads the
-  markers from a launch's logs, :func:`settled` says whether every process of the tree
-  has reached its stop point, :func:`verdict` turns a finished launch into
-  ``reached`` / ``failed`` / ``timed-out`` with the deciding failure's exception type
-  and failing statement, computed by the same code as in-process
-  (``evaluator.failure_from_block``).
+* **Pure functions over a launch's logs** (used by the zygote and by the orchestrator;
+  no processes): :func:`events_of` reads the markers, :func:`settled` says whether
+  every process of the tree has reached its stop point, :func:`verdict` turns a finished
+  launch into ``reached`` / ``failed`` / ``timed-out`` with the deciding failure's
+  exception type and failing statement, computed by the same code as in-process
+  (``evaluator.failure_from_block``). ``scripts/bench_fidelity.py`` compares that with
+  the in-process verdict.
 
 Stop points (each prints one marker line and then blocks the process; the zygote kills
 the launch's session once the tree has settled):
@@ -37,7 +38,10 @@ the launch's session once the tree has settled):
 A scheduler has settled when it reached a device, weights or network stop; every other
 process of the tree when it reached any stop or exited cleanly. A device error raised
 instead of a stop (CPU torch's ``Torch not compiled with CUDA enabled``, a call into a
-stubbed GPU-only package) also counts as reaching device work.
+stubbed GPU-only package, an import of a GPU package the simulated box only pretends to
+have) also counts as reaching device work. The box is ``simulated_gpu``'s, as for the
+in-process verdict: its GPU packages answer availability and version checks (the
+launcher's ``assert_pkg_version`` included) and are never imported.
 
 What differs from a plain ``python -m sglang.launch_server`` and why the verdict does not:
 
@@ -84,6 +88,7 @@ DEVICE_STOPS = ("set_device", "init_process_group", "init_torch_distributed", "l
 WAIT_STOPS = ("wait-children", "wait-ipc")
 #: A failure that is the device itself answering: CPU torch, a stubbed GPU-only package, no driver.
 DEVICE_ERROR = re.compile(r"Torch not compiled with CUDA enabled|is a bisect-spec stub: it needs a GPU build"
+                          r"|bisect-spec never imports GPU code"
                           r"|Found no NVIDIA driver|No CUDA GPUs are available|CUDA driver initialization failed"
                           r"|libcuda\.so|CUDA_HOME environment variable is not set")
 #: Launcher tracebacks that only report that a subprocess died first ("see above").
@@ -242,33 +247,6 @@ def verdict(texts: Mapping[str, str], *, ended: str, returncode: int | None = No
     return out
 
 
-def agreement(in_process: Mapping[str, Any], oracle: Mapping[str, Any]) -> dict[str, Any]:
-    """Does an in-process outcome (``Outcome.to_dict()``) agree with the oracle's verdict?
-
-    PASSED agrees with ``reached``. FAILED agrees with ``failed`` when the exception type
-    and the normalised failing statement are the same (the location may differ: the
-    launch may raise it from another frame of the same statement). Anything else, a
-    timed-out launch included, is a disagreement.
-    """
-    from .signature import normalise_statement
-
-    status = in_process.get("status")
-    launched = oracle.get("verdict")
-    if status == "passed":
-        agree = launched == "reached"
-        kind = "agree" if agree else f"passed-but-launch-{launched}"
-        return {"agree": agree, "kind": kind}
-    if launched != "failed":
-        return {"agree": False, "kind": f"failed-but-launch-{launched}"}
-    mine = (str((in_process.get("exception") or {}).get("type", "")),
-            normalise_statement(str((in_process.get("frame") or {}).get("statement", ""))))
-    theirs = (str((oracle.get("exception") or {}).get("type", "")),
-              normalise_statement(str((oracle.get("frame") or {}).get("statement", ""))))
-    if mine == theirs:
-        return {"agree": True, "kind": "agree"}
-    return {"agree": False, "kind": "different-failure" if mine[0] == theirs[0] else "different-exception"}
-
-
 def read_logs(directory: Path) -> dict[str, str]:
     """``{file name: text}`` of a launch directory's logs."""
     return {p.name: p.read_text(errors="replace") for p in sorted(Path(directory).glob("*.log"))}
@@ -345,7 +323,7 @@ def _replace_simulated(name: str, value: Callable[..., Any]) -> None:
     torch: Any = importlib.import_module("torch")
     owner, attribute = name.split(".", 1)
     setattr(getattr(torch, owner), attribute, value)
-    simulated = sys.modules.get("bisect_spec.simulated_gpu")
+    simulated = sys.modules.get("bisect_spec.inside.simulated_gpu")
     answers = getattr(simulated, "_SIMULATED", None)
     if isinstance(answers, dict) and name in answers:
         answers[name] = value
@@ -493,82 +471,6 @@ def _before(real: Callable[..., Any], what: str) -> Callable[..., Any]:
     return wrapper
 
 
-#: Distributions only a CUDA install of SGLang has, whose versions the launcher asserts
-#: before its first GPU step (``_set_envs_and_config``), PEP 503-normalised.
-KERNEL_DISTRIBUTIONS = ("flashinfer-python", "flashinfer-cubin", "sgl-kernel", "sglang-kernel")
-_REQUIREMENT = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9_.\-]*)\s*(?:\[[^\]]*\])?\s*(?:==|>=|~=)\s*([^\s;,]+)")
-
-
-def normalise_distribution(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
-def kernel_pins(requires: Iterable[str]) -> dict[str, str]:
-    """The kernel distributions a release's wheel pins (its ``Requires-Dist``), extras left out."""
-    pins: dict[str, str] = {}
-    for requirement in requires:
-        if "extra ==" in requirement:
-            continue
-        match = _REQUIREMENT.match(requirement)
-        if match and normalise_distribution(match[1]) in KERNEL_DISTRIBUTIONS:
-            pins[normalise_distribution(match[1])] = match[2]
-    return pins
-
-
-def answer_kernel_package_assertions() -> dict[str, str]:
-    """Let SGLang's launch-time package assertions see the kernel packages a real install has.
-
-    ``_set_envs_and_config`` asserts ``flashinfer-python`` (when a flashinfer backend
-    is chosen) and ``sgl-kernel``/``sglang-kernel`` (on CUDA) at minimum versions; a CUDA
-    install of the release has them at the versions its wheel pins, this machine has
-    neither. Inside ``assert_pkg_version`` only, a version lookup of such a package that
-    finds nothing installed answers the pinned version; SGLang's own comparison decides.
-    Everywhere else (argument resolution included) the box stays the one the in-process
-    verdict sees: no kernel packages.
-
-    :return: the pinned versions answered.
-    """
-    import importlib.metadata as metadata
-    import threading
-
-    try:
-        pins = kernel_pins(metadata.distribution("sglang").requires or [])
-    except metadata.PackageNotFoundError:
-        return {}
-    common = sys.modules.get("sglang.srt.utils.common")
-    real_assert = getattr(common, "assert_pkg_version", None)
-    if not pins or common is None or real_assert is None:
-        return {}
-    inside = threading.local()
-    real_version = metadata.version
-
-    def version(name: str) -> str:
-        try:
-            return real_version(name)
-        except metadata.PackageNotFoundError:
-            pinned = pins.get(normalise_distribution(name))
-            if pinned is not None and getattr(inside, "asserting", False):
-                return pinned
-            raise
-
-    def assert_pkg_version(pkg: str, *args: Any, **kwargs: Any) -> Any:
-        inside.asserting = True
-        try:
-            return real_assert(pkg, *args, **kwargs)
-        finally:
-            inside.asserting = False
-
-    for name, module in list(sys.modules.items()):
-        if not (name == "sglang" or name.startswith("sglang.")) or not isinstance(module, types.ModuleType):
-            continue
-        for key, value in list(vars(module).items()):
-            if value is real_assert:
-                setattr(module, key, assert_pkg_version)
-            elif value is real_version:
-                setattr(module, key, version)
-    return pins
-
-
 #: Modules the launch path imports (lazily, inside ``run_server``); the zygote imports them once.
 LAUNCH_MODULES = ("sglang.srt.entrypoints.http_server",)
 #: Packages whose every module the launch imports one by one, ignoring failures
@@ -618,7 +520,7 @@ def _import_like_launch_main(name: str, stubbed: list[str]) -> str:
     """
     import importlib
 
-    from bisect_spec import evaluator, simulated_gpu
+    from bisect_spec.inside import evaluator, simulated_gpu
 
     before = set(sys.modules)
     try:
@@ -887,13 +789,14 @@ def write_tokenizer(directory: str, config: Mapping[str, Any]) -> list[str]:
     return sorted(files)
 
 
-def _load_package() -> types.ModuleType:
+def _load_package() -> None:
+    """``bisect_spec.inside`` without running ``bisect_spec/__init__.py`` (orchestrator dependencies)."""
     here = os.path.dirname(os.path.abspath(__file__))
-    if "bisect_spec" not in sys.modules:
-        package = types.ModuleType("bisect_spec")
-        package.__path__ = [here]
-        sys.modules["bisect_spec"] = package
-    return sys.modules["bisect_spec"]
+    for name, path in (("bisect_spec", os.path.dirname(here)), ("bisect_spec.inside", here)):
+        if name not in sys.modules:
+            package = types.ModuleType(name)
+            package.__path__ = [path]
+            sys.modules[name] = package
 
 
 def _become_subreaper() -> bool:
@@ -923,15 +826,14 @@ def main() -> int:
     try:
         import importlib
 
-        from bisect_spec import launch_main
+        from bisect_spec.inside import launch_main
 
         launch_main.prepare(config)
         install_stop_hooks()
         stubbed: list[str] = []
         if config.get("preimport", True):
             info["preimport_failed"] = preimport(stubbed)
-        info.update(kernel_packages_answered=answer_kernel_package_assertions(),
-                    launch_path_imported=_STATE.get("imported", {}), hooked=hook_model_runner(),
+        info.update(launch_path_imported=_STATE.get("imported", {}), hooked=hook_model_runner(),
                     stubbed_modules=stubbed, preimport=bool(config.get("preimport", True)))
         sglang = importlib.import_module("sglang")
         info.update(sglang_version=getattr(sglang, "__version__", "?"), import_seconds=round(time.perf_counter() - started, 2),

@@ -38,6 +38,8 @@ import types
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
+from bisect_spec.inside import launch_path
+
 T = TypeVar("T")
 
 #: Fields reported for passing configurations when present in the release.
@@ -380,7 +382,7 @@ LAZY_MODULES = ("sglang.srt.configs.model_config", "sglang.srt.arg_groups.pipeli
 
 
 def _applied_shims() -> list[str]:
-    shims = sys.modules.get("bisect_spec.version_shims")
+    shims = sys.modules.get("bisect_spec.inside.version_shims")
     return list(getattr(shims, "APPLIED", []))
 
 
@@ -389,7 +391,7 @@ def _import_sglang(stubbed: list[str]) -> tuple[Any, types.ModuleType]:
 
     :param stubbed: GPU-only packages stubbed so far; grows as needed (see :func:`with_stubs`).
     """
-    from bisect_spec import version_shims
+    from bisect_spec.inside import version_shims
 
     version_shims.apply()
 
@@ -413,7 +415,7 @@ def with_stubs(action: Callable[[], T], stubbed: list[str], *, forget: str | Non
     a release that imports without it is imported exactly as before. Every other failure
     propagates.
     """
-    from bisect_spec import version_shims
+    from bisect_spec.inside import version_shims
 
     while True:
         try:
@@ -454,7 +456,7 @@ class Evaluator:
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         self.gpu_hidden_at_import = _gpu_without_kernels(hardware)
         if self.gpu_hidden_at_import:
-            from bisect_spec import simulated_gpu as hiding
+            from bisect_spec.inside import simulated_gpu as hiding
 
             hiding.hide_gpu_for_lazy_imports()
             importing: contextlib.AbstractContextManager[None] = hiding.gpu_hidden()
@@ -480,11 +482,11 @@ class Evaluator:
             if hardware.get("name") == "real" or (hardware.get("auto") and torch.cuda.is_available()):
                 self.hardware_mode = "real" if torch.cuda.is_available() else "cpu"
             else:
-                from bisect_spec import simulated_gpu
+                from bisect_spec.inside import simulated_gpu
 
                 simulated_gpu.install(hardware, gpus)
                 self.hardware_mode = f"simulated:{hardware['name']}x{gpus}"
-        from bisect_spec import simulated_gpu as memo
+        from bisect_spec.inside import simulated_gpu as memo
 
         self._memo = memo
         self._caches = memo.sglang_caches()
@@ -526,7 +528,8 @@ class Evaluator:
         }
 
     def flags(self) -> list[dict[str, Any]]:
-        """The release's CLI flags, read from its own parser (for building sweep spaces)."""
+        """The release's CLI flags, read from its own parser, and the environment variables its
+        speculative code reads (``kind: env``), for building sweep spaces."""
         out = []
         for action in self.parser._actions:
             if not action.option_strings or action.dest == "help":
@@ -545,6 +548,11 @@ class Evaluator:
                 "nargs": action.nargs if isinstance(action.nargs, (int, str, type(None))) else str(action.nargs),
                 "help": (action.help or "")[:300],
             })
+        # environment variables the speculative code reads: swept like flags (kind "env")
+        for variable in launch_path.speculative_env_vars(self.package_root):
+            out.append({"option": variable["name"], "aliases": [variable["name"]], "kind": "env",
+                        "type": variable["kind"], "default": variable["default"], "choices": None, "nargs": None,
+                        "help": "environment variable read by the speculative code paths"})
         return out
 
     def knows_architecture(self, architecture: str) -> dict[str, Any]:
@@ -617,25 +625,37 @@ class Evaluator:
         return None
 
     def evaluate(self, argv: list[str], _retries: int = 0) -> dict[str, Any]:
-        """Resolve ``argv`` as ``launch_server`` would; return what happened."""
+        """Run ``argv`` along ``launch_server``'s path up to weight loading; return what happened.
+
+        Leading ``VAR=value`` tokens are environment assignments, applied for this
+        evaluation only (and recorded as ``env``), as a shell prefix would apply them.
+        """
         record: dict[str, Any] = {"argv": list(argv)}
+        env, argv = launch_path.split_env(argv)
         started = time.perf_counter()
         stderr = io.StringIO()
         state = _ProcessState()
         parser = _RecordingParser(self.parser)
-        if self.paranoid:
+        progress = launch_path.Progress()
+        if self.paranoid or env:
+            # memoised answers computed under the worker's own environment may not hold under
+            # this one: start clean (and end clean: see ``state.dirty`` below)
             self._refresh_caches()
             for cached in self._caches:
                 cached.cache_clear()
         misses = {id(c): c.cache_info().misses for c in self._caches}
         with state.restored():
+            os.environ.update(env)
+            if env:
+                record["env"] = dict(sorted(env.items()))
             try:
                 if self.plugin is not None and hasattr(self.plugin, "before_evaluate"):
                     argv = list(self.plugin.before_evaluate(argv))
                 with contextlib.redirect_stderr(stderr), contextlib.redirect_stdout(stderr):
-                    args = self._construct(argv, parser)
+                    args = self._construct(argv, parser, progress)
                     view = self._resolving_view(args) if self._resolving_view is not None else args
                     resolved = {f: _jsonable(getattr(view, f)) for f in RESOLVED_FIELDS if hasattr(view, f)}
+                    launch_path.run_after_resolution(args, progress)
                 record["status"] = "passed"
                 record["resolved"] = resolved
             except SystemExit as exc:
@@ -644,6 +664,8 @@ class Evaluator:
                 if errors:
                     record["exception"]["message"] = errors[-1].split("error:", 1)[1].strip()
                 record["status"] = "usage" if exc.code == 2 else "crashed"
+                if exc.code == 2:
+                    progress.back_to("parse")
                 record["crash"] = f"sys.exit({exc.code!r})"
             except MemoryError as exc:
                 record.update(self._failure(exc, stderr.getvalue()))
@@ -658,10 +680,19 @@ class Evaluator:
                     except Exception:
                         pass
                     else:
-                        return self.evaluate(argv, _retries=_retries + 1)
+                        return self.evaluate(record["argv"], _retries=_retries + 1)
                 record.update(self._failure(exc, stderr.getvalue()))
                 record["status"] = "failed"
             record["given"] = self._given(argv, parser.namespace)
+            record.update(progress.to_record())
+            needed = self._memo.packages_needed()
+            if needed and record["status"] == "failed" and record["exception"]["type"] == "ModuleNotFoundError":
+                # the simulated box has these packages, but their GPU code never runs here. (Guarded
+                # imports that fall back are not recorded: whether one happens in this evaluation or
+                # an earlier one of the same worker depends on the order, and records must not.)
+                record["gpu_code_refused"] = needed
+                record["status"] = "crashed"
+                record["crash"] = f"needs the GPU code of {', '.join(needed)}: only a real GPU install can answer"
         if state.dirty:
             self._forget_answers_since(misses)
         record["seconds"] = round(time.perf_counter() - started, 6)
@@ -692,12 +723,15 @@ class Evaluator:
                 cached.cache_clear()
                 self.forgotten += 1
 
-    def _construct(self, argv: list[str], parser: _RecordingParser | None = None) -> Any:
+    def _construct(self, argv: list[str], parser: _RecordingParser | None = None,
+                   progress: launch_path.Progress | None = None) -> Any:
         module, cls = self.module, self.server_args_cls
         original_argparse = getattr(module, "argparse")  # noqa: B009 - the module's own import
         original_add = cls.__dict__["add_cli_args"]
         setattr(module, "argparse", _ParserFactory(parser or _RecordingParser(self.parser)))  # noqa: B010
         cls.add_cli_args = staticmethod(lambda parser: None)
+        if progress is not None:
+            progress.enter("resolve")
         try:
             args = module.prepare_server_args(list(argv))
         finally:

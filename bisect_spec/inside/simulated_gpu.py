@@ -14,6 +14,15 @@ Why each piece exists:
   singleton were computed on the CPU during import: they are cleared/reset so the
   next call recomputes them against the simulated GPU.
 
+* **The packages of a CUDA install.** A real box that runs SGLang X has the GPU packages
+  X pins (``flashinfer_python==0.7.2``, ``sglang-kernel``, ``flash-attn-4`` …: read from
+  the release's own ``Requires-Dist``). Availability checks (``importlib.util.find_spec``)
+  and version lookups (``importlib.metadata.version``) answer as they would there, so
+  defaults such as "flashinfer when available, else triton" resolve as on the box. Their
+  code is never imported: ``import flashinfer`` still raises ``ModuleNotFoundError``
+  (naming the simulation), and an outcome that needed it says so (``needs_gpu_package``).
+  A hardware record with ``"simulate_packages": false`` turns this off (to measure it).
+
 Known limit: module-level constants computed at import time (``_is_cuda = is_cuda()``)
 keep their CPU values; the README lists the ones that matter.
 """
@@ -22,6 +31,11 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib.abc
+import importlib.machinery
+import importlib.metadata
+import importlib.util
+import re
 import shutil
 import subprocess
 import sys
@@ -80,6 +94,115 @@ def _is_nvidia_smi(cmd: Any) -> list[str] | None:
     return None
 
 
+#: Distributions of a CUDA install whose code is GPU-only, and the module each provides.
+GPU_DISTRIBUTIONS = {
+    "flashinfer-python": "flashinfer", "flashinfer-cubin": "flashinfer_cubin", "sgl-kernel": "sgl_kernel",
+    "sglang-kernel": "sgl_kernel", "flash-attn-4": "flash_attn", "sgl-deep-gemm": "deep_gemm",
+    "nvidia-cutlass-dsl": "cutlass", "quack-kernels": "quack", "cuda-python": "cuda",
+}
+_REQUIREMENT = re.compile(r"^\s*(?P<name>[A-Za-z0-9_.\-]+)(\[[^\]]*\])?\s*(?P<op>==|>=|~=)?\s*(?P<version>[^;,\s]*)")
+
+
+def _normal(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def pinned_gpu_packages(requirements: list[str]) -> dict[str, str]:
+    """``{distribution: version}`` of the GPU-only packages a CUDA install of the release has.
+
+    From the release's ``Requires-Dist`` lines: unconditional ones, and those of the
+    ``srt`` extra (how old releases were installed on a GPU box). ``>=X`` counts as ``X``.
+    """
+    found: dict[str, str] = {}
+    for line in requirements:
+        requirement, _, marker = line.partition(";")
+        if marker.strip() and not re.search(r"extra\s*==\s*[\"']srt[\"']", marker):
+            continue
+        match = _REQUIREMENT.match(requirement)
+        if match is None or _normal(match["name"]) not in GPU_DISTRIBUTIONS:
+            continue
+        found.setdefault(_normal(match["name"]), match["version"] or "0")
+    return found
+
+
+class _InstalledOnTheBox(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Answers ``find_spec`` for the box's GPU packages; refuses to import their code."""
+
+    def __init__(self, modules: set[str]) -> None:
+        self.modules = modules
+        self.active = False
+        self.needed: list[str] = []
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> importlib.machinery.ModuleSpec | None:
+        if not self.active or name.split(".")[0] not in self.modules:
+            return None
+        return importlib.machinery.ModuleSpec(name, self)
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType | None:
+        self.needed.append(spec.name)
+        raise ModuleNotFoundError(f"{spec.name} is on the simulated box but bisect-spec never imports GPU code; "
+                                  "this check needs a real GPU install", name=spec.name)
+
+    def exec_module(self, module: types.ModuleType) -> None:  # pragma: no cover - create_module refuses first
+        raise ModuleNotFoundError(module.__name__)
+
+
+_PACKAGES: list[_InstalledOnTheBox] = []
+_VERSIONS: dict[str, str] = {}
+
+
+class _PinnedDistribution(importlib.metadata.Distribution):
+    def __init__(self, name: str, version: str) -> None:
+        self._name, self._version = name, version
+
+    def read_text(self, filename: str) -> str | None:
+        if filename in ("METADATA", "PKG-INFO"):
+            return f"Metadata-Version: 2.1\nName: {self._name}\nVersion: {self._version}\n"
+        return None
+
+    def locate_file(self, path: Any) -> Any:
+        return path
+
+
+def _simulate_packages(installed: dict[str, str]) -> None:
+    """Make the GPU packages of a CUDA install look installed (see the module docstring)."""
+    modules = set()
+    for distribution, version in installed.items():
+        module = GPU_DISTRIBUTIONS[distribution]
+        try:
+            real = importlib.util.find_spec(module)
+        except (ImportError, ValueError):
+            real = None
+        if real is None:
+            modules.add(module)
+            _VERSIONS[distribution] = version
+    if not _PACKAGES:
+        finder = _InstalledOnTheBox(modules)
+        _PACKAGES.append(finder)
+        sys.meta_path.insert(0, finder)
+        original = importlib.metadata.Distribution.from_name.__func__  # type: ignore[attr-defined]
+
+        def from_name(cls: Any, name: str) -> importlib.metadata.Distribution:
+            pinned = _VERSIONS.get(_normal(name)) if finder.active else None
+            if pinned is not None:
+                return _PinnedDistribution(name, pinned)
+            result: importlib.metadata.Distribution = original(cls, name)
+            return result
+
+        importlib.metadata.Distribution.from_name = classmethod(from_name)  # type: ignore[method-assign,assignment]
+    _PACKAGES[0].modules = modules
+    _PACKAGES[0].active = True
+
+
+def packages_needed() -> list[str]:
+    """GPU packages an evaluation tried to import since the last call (then forgotten)."""
+    if not _PACKAGES:
+        return []
+    needed = sorted(set(_PACKAGES[0].needed))
+    _PACKAGES[0].needed.clear()
+    return needed
+
+
 def install(profile: dict[str, Any], count: int) -> None:
     """Install the simulated GPU box described by *profile* with *count* GPUs.
 
@@ -133,6 +256,12 @@ def install(profile: dict[str, Any], count: int) -> None:
     subprocess.check_output = fake_check_output  # type: ignore[assignment]
     real_which = shutil.which
     shutil.which = lambda name, *a, **k: "/usr/bin/nvidia-smi" if name == "nvidia-smi" else real_which(name, *a, **k)  # type: ignore[assignment]
+    if profile.get("simulate_packages", True):
+        try:
+            requirements = importlib.metadata.requires("sglang") or []
+        except importlib.metadata.PackageNotFoundError:
+            requirements = []
+        _simulate_packages(pinned_gpu_packages(requirements))
     _SIMULATED.clear()
     _SIMULATED.update(_snapshot(torch))
     reset_hardware_memo()
@@ -148,7 +277,7 @@ def _snapshot(torch: Any) -> dict[str, Any]:
     state = {f"cuda.{n}": getattr(torch.cuda, n) for n in _CUDA_NAMES if hasattr(torch.cuda, n)}
     state.update({"version.cuda": torch.version.cuda, "version.hip": getattr(torch.version, "hip", None),
                   "subprocess.run": subprocess.run, "subprocess.check_output": subprocess.check_output,
-                  "shutil.which": shutil.which})
+                  "shutil.which": shutil.which, "packages.active": bool(_PACKAGES and _PACKAGES[0].active)})
     return state
 
 
@@ -160,6 +289,10 @@ def _remember(torch: Any) -> None:
 def _apply(torch: Any, state: dict[str, Any]) -> None:
     for key, value in state.items():
         owner, name = key.split(".", 1)
+        if owner == "packages":
+            if _PACKAGES:
+                _PACKAGES[0].active = bool(value)
+            continue
         target = {"cuda": torch.cuda, "version": torch.version, "subprocess": subprocess, "shutil": shutil}[owner]
         setattr(target, name, value)
 

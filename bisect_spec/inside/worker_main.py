@@ -1,8 +1,8 @@
 """Entry point of an evaluation worker process (run as a script, not imported).
 
 It runs under the Python of a release environment, which has SGLang but not click or
-hypothesis, so it loads only ``evaluator`` and ``simulated_gpu`` from this package,
-without executing ``bisect_spec/__init__.py``.
+hypothesis, so it loads only ``bisect_spec.inside``, without executing
+``bisect_spec/__init__.py``.
 
 Protocol: one JSON request per line on stdin, one JSON reply per line on a private
 copy of the original stdout. Anything SGLang prints goes to stderr (the worker log).
@@ -17,10 +17,13 @@ import types
 
 
 def _load_package() -> None:
+    """``bisect_spec.inside`` without running ``bisect_spec/__init__.py`` (orchestrator dependencies)."""
     here = os.path.dirname(os.path.abspath(__file__))
-    package = types.ModuleType("bisect_spec")
-    package.__path__ = [here]
-    sys.modules["bisect_spec"] = package
+    for name, path in (("bisect_spec", os.path.dirname(here)), ("bisect_spec.inside", here)):
+        if name not in sys.modules:
+            package = types.ModuleType(name)
+            package.__path__ = [path]
+            sys.modules[name] = package
 
 
 def _torchvision_shim() -> None:
@@ -90,7 +93,7 @@ def main() -> int:
     if config.get("torchvision_shim"):
         _torchvision_shim()
     try:
-        from bisect_spec.evaluator import Evaluator
+        from bisect_spec.inside.evaluator import Evaluator
 
         evaluator = Evaluator(config.get("hardware"), int(config.get("gpus", 8)))
     except BaseException as exc:
@@ -115,6 +118,10 @@ def main() -> int:
             reply = evaluator.source_of(request["file"], request["function"])
         elif op == "block":
             reply = evaluator.block_at(request["file"], int(request["line"]))
+        elif op == "env_vars":
+            from bisect_spec.inside.launch_path import speculative_env_vars
+
+            reply = {"env_vars": speculative_env_vars(evaluator.package_root)}
         elif op == "find":
             reply = evaluator.find_code(request["pattern"], int(request.get("limit", 20)))
         elif op == "exit":

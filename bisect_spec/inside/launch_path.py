@@ -1,0 +1,303 @@
+"""What ``launch_server`` does after argument resolution, up to the first step that needs a GPU.
+
+Runs inside an evaluation worker, right after ``prepare_server_args`` (+ ``resolve_once``),
+on the same ``ServerArgs``. A configuration is PASSED only when every step below passes:
+then a real launch would go on to load weights. Each step is found **by feature** (the
+function or module exists in the release), never by version string, so a release newer
+than any we know runs the steps it has. Read from the sources of every release family
+(``shared/facts/sglang-launch-path.md``); the README lists, per family, which steps run.
+
+Stages, in launch order (``Progress.stage`` records how far an evaluation got, or where it
+failed):
+
+``parse``
+    argparse inside ``prepare_server_args`` (a usage error).
+``resolve``
+    ``ServerArgs.__post_init__`` and, where it exists, ``resolve_once()``.
+``check_server_args``
+    ``server_args.check_server_args()``, which ``Engine._launch_subprocesses`` calls in every
+    release 0.4.9 … 0.5.23 before it spawns anything (pipeline-parallel × speculative, LoRA,
+    tp × pp against nnodes, chunked prefill against page size, …).
+``auto_parsers``
+    ``resolve_auto_parsers`` (0.5.12+): always from the release that calls it
+    unconditionally (it then also declares architecture defaults), else only for an
+    ``auto`` parser, as the engine's own guard says. Never raises on a configuration.
+``target_model_config``
+    the scheduler's ``ModelConfig.from_server_args(server_args)`` (after the scheduler's
+    ``publish(role="scheduler")`` where the release has a runtime context): dtype,
+    quantization against the checkpoint, context length.
+``draft_model_config``
+    the target ``ModelRunner``'s speculative pre-device step where the release has it as a
+    free function (``resolve_spec_aux_hidden_state_config``: builds the draft's
+    ``ModelConfig`` in draft mode); then the draft worker's ``ModelConfig`` with the
+    target's context length, which every release builds for EAGLE/EAGLE3/NEXTN/STANDALONE
+    (``eagle_worker*.py``, ``standalone_worker*.py``). The latter runs after the target's
+    weights load on a real box: the outcome says so with ``after_weights``.
+``weights``
+    reached: a real launch would now set the device and load weights. The stage of every
+    PASSED outcome.
+
+Left out, on purpose: ``_set_envs_and_config`` (signal handlers, ``spawn`` start method,
+ulimit; its package-version asserts pass on a real install, which a simulated box is),
+``PortArgs.init_new`` (port probing), the tokenizer (profiles ship none; it does not depend
+on the flags), ``ModelRunner.model_specific_adjustment`` and everything after
+``set_device``.
+
+Process state: ``publish`` writes SGLang's process-wide runtime context; it is snapshotted
+before and restored after, so evaluations stay independent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import importlib
+import inspect
+import re
+from collections.abc import Callable, Iterator
+from typing import Any
+
+#: Stages in launch order; every PASSED outcome reaches the last.
+STAGES = ("parse", "resolve", "check_server_args", "auto_parsers", "target_model_config", "draft_model_config",
+          "draft_worker_model_config", "weights")
+#: Stages that a real launch runs only after the target's weights are loaded.
+AFTER_WEIGHTS = frozenset({"draft_worker_model_config"})
+
+_ENV_ASSIGNMENT = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>.*)$", re.S)
+
+#: Algorithms whose draft worker builds a draft ``ModelConfig`` (EAGLE family and STANDALONE).
+_DRAFT_MODEL_ALGORITHMS = frozenset({"EAGLE", "EAGLE3", "NEXTN", "MTP", "STANDALONE"})
+
+
+def split_env(argv: list[str]) -> tuple[dict[str, str], list[str]]:
+    """Leading ``VAR=value`` tokens (an environment prefix) and the flags after them."""
+    env: dict[str, str] = {}
+    index = 0
+    while index < len(argv):
+        match = _ENV_ASSIGNMENT.match(argv[index])
+        if match is None or argv[index].startswith("-"):
+            break
+        env[match["name"]] = match["value"]
+        index += 1
+    return env, argv[index:]
+
+
+class Progress:
+    """How far along the launch path an evaluation got."""
+
+    def __init__(self) -> None:
+        self.stage = STAGES[0]
+        self.passed: list[str] = []
+        self.after_weights = False
+
+    def enter(self, stage: str, *, after_weights: bool = False) -> None:
+        if self.stage != stage:
+            self.passed.append(self.stage)
+        self.stage = stage
+        self.after_weights = after_weights
+
+    def back_to(self, stage: str) -> None:
+        """The failure belongs to an earlier stage than the one entered (argparse inside ``resolve``)."""
+        while self.passed and self.passed[-1] == stage:
+            self.passed.pop()
+        self.stage = stage
+
+    def to_record(self) -> dict[str, Any]:
+        record: dict[str, Any] = {"stage": self.stage, "stages_passed": list(self.passed)}
+        if self.after_weights:
+            record["after_weights"] = True
+        return record
+
+
+def _attribute(modules: tuple[str, ...], name: str) -> Any:
+    """``name`` from the first of ``modules`` that has it, or None (the feature is absent)."""
+    for module_name in modules:
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            continue
+        found = getattr(module, name, None)
+        if found is not None:
+            return found
+    return None
+
+
+def _view(args: Any) -> Any:
+    resolving_view = _attribute(("sglang.srt.arg_groups.overrides",), "resolving_view")
+    return resolving_view(args) if resolving_view is not None else args
+
+
+def _accepted(function: Callable[..., Any], also: Callable[..., Any] | None = None) -> set[str] | None:
+    """Keyword names ``function`` accepts; None when it takes any (``**kwargs`` and no ``also``).
+
+    ``also``: where ``function`` forwards its ``**kwargs`` (``ModelConfig.from_server_args``
+    passes them on to ``ModelConfig``), whose names then count too.
+    """
+    try:
+        parameters = inspect.signature(function).parameters
+    except (TypeError, ValueError):
+        return None
+    names = {name for name, p in parameters.items() if p.kind is not inspect.Parameter.VAR_KEYWORD}
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+        if also is None:
+            return None
+        forwarded = _accepted(also)
+        if forwarded is None:
+            return None
+        names |= forwarded
+    return names
+
+
+def _call(function: Callable[..., Any], *args: Any, forwards_to: Callable[..., Any] | None = None,
+          **kwargs: Any) -> Any:
+    """Call with the keyword arguments this release's signature accepts."""
+    accepted = _accepted(function, forwards_to)
+    if accepted is not None:
+        kwargs = {k: v for k, v in kwargs.items() if k in accepted}
+    return function(*args, **kwargs)
+
+
+@contextlib.contextmanager
+def _runtime_context() -> Iterator[Callable[..., None] | None]:
+    """SGLang's ``publish`` (0.5.19+), with the process-wide context put back afterwards."""
+    publish = _attribute(("sglang.srt.runtime_context",), "publish")
+    snapshot = _attribute(("sglang.srt.runtime_context",), "snapshot_context")
+    restore = _attribute(("sglang.srt.runtime_context",), "restore_context")
+    if publish is None or snapshot is None or restore is None:
+        yield None
+        return
+    saved = snapshot()
+    try:
+        yield publish
+    finally:
+        restore(saved)
+
+
+def _publish_scheduler(publish: Callable[..., None], args: Any) -> None:
+    """``publish(role="scheduler")`` as ``run_scheduler_process`` does for TP rank 0."""
+    spawn_ranks = _attribute(("sglang.srt.runtime_context",), "SpawnRanks")
+    world_rank = _attribute(("sglang.srt.runtime_context",), "spawn_world_rank")
+    kwargs: dict[str, Any] = {"role": "scheduler"}
+    if spawn_ranks is not None:
+        rank = world_rank(args, tp_rank=0, pp_rank=0) if world_rank is not None else 0
+        kwargs["ranks"] = _call(spawn_ranks, world_rank=rank, dp_rank=None,
+                                gpu_id=getattr(_view(args), "base_gpu_id", 0))
+    _call(publish, args, **kwargs)
+
+
+def run_after_resolution(args: Any, progress: Progress) -> None:
+    """Run the launch path's checks after resolution on ``args``; raise what SGLang raises."""
+    check = getattr(args, "check_server_args", None)
+    if check is not None:
+        progress.enter("check_server_args")
+        check()
+    _auto_parsers(args, progress)
+    model_config_cls = _attribute(("sglang.srt.configs.model_config",), "ModelConfig")
+    from_server_args = getattr(model_config_cls, "from_server_args", None)
+    with _runtime_context() as publish:
+        if publish is not None:
+            _publish_scheduler(publish, args)
+        if from_server_args is not None:
+            progress.enter("target_model_config")
+            target = from_server_args(args)
+            _draft_configs(args, target, from_server_args, progress)
+    progress.enter("weights")
+
+
+def _auto_parsers(args: Any, progress: Progress) -> None:
+    resolve = _attribute(("sglang.srt.parser.template_detection", "sglang.srt.managers.template_detection"),
+                         "resolve_auto_parsers")
+    if resolve is None:
+        return
+    view = _view(args)
+    unconditional = "_architecture_parser_defaults" in getattr(resolve, "__globals__", {})
+    if unconditional or "auto" in (getattr(view, "reasoning_parser", None), getattr(view, "tool_call_parser", None)):
+        progress.enter("auto_parsers")
+        resolve(args)
+
+
+def _draft_configs(args: Any, target: Any, from_server_args: Callable[..., Any], progress: Progress) -> None:
+    view = _view(args)
+    algorithm = getattr(view, "speculative_algorithm", None)
+    if not algorithm:
+        return
+    resolve_aux = _attribute(("sglang.srt.model_executor.model_runner_components.spec_aux_hidden_state",),
+                             "resolve_spec_aux_hidden_state_config")
+    speculative_algorithm = _attribute(("sglang.srt.speculative.spec_info",), "SpeculativeAlgorithm")
+    if resolve_aux is not None and speculative_algorithm is not None:
+        progress.enter("draft_model_config")
+        _call(resolve_aux, server_args=args, model_config=target,
+              spec_algorithm=speculative_algorithm.from_string(algorithm), is_draft_worker=False)
+    if str(algorithm).upper() in _DRAFT_MODEL_ALGORITHMS:
+        # The draft worker: ``TpModelWorker(is_draft_worker=True)`` with the target's context
+        # length, passed as an argument (0.5.19+) or written into ``server_args.context_length``
+        # first (``eagle_worker.py``: ``server_args.context_length = target ... context_len``).
+        draft_path = getattr(view, "speculative_draft_model_path", None) or getattr(view, "model_path", None)
+        progress.enter("draft_worker_model_config", after_weights=True)
+        model_config_cls = _attribute(("sglang.srt.configs.model_config",), "ModelConfig")
+        accepted = _accepted(from_server_args, model_config_cls.__init__) or set()
+        kwargs: dict[str, Any] = {"model_path": draft_path, "is_draft_model": True}
+        if "model_revision" in accepted:
+            kwargs["model_revision"] = getattr(view, "speculative_draft_model_revision", None)
+        context_len = getattr(target, "context_len", None)
+        if "context_length" in inspect.signature(from_server_args).parameters:
+            kwargs["context_length"] = context_len
+        else:
+            args = copy.copy(args)
+            args.context_length = context_len
+        _call(from_server_args, args, forwards_to=model_config_cls.__init__, **kwargs)
+
+
+# -- environment variables the speculative code paths read ---------------------------------
+
+_ENV_READ = re.compile(r"""(?:envs\.|get_bool_env_var\(\s*["']|get_int_env_var\(\s*["']|environ(?:\.get)?[\[(]\s*["']|"""
+                       r"""getenv\(\s*["'])(?P<name>SGL(?:ANG)?_[A-Z0-9_]+)""")
+_ENV_DEFINITION = re.compile(r"^\s*(?P<name>SGL(?:ANG)?_[A-Z0-9_]+)\s*=\s*Env(?P<kind>Bool|Int|Float|Str)\((?P<default>[^)]*)\)",
+                             re.M)
+#: Where the speculative code lives: whole files, and functions of ``server_args.py`` (<= 0.5.12).
+_SPECULATIVE_FILES = ("srt/speculative", "srt/arg_groups/speculative_hook.py")
+
+
+def speculative_env_vars(package_root: str) -> list[dict[str, Any]]:
+    """Environment variables the release's speculative code paths read, found in its source.
+
+    Read from ``srt/speculative/``, ``srt/arg_groups/speculative_hook.py`` and the
+    functions of ``srt/server_args.py`` whose names mention speculation. Each:
+    ``{"name", "kind": bool|int|float|str, "default"}``; kind and default come from the
+    release's ``srt/environ.py`` declarations where they exist (``EnvBool(False)``), else
+    ``bool`` when read through ``get_bool_env_var``.
+    """
+    import ast as _ast
+    import os as _os
+
+    def read(path: str) -> str:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+
+    texts: list[str] = []
+    for relative in _SPECULATIVE_FILES:
+        path = _os.path.join(package_root, relative)
+        if _os.path.isdir(path):
+            for directory, _dirs, files in sorted(_os.walk(path)):
+                texts += [read(_os.path.join(directory, f)) for f in sorted(files) if f.endswith(".py")]
+        elif _os.path.isfile(path):
+            texts.append(read(path))
+    server_args = _os.path.join(package_root, "srt", "server_args.py")
+    if _os.path.isfile(server_args):
+        source = read(server_args)
+        lines = source.splitlines()
+        for node in _ast.walk(_ast.parse(source)):
+            if isinstance(node, _ast.FunctionDef) and "specul" in node.name:
+                texts.append("\n".join(lines[node.lineno - 1 : node.end_lineno]))
+    bools = set(re.findall(r"get_bool_env_var\(\s*[\"'](SGL(?:ANG)?_[A-Z0-9_]+)", "\n".join(texts)))
+    names = sorted({m["name"] for text in texts for m in _ENV_READ.finditer(text)})
+    declared: dict[str, tuple[str, str]] = {}
+    environ_path = _os.path.join(package_root, "srt", "environ.py")
+    if _os.path.isfile(environ_path):
+        for match in _ENV_DEFINITION.finditer(read(environ_path)):
+            declared[match["name"]] = (match["kind"].lower(), match["default"].strip())
+    found = []
+    for name in names:
+        kind, default = declared.get(name, ("bool" if name in bools else "str", ""))
+        found.append({"name": name, "kind": kind, "default": default})
+    return found
