@@ -69,6 +69,7 @@ What differs from a plain ``python -m sglang.launch_server`` and why the verdict
 from __future__ import annotations
 
 import contextlib
+import importlib.abc
 import json
 import os
 import re
@@ -471,6 +472,48 @@ def _before(real: Callable[..., Any], what: str) -> Callable[..., Any]:
     return wrapper
 
 
+class _GpuPackageModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """In a launch, the box's GPU packages import (a real install has them), their code never runs.
+
+    ``simulated_gpu`` makes the box claim the GPU packages the release pins (``find_spec``,
+    versions) and refuses to import them: right for resolution, but the launcher imports
+    some before any GPU work (0.5.23's ``configure_logger`` does ``from flashinfer.jit.core
+    import logger`` when flashinfer is available). Here such an import gives a stub module
+    (``version_shims``): every attribute stands in and *calling* one raises ``... is a
+    bisect-spec stub: it needs a GPU build``, which the verdict counts as reaching GPU
+    work. The one exception is a module-level ``logger``, a plain ``logging.Logger`` on a
+    real install and here. Each import is recorded (a ``gpu-package`` marker).
+    """
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        import importlib.machinery
+
+        from bisect_spec.inside import simulated_gpu
+
+        if name.split(".")[0] not in simulated_gpu.box_package_modules():
+            return None
+        return importlib.machinery.ModuleSpec(name, self, is_package=True)
+
+    def create_module(self, spec: Any) -> types.ModuleType:
+        from bisect_spec.inside import version_shims
+
+        class GpuPackageModule(version_shims._StubModule):
+            def __getattr__(self, attribute: str) -> Any:
+                if attribute == "logger":
+                    import logging
+
+                    return logging.getLogger(self.__name__)
+                return super().__getattr__(attribute)
+
+        _emit({"e": "gpu-package", "module": spec.name})
+        module = GpuPackageModule(spec.name)
+        module.__path__ = []
+        return module
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        return None
+
+
 #: Modules the launch path imports (lazily, inside ``run_server``); the zygote imports them once.
 LAUNCH_MODULES = ("sglang.srt.entrypoints.http_server",)
 #: Packages whose every module the launch imports one by one, ignoring failures
@@ -514,8 +557,10 @@ def _import_like_launch_main(name: str, stubbed: list[str]) -> str:
     ``launch_main`` falls back to the CPU only on an ImportError; here any failure of
     the simulated attempt does (0.5.9/0.5.12 register fake kernels for ``sgl_kernel``
     ops when they believe CUDA is present, which the stub cannot declare). What the
-    failed attempt imported is dropped first. GPU-only packages are stubbed as in a
-    worker (``evaluator.with_stubs``).
+    failed attempt imported is dropped first. On the CPU, GPU-only packages that are
+    imported unconditionally (``sgl_kernel`` in 0.5.9/0.5.12) are stubbed as in a worker
+    (``evaluator.with_stubs``), with the box's package answers hidden meanwhile: a package
+    the box claims to have cannot be stubbed.
     :return: ``simulated`` or ``cpu``: how it was imported.
     """
     import importlib
@@ -530,7 +575,8 @@ def _import_like_launch_main(name: str, stubbed: list[str]) -> str:
         for added in set(sys.modules) - before:
             if added == "sglang" or added.startswith("sglang."):
                 sys.modules.pop(added, None)
-    evaluator.with_stubs(lambda: simulated_gpu.import_on_cpu(name), stubbed)
+    with simulated_gpu.packages_hidden():  # what the box claims but cannot import gets a stub
+        evaluator.with_stubs(lambda: simulated_gpu.import_on_cpu(name), stubbed)
     return "cpu"
 
 
@@ -829,6 +875,7 @@ def main() -> int:
         from bisect_spec.inside import launch_main
 
         launch_main.prepare(config)
+        sys.meta_path.insert(0, _GpuPackageModules())
         install_stop_hooks()
         stubbed: list[str] = []
         if config.get("preimport", True):

@@ -70,6 +70,8 @@ def test_a_passing_configuration_reaches_device_work_in_every_process(oracle: tu
     result = launch(oracle, ["--tp-size", "2", "--speculative-algorithm", "EAGLE3",
                              "--speculative-draft-model-path", "@draft"], tmp_path)
     assert (result["verdict"], result["stop"]) == ("reached", "set_device")
+    # 0.5.23's configure_logger imports flashinfer's logger when the box has flashinfer: served, not refused
+    assert '"module": "flashinfer.jit.core"' in (tmp_path / "main.log").read_text()
     roles = sorted((p["role"], tuple(p["reached"])) for p in result["processes"].values())
     assert roles == [("main", ("wait-children",)), ("run_detokenizer_process", ("wait-ipc",)),
                      ("run_scheduler_process", ("set_device",)), ("run_scheduler_process", ("set_device",))]
