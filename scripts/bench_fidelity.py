@@ -265,6 +265,7 @@ def launch_cell(cell: dict[str, Any], zygote: Zygote, *, out: Path, deadline: fl
             "release": target.release, "model": target.model.name, "config": outcome.config.argv(),
             "strategy": cell["strategy_of"].get(outcome.config.key()),
             "launch_argv": argv, **compared,
+            "in_process_outcome": in_process,
             "in_process": {"status": outcome.status.value, "headline": headline(outcome),
                            "signature": outcome.signature.to_dict() if outcome.signature else None,
                            "exception": in_process.get("exception"),
@@ -286,12 +287,27 @@ def launch_cell(cell: dict[str, Any], zygote: Zygote, *, out: Path, deadline: fl
     return rows
 
 
+def replayed_cell(spec: TargetSpec, rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """A cell made of an earlier bench's rows (``--replay``): the same configurations and in-process verdicts."""
+    outcomes = [Outcome.from_dict(row["in_process_outcome"]) for row in rows]
+    return {"target": spec.resolve(), "passing": [o for o in outcomes if o.status is Status.PASSED],
+            "failing": [o for o in outcomes if o.status is not Status.PASSED], "statuses": {}, "runs": [],
+            "sweep_seconds": 0.0,
+            "strategy_of": {o.config.key(): row.get("strategy") for o, row in zip(outcomes, rows, strict=True)}}
+
+
 def run_release(release: str, args: argparse.Namespace) -> dict[str, Any]:
     """Sweep and sample every model of one release, then launch them all through one zygote."""
     cells = []
     counts = split(args.per_release, len(args.models))
+    replay = json.loads(args.replay.read_text())["rows"] if args.replay else None
     for model, count in zip(args.models, counts, strict=True):
         spec = TargetSpec(release=release, model=model, draft=args.draft, hardware=args.hardware, gpus=args.gpus)
+        if replay is not None:
+            rows = [r for r in replay if r["release"] == release and r["model"] == model]
+            print(f"{release} {model}: replaying {len(rows)} configurations from {args.replay}", file=sys.stderr)
+            cells.append(replayed_cell(spec, rows))
+            continue
         print(f"{release} {model}: sweeping ({', '.join(args.strategies)})", file=sys.stderr)
         cells.append(sweep_cell(spec, count_passing=count, count_failing=count, out=args.out, seed=args.seed,
                                 strategies=args.strategies, random_budget=args.random_budget))
@@ -393,6 +409,8 @@ def main() -> int:
     parser.add_argument("--deadline", type=float, default=90.0, help="seconds before a launch counts as timed out")
     parser.add_argument("--no-preimport", action="store_true",
                         help="each launch imports the launch path itself (slower; checks that preimporting changes nothing)")
+    parser.add_argument("--replay", type=Path, default=None,
+                        help="launch the configurations of an earlier fidelity.json again (no sweeps; its in-process verdicts)")
     parser.add_argument("--out", type=Path, required=True, help="directory for fidelity.json, fidelity.md, runs and logs")
     parser.add_argument("--quiet", action="store_true")
     args = parser.parse_args()
