@@ -287,11 +287,12 @@ def launch_cell(cell: dict[str, Any], zygote: Zygote, *, out: Path, deadline: fl
     return rows
 
 
-def replayed_cell(spec: TargetSpec, rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """A cell made of an earlier bench's rows (``--replay``): the same configurations and in-process verdicts."""
+def replayed_cell(spec: TargetSpec, rows: Sequence[dict[str, Any]], count: int) -> dict[str, Any]:
+    """A cell made of an earlier bench's rows (``--replay``): the same configurations and in-process verdicts,
+    the first ``count`` passing and ``count`` failing ones."""
     outcomes = [Outcome.from_dict(row["in_process_outcome"]) for row in rows]
-    return {"target": spec.resolve(), "passing": [o for o in outcomes if o.status is Status.PASSED],
-            "failing": [o for o in outcomes if o.status is not Status.PASSED], "statuses": {}, "runs": [],
+    return {"target": spec.resolve(), "passing": [o for o in outcomes if o.status is Status.PASSED][:count],
+            "failing": [o for o in outcomes if o.status is not Status.PASSED][:count], "statuses": {}, "runs": [],
             "sweep_seconds": 0.0,
             "strategy_of": {o.config.key(): row.get("strategy") for o, row in zip(outcomes, rows, strict=True)}}
 
@@ -306,7 +307,7 @@ def run_release(release: str, args: argparse.Namespace) -> dict[str, Any]:
         if replay is not None:
             rows = [r for r in replay if r["release"] == release and r["model"] == model]
             print(f"{release} {model}: replaying {len(rows)} configurations from {args.replay}", file=sys.stderr)
-            cells.append(replayed_cell(spec, rows))
+            cells.append(replayed_cell(spec, rows, count))
             continue
         print(f"{release} {model}: sweeping ({', '.join(args.strategies)})", file=sys.stderr)
         cells.append(sweep_cell(spec, count_passing=count, count_failing=count, out=args.out, seed=args.seed,
@@ -401,7 +402,8 @@ def main() -> int:
     parser.add_argument("--hardware", default="rtx-pro-6000")
     parser.add_argument("--gpus", type=int, default=8)
     parser.add_argument("--per-release", type=int, default=70,
-                        help="passing and failing configurations launched per release (each; split between the models)")
+                        help="passing and failing configurations launched per release (each; split between the models); "
+                             "with --replay, at most that many of the earlier run's")
     parser.add_argument("--strategies", nargs="+", default=["default", "eagle-core"],
                         help="sweep strategies whose outcomes are sampled (a wide one fails mostly, eagle-core passes often)")
     parser.add_argument("--random-budget", type=int, default=None, help="the sweeps' search budget (default: the strategy's)")
