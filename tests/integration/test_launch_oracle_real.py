@@ -103,3 +103,23 @@ def test_the_launch_copy_holds_a_tokenizer_that_loads_offline(oracle: tuple[Any,
     assert (model / "config.json").is_file() and (model / "tokenizer.json").is_file()
     assert environments.get("0.5.23").python  # the tokenizer was built by the release's own tokenizers library
     assert not (model / "preprocessor_config.json").exists()  # llama is text-only: no stand-in processor
+
+
+def test_0_5_12_imports_its_launch_path_on_the_cpu_and_kimi_gets_a_stand_in_processor(tmp_path: Path) -> None:
+    """0.5.12's launch path does not import under the simulation (fake kernels for ``sgl_kernel`` ops): the zygote
+    imports it on the CPU (``sgl_kernel`` a stub); kimi-k2.6 (multimodal) then reaches the model runner."""
+    require_release("0.5.12")
+    bench = load_bench()
+    target = TargetSpec(release="0.5.12", model="kimi-k2.6", draft="eagle3", hardware="rtx-pro-6000", gpus=8).resolve()
+    zygote = bench.Zygote(target, log_path=tmp_path / "zygote.log")
+    try:
+        info = zygote.start()
+        assert info["launch_path_imported"] == {"sglang.srt.entrypoints.http_server": "cpu"}
+        model = tmp_path / "models" / target.model.name
+        files = zygote.request({"op": "tokenizer", "dir": str(model), "config": target.model.config}, 120)["files"]
+        assert "processing_bisect_spec.py" in files and "preprocessor_config.json" in files
+        result = launch((zygote, target, model), ["--tp-size", "2", "--speculative-algorithm", "EAGLE3",
+                                                  "--speculative-draft-model-path", "@draft"], tmp_path / "launch")
+    finally:
+        zygote.close()
+    assert (result["verdict"], result["stop"]) == ("reached", "init_torch_distributed")
