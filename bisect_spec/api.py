@@ -95,7 +95,7 @@ def understand_flags(tokens: Sequence[str], spec: TargetSpec) -> tuple[Config, T
     :raises ProfileError: a model that cannot be identified, or two choices that disagree.
     """
     pasted = parse_command(tokens)
-    notes: list[str] = []
+    notes: list[str] = list(pasted.notes)
     config = pasted.config
     if pasted.model_path is not None:
         spec = _pasted_model(pasted.model_path, spec, notes)
@@ -198,6 +198,9 @@ def _first_evaluation(tokens: Sequence[str], spec: TargetSpec | None, *, jobs: i
         full = session.with_draft(config)
         if full != config:
             notes.append(f"added --speculative-draft-model-path for the '{target.draft.name if target.draft else ''}' draft")
+        missing = session.missing_draft(full)
+        if missing:
+            notes.append(f"warning: {missing}")
         outcome = session.evaluate(full)
         check_usage(session, outcome)
         yield session, full, outcome, notes
@@ -268,9 +271,9 @@ def sweep(spec: TargetSpec | None = None, *, strategy: str = "default", jobs: in
     :raises StoreError: run missing/locked/unwritable. :raises UsageError: bad strategy/flags.
     """
     from . import store
-    from .plan import Strategy, covering_plan, load_strategy
+    from .plan import Strategy, fitted_plan, load_strategy
     from .strategies import search
-    from .summary import summarise
+    from .summary import summarise, triage
 
     started = time.time()
     if resume is not None:
@@ -279,7 +282,9 @@ def sweep(spec: TargetSpec | None = None, *, strategy: str = "default", jobs: in
         spec = _spec_from_meta(meta)
         chosen = Strategy(**{**meta["strategy"], "include": tuple(meta["strategy"]["include"]),
                              "exclude": tuple(meta["strategy"]["exclude"]), "core": tuple(meta["strategy"]["core"]),
-                             "values": {k: tuple(v) for k, v in meta["strategy"]["values"].items()}})
+                             "values": {k: tuple(v) for k, v in meta["strategy"]["values"].items()},
+                             "forbid": {k: tuple(v) for k, v in meta["strategy"].get("forbid", {}).items()},
+                             "fit": meta["strategy"].get("fit", False)})  # a run from before fit.py: its plan
     else:
         run = None
         spec = spec or TargetSpec()
@@ -290,13 +295,15 @@ def sweep(spec: TargetSpec | None = None, *, strategy: str = "default", jobs: in
     try:
         table = session.flags()
         space = chosen.space(table)
-        plan = covering_plan(space, chosen)
+        plan, search_space, unfit = fitted_plan(space, chosen, model_config=target.model.config,
+                                                hardware=target.hardware.record)
         if run is None:
             # the release is recorded as resolved: a resume must not drift to a newer install
             asked = {**spec.__dict__, "release": target.release, "env": [list(kv) for kv in target.env]}
             meta = {"schema": "bisect-spec/run/1", "asked": asked, "target": target.describe(),
                     "strategy": chosen.to_dict(), "seed": chosen.seed, "space": space.describe(),
-                    "plan_size": len(plan), "search_budget": chosen.random_budget}
+                    "plan_size": len(plan), "search_budget": chosen.random_budget,
+                    "tested_once": [u.to_dict() for u in unfit]}
             run = store.create_run(runs_dir, meta)
             session.pool.spec = session.environment.worker_spec(
                 hardware=target.hardware.record, gpus=target.hardware.gpus,
@@ -306,7 +313,7 @@ def sweep(spec: TargetSpec | None = None, *, strategy: str = "default", jobs: in
             journal = {e["key"]: e for e in run.journal_entries()}
             outcomes: dict[str, Outcome] = {k: Outcome.from_dict(e["outcome"]) for k, e in journal.items()}
             signatures = {o.signature for o in outcomes.values() if o.signature}
-            total = len(plan) + chosen.random_budget
+            total = [len(plan) + chosen.random_budget]  # a masking-aware round adds its rows
             reused = 0
             cache = store.OutcomeCache(environments.home() / "cache" / "outcomes.sqlite") if use_cache else None
             target_key = store.OutcomeCache.target_key(_target_record(target))
@@ -320,7 +327,7 @@ def sweep(spec: TargetSpec | None = None, *, strategy: str = "default", jobs: in
                 if cache is not None and not cached and outcome.status.value in ("passed", "failed", "usage"):
                     cache.put(target_key, key, outcome.to_dict())
                 if progress:
-                    progress(len(outcomes), total, len(signatures), phase)
+                    progress(len(outcomes), total[0], len(signatures), phase)
 
             todo = [(i, c) for i, c in enumerate(plan) if c.key() not in outcomes]
             if cache is not None and todo:
@@ -338,6 +345,14 @@ def sweep(spec: TargetSpec | None = None, *, strategy: str = "default", jobs: in
                 for outcome in session.evaluate_many(c for _, c in todo):
                     record("cover", index_of[outcome.config.key()], outcome, False)
 
+            rounds_configs: list[Config] = []
+            if chosen.rounds > 0:
+                masking = _masking_rounds(session, space=search_space, plan=plan, strategy=chosen, outcomes=outcomes,
+                                          cache=cache, target_key=target_key, record=record,
+                                          configs=rounds_configs, total=total, budget=(shrink_evaluations, shrink_seconds))
+            else:
+                masking = None
+
             def outcome_key(config: Config) -> str:
                 key = config.key()
                 if key not in outcomes:
@@ -352,19 +367,22 @@ def sweep(spec: TargetSpec | None = None, *, strategy: str = "default", jobs: in
                 found = outcomes[key]
                 return found.signature.id if found.signature else found.status.value
 
-            searched = search(space, outcome_key, budget=chosen.random_budget, seed=chosen.seed)
+            searched = search(search_space, outcome_key, budget=chosen.random_budget, seed=chosen.seed)
             if cache is not None:
                 cache.close()
             ordered = [outcomes[c.key()] for c in plan]
             seen = {c.key() for c in plan}
-            for config in searched:
+            for config in [*rounds_configs, *searched]:
                 if config.key() not in seen:
                     seen.add(config.key())
                     ordered.append(outcomes[config.key()])
             summary = summarise(ordered, space, target.describe(), chosen.name, chosen.seed)
+            if masking is not None:
+                summary["masking"] = masking.to_dict()
             if shrink:
                 _shrink_signatures(session, summary, run.path / "reproducers", fix=fix, progress=progress,
                                    budget=(shrink_evaluations, shrink_seconds), outcomes=ordered)
+                triage(summary)
             local = {str(target.model.path): MODEL}
             if target.draft and target.draft.path:
                 local[str(target.draft.path)] = DRAFT
@@ -374,14 +392,110 @@ def sweep(spec: TargetSpec | None = None, *, strategy: str = "default", jobs: in
             from .render import summary_markdown
 
             run.write_text("summary.md", summary_markdown(summary))
+            run.write_text("report.html", report(run.path, "html"))
             run.write_json("timing.json", {"started": started, "finished": time.time(),
                                            "seconds": round(time.time() - started, 3), "jobs": session.pool.jobs,
                                            "executor": executor,
                                            "reused_from_cache": reused, "torn_records": run.torn,
                                            "worker": session.info})
             return SweepResult(run.id, run.path, target, summary, ordered, reused, run.torn, session.info)
+    except KeyboardInterrupt:
+        if run is None:
+            raise
+        from .errors import Interrupted
+
+        kept = sum(1 for _ in run.journal_entries())
+        planned = int(run.meta.get("plan_size") or 0) + int(run.meta.get("search_budget") or 0)
+        raise Interrupted(f"interrupted: {kept}/{planned} recorded in run {run.id}; "
+                          f"resume with bisect-spec sweep --resume {run.id}") from None
     finally:
         session.close()
+
+
+def _masking_rounds(session: Session, *, space: Any, plan: Sequence[Config], strategy: Any,
+                    outcomes: dict[str, Outcome], cache: Any, target_key: str, record: Callable[..., None],
+                    configs: list[Config], total: list[int],
+                    budget: tuple[int, float]) -> Any:
+    """Masking-aware covering (:mod:`bisect_spec.masking`) wired to the session, the cache and the journal.
+
+    The plan's rows over the fitted space are the first round (already evaluated); each later
+    round's rows are journaled as phase ``round``; failures are shrunk with the sweep's shrink budget.
+    """
+    from .masking import Key, cover_unmasked
+    from .shrink import Budget
+
+    def row_of(config: Config) -> tuple[int, ...] | None:
+        given = config.as_dict()
+        row = []
+        for spec in space.specs:
+            value = given.get(spec.flag)
+            if value is not None and value not in spec.values:
+                return None
+            row.append(spec.values.index(value) if value is not None else 0)
+        return tuple(row)
+
+    def key_of(outcome: Outcome) -> Key:
+        if outcome.passed:
+            return None
+        sig = outcome.signature
+        if outcome.status.value != "failed" or sig is None:
+            return f"{outcome.status.value}:{sig.id if sig else ''}"
+        return sig.id
+
+    def evaluate(batch: list[Config]) -> list[Key]:
+        todo = [c for c in batch if c.key() not in outcomes]
+        total[0] += len(todo)
+        if cache is not None and todo:
+            hits = cache.get_many(target_key, [c.key() for c in todo])
+            for config in todo:
+                if config.key() in hits:
+                    record("round", len(outcomes), Outcome.from_dict(hits[config.key()]), True)
+            todo = [c for c in todo if c.key() not in outcomes]
+        if todo:
+            session.start()
+            for outcome in session.evaluate_many(todo):
+                record("round", len(outcomes), outcome, False)
+        configs.extend(c for c in batch if c not in configs)
+        return [key_of(outcomes[c.key()]) for c in batch]
+
+    def shrink(config: Config, signature: str) -> Config | None:
+        session.start()
+        report = shrink_in_session(session, config, budget=Budget(*budget), fix=False,
+                                   first=outcomes.get(config.key()))
+        result = report.result
+        if result.signature is None or result.signature.id != signature or result.status != "minimal":
+            return None
+        minimal: Config = result.minimal
+        return minimal
+
+    first = [row for row in (row_of(c) for c in plan) if row is not None]
+    return cover_unmasked(space, first, evaluate=evaluate, shrink=shrink, strength=strategy.strength,
+                          core_strength=strategy.core_strength, max_rounds=strategy.rounds,
+                          row_limit=strategy.round_rows)
+
+
+def failures_for_ci(summary: dict[str, Any], fail_on: str, *, runs_dir: Path, run_id: str) -> list[dict[str, Any]]:
+    """The failure signatures that ``--fail-on`` counts: ``any`` every failure SGLang raised, ``new``
+    those that the previous finished run of the same target in ``runs_dir`` did not have (matched by
+    id or cross-release key; without a previous run every failure is new, as in a JUnit report
+    without a baseline). Crashes and time-outs of the tool's own workers are not counted.
+
+    :raises UsageError: ``fail_on`` is neither ``new`` nor ``any``.
+    """
+    from . import store
+
+    if fail_on not in ("new", "any"):
+        raise UsageError(f"--fail-on takes new or any, not {fail_on!r}")
+    failures = [s for s in summary["signatures"] if s.get("kind") == "failed"]
+    if fail_on == "any":
+        return failures
+    earlier = [r for r in store.list_runs(runs_dir)
+               if r["complete"] and r["id"] < run_id and r["target"] == summary["target"]]
+    if not earlier:
+        return failures
+    _, _, before = store.read_run(runs_dir, earlier[-1]["id"])
+    known = {s.get(k) for s in (before or {}).get("signatures", []) for k in ("id", "cross_release_key")}
+    return [s for s in failures if s["id"] not in known and s["cross_release_key"] not in known]
 
 
 def _shrink_signatures(session: Session, summary: dict[str, Any], out_dir: Path, *, fix: bool,

@@ -34,6 +34,13 @@ KNOWN_IDS = {
     "meta-llama/llama-3.1-8b": "llama-3.1-8b",
     "meta-llama/meta-llama-3.1-8b-instruct": "llama-3.1-8b",
     "qwen/qwen3-8b": "qwen3-8b",
+    "qwen/qwen3-32b": "qwen3-32b",
+    "qwen/qwen3-235b-a22b": "qwen3-235b-a22b",
+    "meta-llama/llama-3.3-70b-instruct": "llama-3.3-70b",
+    "deepseek-ai/deepseek-v3.2": "deepseek-v3.2",
+    "moonshotai/kimi-k2-instruct": "kimi-k2",
+    "openai/gpt-oss-20b": "gpt-oss-20b",
+    "openai/gpt-oss-120b": "gpt-oss-120b",
 }
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$")
 
@@ -49,12 +56,12 @@ def profile_named_by(path: str, names: list[str]) -> str | None:
     if known is not None:
         return known
     tail = path.rstrip("/").rsplit("/", 1)[-1].lower()
-    tail = re.sub(r"-(instruct|chat|base|fp8|hf)$", "", tail)
+    tail = re.sub(r"-(instruct|chat|hf)$", "", tail)  # same config; never -base or -fp8 (different configs)
     for name in names:
         if tail == name or tail.removeprefix("meta-") == name:
             return name
     for hub_id, name in KNOWN_IDS.items():
-        if tail == hub_id.rsplit("/", 1)[-1] or tail == re.sub(r"-(instruct|chat|base)$", "", hub_id.rsplit("/", 1)[-1]):
+        if tail == hub_id.rsplit("/", 1)[-1] or tail == re.sub(r"-(instruct|chat)$", "", hub_id.rsplit("/", 1)[-1]):
             return name
     return None
 

@@ -475,6 +475,33 @@ def run_command(argv: Sequence[str], *, log_path: Path | None = None, env: dict[
             log_file.close()
 
 
+def run_with_python(argv: Sequence[str], interpreter: str) -> int:
+    """Run a user's command with ``python``/``python3`` meaning ``interpreter``; its exit status.
+
+    ``interpreter``'s directory goes first on ``PATH`` (where it is a launcher named
+    ``python``, a ``python3`` beside it is made too); a leading ``python``/``python3`` is
+    replaced outright, so an alias or a shell function cannot pick another one.
+    """
+    if not argv:
+        return 0
+    directory = os.path.dirname(interpreter)
+    if os.path.basename(interpreter) == "python" and not os.path.exists(os.path.join(directory, "python3")):
+        os.symlink("python", os.path.join(directory, "python3"))
+    command = list(argv)
+    if command[0] in ("python", "python3"):
+        command[0] = interpreter
+    env = {**os.environ, "PATH": directory + os.pathsep + os.environ.get("PATH", "")}
+    try:
+        with subprocess.Popen(command, env=env) as proc:
+            try:
+                return proc.wait()
+            except KeyboardInterrupt:
+                proc.wait()
+                return 130
+    except FileNotFoundError:
+        raise WorkerError(f"{command[0]}: command not found") from None
+
+
 def create_venv(python: str, target: Path) -> int:
     """Create a virtual environment at ``target`` with ``python``; return the exit code."""
     return subprocess.run([python, "-m", "venv", str(target)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE).returncode

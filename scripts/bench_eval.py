@@ -52,7 +52,7 @@ started = time.perf_counter()
 failed = 0
 for argv in argvs:
     try:
-        args = ev._construct(argv)
+        args = ev._construct(launch_path.split_env(argv)[1])
         launch_path.run_after_resolution(args, launch_path.Progress())
     except BaseException:
         failed += 1

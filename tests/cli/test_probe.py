@@ -111,3 +111,16 @@ def test_a_model_that_cannot_be_identified_is_refused_never_replaced(args: list[
                                 env={"HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path)})
     assert result.exit_code == 2, result.output
     assert error_line(result.output).startswith(expected)
+
+
+def test_a_draft_is_added_only_where_the_algorithm_takes_one_and_its_absence_is_warned() -> None:
+    require_release("0.5.23")
+    ngram = CliRunner().invoke(main, ["probe", "--json", "--sglang", "0.5.23", "--model", "llama-3.1-8b", "--hardware",
+                                      "h100", "--draft", "eagle3", "--", "--speculative-algorithm", "NGRAM"])
+    data = json.loads(ngram.stdout)
+    assert "--speculative-draft-model-path" not in data["outcome"]["config"]
+    assert not any("added --speculative-draft-model-path" in note for note in data["notes"])
+    alone = CliRunner().invoke(main, ["probe", "--sglang", "0.5.23", "--model", "llama-3.1-8b", "--hardware", "h100",
+                                      "--draft", "none", "--", "--speculative-algorithm", "EAGLE3"])
+    assert ("warning: EAGLE3 needs a draft model and none is given: a real launch would load the target checkpoint "
+            "as its draft and fail; add --speculative-draft-model-path (or --draft NAME)") in alone.output

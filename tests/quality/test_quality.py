@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import os
 import shutil
 import subprocess
 import sys
@@ -150,3 +151,31 @@ def test_the_wheel_carries_every_data_file_the_package_reads(tmp_path: Path) -> 
     assert {"bisect_spec/data/strategies/default.toml", "bisect_spec/data/releases.json"} <= expected
     assert expected - names == set()
     assert not any(p.is_symlink() for p in data.rglob("*"))
+
+
+@pytest.mark.slow
+@pytest.mark.sglang
+def test_a_quick_sweep_runs_from_the_wheel_in_a_fresh_venv(tmp_path: Path) -> None:
+    """The README's first command works from a non-editable install: wheel, fresh venv, a sweep."""
+    from bisect_spec import environments
+    from tests.conftest import require_release
+
+    require_release("0.5.23")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path),
+                    str(ROOT)], check=True, capture_output=True, timeout=600)
+    wheel = next(tmp_path.glob("bisect_spec-*.whl"))
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    installed = subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "--disable-pip-version-check", str(wheel)],
+                               capture_output=True, text=True, timeout=900)
+    assert installed.returncode == 0, installed.stderr[-2000:]
+    env = {**os.environ, "BISECT_SPEC_HOME": str(environments.home())}
+    sweep = subprocess.run([str(venv / "bin" / "bisect-spec"), "sweep", "--sglang", "0.5.23", "--model", "llama-3.1-8b",
+                            "--hardware", "h100", "--strategy", "quick", "--budget", "0", "--jobs", "1", "--no-shrink",
+                            "--no-cache", "--runs-dir", str(tmp_path / "runs"), "--json"],
+                           capture_output=True, text=True, timeout=900, cwd=tmp_path, env=env)
+    assert sweep.returncode == 0, sweep.stderr[-2000:]
+    import json
+
+    summary = json.loads(sweep.stdout)["summary"]
+    assert summary["signatures"], "the quick strategy finds failures on 0.5.23"

@@ -19,9 +19,23 @@ from bisect_spec.profiles import model_names
     ("/models/Meta-Llama-3.1-8B-Instruct", "llama-3.1-8b"),
     ("deepseek-ai/DeepSeek-R1", "deepseek-v3"),
     ("Qwen/Qwen3-8B", "qwen3-8b"),
+    ("Qwen/Qwen3-32B", "qwen3-32b"),
+    ("/models/Qwen3-32B", "qwen3-32b"),
+    ("Qwen/Qwen3-235B-A22B", "qwen3-235b-a22b"),
+    ("meta-llama/Llama-3.3-70B-Instruct", "llama-3.3-70b"),
+    ("/root/models/Llama-3.3-70B-Instruct/", "llama-3.3-70b"),
+    ("deepseek-ai/DeepSeek-V3.2", "deepseek-v3.2"),
+    ("moonshotai/Kimi-K2-Instruct", "kimi-k2"),
+    ("/data/Kimi-K2-Instruct", "kimi-k2"),
+    ("openai/gpt-oss-20b", "gpt-oss-20b"),
+    ("openai/gpt-oss-120b", "gpt-oss-120b"),
     ("/data/eagle3/output_100k_sglang/4", None),
-    ("Qwen/Qwen3-32B", None),
-    ("meta-llama/Llama-3.3-70B-Instruct", None),
+    ("Qwen/Qwen3-235B-A22B-Instruct-2507", None),  # another config (262144 context): fetched, not a profile
+    ("moonshotai/Kimi-K2-Instruct-0905", None),  # likewise
+    ("deepseek-ai/DeepSeek-V3.2-Exp", None),  # its own config.json was not found to compare
+    ("deepseek-ai/DeepSeek-V3.1", None),
+    ("zai-org/GLM-4.6", None),
+    ("XiaomiMiMo/MiMo-7B-RL", None),
 ])
 def test_a_path_or_id_names_a_shipped_profile_or_none(path: str, profile: str | None) -> None:
     assert profile_named_by(path, model_names()) == profile
@@ -50,3 +64,8 @@ def test_a_fetched_config_is_used_from_the_cache(tmp_path: Path) -> None:
     cached.mkdir()
     (cached / "config.json").write_text("{}")
     assert fetch_config("some-org/model", tmp_path) == cached
+
+
+@pytest.mark.parametrize("path", ["moonshotai/Kimi-K2-Base", "Qwen/Qwen3-32B-FP8", "/models/Qwen3-8B-FP8"])
+def test_a_variant_with_another_config_names_no_profile(path: str) -> None:
+    assert profile_named_by(path, model_names()) is None
