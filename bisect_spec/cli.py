@@ -458,6 +458,7 @@ def env_install(releases: tuple[str, ...], all_releases: bool, retry: bool) -> N
         click.echo(f"[{index}/{len(chosen)}] {release}", err=True)
         started = time.perf_counter()
         was_installed = environments.is_installed(release)
+        layers_before = environments.describe(release).get("layers", []) if was_installed else []
         try:
             environments.install(release, progress=lambda line: click.echo(f"  {line}", err=True), retry=retry)
         except ReleaseUnavailable as exc:
@@ -470,8 +471,10 @@ def env_install(releases: tuple[str, ...], all_releases: bool, retry: bool) -> N
             continue
         info = environments.describe(release)
         seconds = "-" if was_installed else info.get("install_seconds", "-")
-        rows.append([release, "already installed" if was_installed else "installed",
-                     f"{environments.size_of(release) / 1e6:.0f}", seconds])
+        added = [layer for layer in info.get("layers", []) if layer not in layers_before]
+        status = ("installed" if not was_installed else
+                  f"already installed; layers added: {', '.join(added)}" if added else "already installed")
+        rows.append([release, status, f"{environments.size_of(release) / 1e6:.0f}", seconds])
     click.echo(render.table(["release", "status", "MB", "seconds"], rows))
     if failed:
         sys.exit(1)

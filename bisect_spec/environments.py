@@ -428,6 +428,7 @@ def install(release: str, progress: Callable[[str], None] | None = None, *, veri
         return get(CURRENT)
     directory = _release_dir(release)
     if (directory / "env.json").is_file():
+        add_missing_layers(release, progress)
         return get(release)
     reason = unavailable_reason(release)
     recorded_in_pins = bool(pins()["releases"].get(release, {}).get("unavailable"))
@@ -480,6 +481,35 @@ def install(release: str, progress: Callable[[str], None] | None = None, *, veri
     (directory / UNAVAILABLE).unlink(missing_ok=True)
     (directory / "env.json").write_text(json.dumps(record, indent=2))
     return environment
+
+
+def add_missing_layers(release: str, progress: Callable[[str], None] | None = None) -> list[str]:
+    """Give an installed release the layers its pins name but its install predates.
+
+    Layers are shared and installed once; the release's ``env.json`` then lists them in
+    the pinned order (its import path). Nothing in the release's own ``site`` changes.
+    This is how a layer added to ``data/releases.json`` reaches existing environments
+    (``bisect-spec env install RELEASE`` on an installed release).
+
+    :return: the layers added.
+    """
+    directory = _release_dir(release)
+    record = describe(release)
+    have: list[str] = list(record.get("layers", []))
+    pinned: list[str] = list(pins()["releases"].get(release, {}).get("layers", []))
+    missing = [layer for layer in pinned if layer not in have]
+    if not missing:
+        return []
+    python = ensure_base(progress)
+    for layer in missing:
+        _ensure_layer(layer, python, progress)
+    record["layers"] = [layer for layer in pinned if layer in have or layer in missing] + \
+        [layer for layer in have if layer not in pinned]
+    record["layers_added"] = sorted({*record.get("layers_added", []), *missing})
+    staging = directory / "env.json.tmp"
+    staging.write_text(json.dumps(record, indent=2))
+    staging.replace(directory / "env.json")
+    return missing
 
 
 def _one_line(exc: BaseException) -> str:

@@ -194,6 +194,34 @@ def _simulate_packages(installed: dict[str, str]) -> None:
     _PACKAGES[0].active = True
 
 
+@contextlib.contextmanager
+def packages_hidden() -> Iterator[None]:
+    """Let the box's GPU packages look absent for a while (as before :func:`install`).
+
+    For importing code honestly on the CPU with stubs for what is missing (the launch
+    oracle imports 0.5.9/0.5.12's launch path, which imports ``sgl_kernel`` unconditionally,
+    so): a stub can only stand in for a package that is not claimed as installed.
+    """
+    states = [finder.active for finder in _PACKAGES]
+    simulated = _SIMULATED.get("packages.active")
+    for finder in _PACKAGES:
+        finder.active = False
+    if simulated is not None:  # import_on_cpu restores the simulated state: keep the packages hidden there too
+        _SIMULATED["packages.active"] = False
+    try:
+        yield
+    finally:
+        if simulated is not None:
+            _SIMULATED["packages.active"] = simulated
+        for finder, state in zip(_PACKAGES, states, strict=True):
+            finder.active = state
+
+
+def box_package_modules() -> set[str]:
+    """Top-level modules of the GPU packages the box claims to have (none while hidden or off)."""
+    return set(_PACKAGES[0].modules) if _PACKAGES and _PACKAGES[0].active else set()
+
+
 def packages_needed() -> list[str]:
     """GPU packages an evaluation tried to import since the last call (then forgotten)."""
     if not _PACKAGES:
