@@ -378,7 +378,10 @@ def _gpu_without_kernels(hardware: dict[str, Any] | None) -> bool:
 
 #: Modules resolution imports lazily: imported on the CPU first (else they reach for sgl_kernel).
 LAZY_MODULES = ("sglang.srt.configs.model_config", "sglang.srt.arg_groups.pipeline",
-                "sglang.srt.arg_groups.overrides", "sglang.srt.utils.hf_transformers_utils")
+                "sglang.srt.arg_groups.overrides", "sglang.srt.utils.hf_transformers_utils",
+                # the launch path's later stages (launch_path.py): launcher and scheduler modules
+                "sglang.srt.managers.tokenizer_manager", "sglang.srt.speculative.spec_info",
+                "sglang.srt.model_executor.model_runner_components.spec_aux_hidden_state")
 
 
 def _applied_shims() -> list[str]:
@@ -401,7 +404,9 @@ def _import_sglang(stubbed: list[str]) -> tuple[Any, types.ModuleType]:
 
         for lazy in LAZY_MODULES:
             with contextlib.suppress(Exception):
-                __import__(lazy)
+                # a launcher/scheduler module may reach for a GPU-only package (0.5.9's tokenizer
+                # manager imports sgl_kernel): stubbed only after that exact import failed
+                with_stubs(functools.partial(__import__, lazy), stubbed, forget=lazy)
         return sglang, server_args_module
 
     return with_stubs(load, stubbed, forget="sglang")

@@ -22,6 +22,12 @@ failed):
     ``resolve_auto_parsers`` (0.5.12+): always from the release that calls it
     unconditionally (it then also declares architecture defaults), else only for an
     ``auto`` parser, as the engine's own guard says. Never raises on a configuration.
+``tokenizer_manager``
+    ``TokenizerManager.init_model_config`` in the launcher (after ``publish(role="tokenizer")``
+    where the release has a runtime context), called on a bare instance: the model config
+    again, and the output slots reserved for draft tokens
+    (``max(topk * steps, num_draft_tokens)``: a ``TypeError`` when resolution left one unset).
+    Only this method runs: the tokenizer itself is not loaded.
 ``target_model_config``
     the scheduler's ``ModelConfig.from_server_args(server_args)`` (after the scheduler's
     ``publish(role="scheduler")`` where the release has a runtime context): dtype,
@@ -58,8 +64,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 #: Stages in launch order; every PASSED outcome reaches the last.
-STAGES = ("parse", "resolve", "check_server_args", "auto_parsers", "target_model_config", "draft_model_config",
-          "draft_worker_model_config", "weights")
+STAGES = ("parse", "resolve", "check_server_args", "auto_parsers", "tokenizer_manager", "target_model_config",
+          "draft_model_config", "draft_worker_model_config", "weights")
 #: Stages that a real launch runs only after the target's weights are loaded.
 AFTER_WEIGHTS = frozenset({"draft_worker_model_config"})
 
@@ -195,6 +201,7 @@ def run_after_resolution(args: Any, progress: Progress) -> None:
     model_config_cls = _attribute(("sglang.srt.configs.model_config",), "ModelConfig")
     from_server_args = getattr(model_config_cls, "from_server_args", None)
     with _runtime_context() as publish:
+        _tokenizer_manager(args, publish, progress)
         if publish is not None:
             _publish_scheduler(publish, args)
         if from_server_args is not None:
@@ -202,6 +209,20 @@ def run_after_resolution(args: Any, progress: Progress) -> None:
             target = from_server_args(args)
             _draft_configs(args, target, from_server_args, progress)
     progress.enter("weights")
+
+
+def _tokenizer_manager(args: Any, publish: Callable[..., None] | None, progress: Progress) -> None:
+    """The launcher's ``TokenizerManager.init_model_config``, on an instance with nothing else built."""
+    manager = _attribute(("sglang.srt.managers.tokenizer_manager",), "TokenizerManager")
+    init_model_config = getattr(manager, "init_model_config", None)
+    if init_model_config is None:
+        return
+    if publish is not None:
+        _call(publish, args, role="tokenizer")
+    progress.enter("tokenizer_manager")
+    bare = manager.__new__(manager)
+    bare.server_args = args
+    init_model_config(bare)
 
 
 def _auto_parsers(args: Any, progress: Progress) -> None:
