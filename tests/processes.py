@@ -7,6 +7,7 @@ import fcntl
 import os
 import pty
 import select
+import signal
 import subprocess
 import sys
 import termios
@@ -126,6 +127,19 @@ def gone(pids: list[int], procs: list[psutil.Process]) -> bool:
     return not any(running(pid) for pid in pids) and not any(p.is_running() and running(p.pid) for p in procs)
 
 
+def _as_from_a_shell(terminal: bool) -> None:
+    """In the tool, before it runs: the signals a test sends do what they do in a user's shell.
+
+    SIGINT, SIGTERM and SIGHUP get their default action back: a test run under ``nohup``
+    (SIGHUP ignored) or started with ``&`` from a script (SIGINT ignored) would otherwise
+    pass the ignoring on, and the tool would never see Ctrl-C or the hang-up.
+    """
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+    if terminal:
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+
 class Tool:
     """``bisect-spec`` started by a test; ``terminal``: with a pseudo-terminal as its controlling terminal.
 
@@ -141,13 +155,14 @@ class Tool:
         if terminal:
             self.terminal, follower = pty.openpty()
             self.process = subprocess.Popen(argv, stdin=follower, stdout=follower, stderr=follower, start_new_session=True,
-                                            preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0), env=env, cwd=cwd)
+                                            preexec_fn=lambda: _as_from_a_shell(True), env=env, cwd=cwd)
             os.close(follower)
             self._reading.set()
             self._reader = threading.Thread(target=self._drain, args=(self.terminal,), daemon=True)
             self._reader.start()
         else:
-            self.process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=cwd)
+            self.process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=cwd,
+                                            preexec_fn=lambda: _as_from_a_shell(False))
         janitor.tool(self.process)
 
     def _drain(self, terminal: int) -> None:
