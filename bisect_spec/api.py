@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from . import environments, profiles
+from .errors import ProfileError, UsageError
 from .errors import StoreError as BisectSpecStoreError
-from .errors import UsageError
 from .flags import CONFIG_ENV, Config, inherited_env, parse_command
 from .outcome import Outcome, Status
 from .session import DRAFT, MODEL, Session, Target
@@ -49,6 +49,10 @@ class TargetSpec:
     env: tuple[tuple[str, str], ...] = ()
     #: take the caller's ``SGLANG_*`` variables too (off when resuming: the run's own are used)
     inherit_env: bool = True
+    #: the model / draft profile was chosen by the caller (not a default): a pasted command's own
+    #: model path must then agree with it; a default gives way to what the command names
+    model_chosen: bool = True
+    draft_chosen: bool = True
 
     def resolve(self) -> Target:
         """Load profiles and pick the release (newest installed when unset).
@@ -80,22 +84,23 @@ class ProbeResult:
 
 
 def understand_flags(tokens: Sequence[str], spec: TargetSpec) -> tuple[Config, TargetSpec, list[str]]:
-    """Parse flags or a pasted launch command; swap missing local paths for profiles.
+    """Parse flags or a pasted launch command; find the model and draft it names.
 
-    :return: the configuration, the target spec (with local model/draft dirs when they exist), notes.
+    The pasted ``--model-path`` decides the model (see :mod:`bisect_spec.model_sources`): a local
+    directory, the shipped profile it names, or a hub id's fetched ``config.json``; a path that names
+    none of these is refused unless ``spec`` chose a profile explicitly. A pasted draft path not on
+    this machine becomes the draft profile of the pasted algorithm.
+
+    :return: the configuration, the target spec, notes saying what was used for what.
+    :raises ProfileError: a model that cannot be identified, or two choices that disagree.
     """
     pasted = parse_command(tokens)
-    notes: list[str] = []
+    notes: list[str] = list(pasted.notes)
     config = pasted.config
-    for kind, path, profile in (("model", pasted.model_path, spec.model), ("draft", pasted.draft_path, spec.draft)):
-        if path is None:
-            continue
-        field_name = f"{kind}_path"
-        if (Path(path).expanduser() / "config.json").is_file() and getattr(spec, field_name) is None:
-            spec = TargetSpec(**{**spec.__dict__, field_name: path})
-            notes.append(f"using the local {kind} config at {path}")
-        else:
-            notes.append(f"{kind} path {path} is not on this machine: using the '{profile}' {kind} profile")
+    if pasted.model_path is not None:
+        spec = _pasted_model(pasted.model_path, spec, notes)
+    if pasted.draft_path is not None:
+        spec = _pasted_draft(pasted.draft_path, config, spec, notes)
     if pasted.draft_path is not None:
         config = config.with_("--speculative-draft-model-path", DRAFT)
     visible = config.env().get("CUDA_VISIBLE_DEVICES")
@@ -107,6 +112,56 @@ def understand_flags(tokens: Sequence[str], spec: TargetSpec) -> tuple[Config, T
         config = config.without("CUDA_VISIBLE_DEVICES")
         notes.append(f"CUDA_VISIBLE_DEVICES={visible}: evaluating on {len(devices)} GPU(s) of the box")
     return config, spec, notes
+
+
+def _pasted_model(path: str, spec: TargetSpec, notes: list[str]) -> TargetSpec:
+    from .model_sources import fetch_config, is_hub_id, profile_named_by
+
+    if spec.model_path is not None:
+        notes.append(f"model: your --model-path {spec.model_path} (the pasted command says {path})")
+        return spec
+    if (Path(path).expanduser() / "config.json").is_file():
+        notes.append(f"using the local model config at {path}")
+        return TargetSpec(**{**spec.__dict__, "model_path": path})
+    named = profile_named_by(path, profiles.model_names())
+    if named is not None:
+        if spec.model_chosen and spec.model != named:
+            raise ProfileError(f"the pasted command runs {path} (profile '{named}') but --model says '{spec.model}': "
+                               "drop one of them")
+        notes.append(f"model path {path} is not on this machine: using the '{named}' profile (its published config.json)")
+        return TargetSpec(**{**spec.__dict__, "model": named})
+    if is_hub_id(path):
+        directory = fetch_config(path, environments.home() / "hub" / "models")
+        notes.append(f"model {path}: its config.json from the Hugging Face hub (cached in {directory})")
+        return TargetSpec(**{**spec.__dict__, "model_path": str(directory)})
+    if spec.model_chosen:
+        notes.append(f"model path {path} is not on this machine: using the '{spec.model}' profile you chose")
+        return spec
+    raise ProfileError(f"model path {path} is not on this machine and names no shipped profile: pass --model NAME "
+                       f"({', '.join(profiles.model_names())}) or --model-path DIR holding its config.json")
+
+
+def _pasted_draft(path: str, config: Config, spec: TargetSpec, notes: list[str]) -> TargetSpec:
+    from .model_sources import fetch_config, is_hub_id
+
+    if spec.draft_path is not None:
+        notes.append(f"draft: your --draft-path {spec.draft_path} (the pasted command says {path})")
+        return spec
+    if (Path(path).expanduser() / "config.json").is_file():
+        notes.append(f"using the local draft config at {path}")
+        return TargetSpec(**{**spec.__dict__, "draft_path": path})
+    if is_hub_id(path):
+        directory = fetch_config(path, environments.home() / "hub" / "drafts")
+        notes.append(f"draft {path}: its config.json from the Hugging Face hub (cached in {directory})")
+        return TargetSpec(**{**spec.__dict__, "draft_path": str(directory)})
+    algorithm = (config.get("--speculative-algorithm") or ("",))[0].upper()
+    by_algorithm = {"EAGLE3": "eagle3", "EAGLE": "eagle", "STANDALONE": "standalone", "NEXTN": "nextn", "MTP": "nextn"}
+    draft = spec.draft
+    if not spec.draft_chosen and algorithm in by_algorithm:
+        draft = by_algorithm[algorithm]
+    notes.append(f"draft path {path} is not on this machine: using the '{draft}' draft profile "
+                 "(a draft derived from the model's config)")
+    return TargetSpec(**{**spec.__dict__, "draft": draft})
 
 
 def check_usage(session: Session, outcome: Outcome) -> None:
@@ -143,6 +198,9 @@ def _first_evaluation(tokens: Sequence[str], spec: TargetSpec | None, *, jobs: i
         full = session.with_draft(config)
         if full != config:
             notes.append(f"added --speculative-draft-model-path for the '{target.draft.name if target.draft else ''}' draft")
+        missing = session.missing_draft(full)
+        if missing:
+            notes.append(f"warning: {missing}")
         outcome = session.evaluate(full)
         check_usage(session, outcome)
         yield session, full, outcome, notes
@@ -213,9 +271,9 @@ def sweep(spec: TargetSpec | None = None, *, strategy: str = "default", jobs: in
     :raises StoreError: run missing/locked/unwritable. :raises UsageError: bad strategy/flags.
     """
     from . import store
-    from .plan import Strategy, covering_plan, load_strategy
+    from .plan import Strategy, fitted_plan, load_strategy
     from .strategies import search
-    from .summary import summarise
+    from .summary import summarise, triage
 
     started = time.time()
     if resume is not None:
@@ -224,7 +282,9 @@ def sweep(spec: TargetSpec | None = None, *, strategy: str = "default", jobs: in
         spec = _spec_from_meta(meta)
         chosen = Strategy(**{**meta["strategy"], "include": tuple(meta["strategy"]["include"]),
                              "exclude": tuple(meta["strategy"]["exclude"]), "core": tuple(meta["strategy"]["core"]),
-                             "values": {k: tuple(v) for k, v in meta["strategy"]["values"].items()}})
+                             "values": {k: tuple(v) for k, v in meta["strategy"]["values"].items()},
+                             "forbid": {k: tuple(v) for k, v in meta["strategy"].get("forbid", {}).items()},
+                             "fit": meta["strategy"].get("fit", False)})  # a run from before fit.py: its plan
     else:
         run = None
         spec = spec or TargetSpec()
@@ -235,13 +295,17 @@ def sweep(spec: TargetSpec | None = None, *, strategy: str = "default", jobs: in
     try:
         table = session.flags()
         space = chosen.space(table)
-        plan = covering_plan(space, chosen)
+        plan, search_space, unfit = fitted_plan(space, chosen, model_config=target.model.config,
+                                                hardware=target.hardware.record)
         if run is None:
             # the release is recorded as resolved: a resume must not drift to a newer install
-            asked = {**spec.__dict__, "release": target.release, "env": [list(kv) for kv in target.env]}
+            # what decides the target (how a pasted command was read is not part of it)
+            asked = {**{k: v for k, v in spec.__dict__.items() if k not in ("model_chosen", "draft_chosen", "inherit_env")},
+                     "release": target.release, "env": [list(kv) for kv in target.env]}
             meta = {"schema": "bisect-spec/run/1", "asked": asked, "target": target.describe(),
                     "strategy": chosen.to_dict(), "seed": chosen.seed, "space": space.describe(),
-                    "plan_size": len(plan), "search_budget": chosen.random_budget}
+                    "plan_size": len(plan), "search_budget": chosen.random_budget,
+                    "tested_once": [u.to_dict() for u in unfit]}
             run = store.create_run(runs_dir, meta)
             session.pool.spec = session.environment.worker_spec(
                 hardware=target.hardware.record, gpus=target.hardware.gpus,
@@ -251,7 +315,7 @@ def sweep(spec: TargetSpec | None = None, *, strategy: str = "default", jobs: in
             journal = {e["key"]: e for e in run.journal_entries()}
             outcomes: dict[str, Outcome] = {k: Outcome.from_dict(e["outcome"]) for k, e in journal.items()}
             signatures = {o.signature for o in outcomes.values() if o.signature}
-            total = len(plan) + chosen.random_budget
+            total = [len(plan) + chosen.random_budget]  # a masking-aware round adds its rows
             reused = 0
             cache = store.OutcomeCache(environments.home() / "cache" / "outcomes.sqlite") if use_cache else None
             target_key = store.OutcomeCache.target_key(_target_record(target))
@@ -265,7 +329,7 @@ def sweep(spec: TargetSpec | None = None, *, strategy: str = "default", jobs: in
                 if cache is not None and not cached and outcome.status.value in ("passed", "failed", "usage"):
                     cache.put(target_key, key, outcome.to_dict())
                 if progress:
-                    progress(len(outcomes), total, len(signatures), phase)
+                    progress(len(outcomes), total[0], len(signatures), phase)
 
             todo = [(i, c) for i, c in enumerate(plan) if c.key() not in outcomes]
             if cache is not None and todo:
@@ -283,6 +347,14 @@ def sweep(spec: TargetSpec | None = None, *, strategy: str = "default", jobs: in
                 for outcome in session.evaluate_many(c for _, c in todo):
                     record("cover", index_of[outcome.config.key()], outcome, False)
 
+            rounds_configs: list[Config] = []
+            if chosen.rounds > 0:
+                masking = _masking_rounds(session, space=search_space, plan=plan, strategy=chosen, outcomes=outcomes,
+                                          cache=cache, target_key=target_key, record=record,
+                                          configs=rounds_configs, total=total, budget=(shrink_evaluations, shrink_seconds))
+            else:
+                masking = None
+
             def outcome_key(config: Config) -> str:
                 key = config.key()
                 if key not in outcomes:
@@ -297,19 +369,22 @@ def sweep(spec: TargetSpec | None = None, *, strategy: str = "default", jobs: in
                 found = outcomes[key]
                 return found.signature.id if found.signature else found.status.value
 
-            searched = search(space, outcome_key, budget=chosen.random_budget, seed=chosen.seed)
+            searched = search(search_space, outcome_key, budget=chosen.random_budget, seed=chosen.seed)
             if cache is not None:
                 cache.close()
             ordered = [outcomes[c.key()] for c in plan]
             seen = {c.key() for c in plan}
-            for config in searched:
+            for config in [*rounds_configs, *searched]:
                 if config.key() not in seen:
                     seen.add(config.key())
                     ordered.append(outcomes[config.key()])
             summary = summarise(ordered, space, target.describe(), chosen.name, chosen.seed)
+            if masking is not None:
+                summary["masking"] = masking.to_dict()
             if shrink:
                 _shrink_signatures(session, summary, run.path / "reproducers", fix=fix, progress=progress,
                                    budget=(shrink_evaluations, shrink_seconds), outcomes=ordered)
+                triage(summary)
             local = {str(target.model.path): MODEL}
             if target.draft and target.draft.path:
                 local[str(target.draft.path)] = DRAFT
@@ -319,14 +394,110 @@ def sweep(spec: TargetSpec | None = None, *, strategy: str = "default", jobs: in
             from .render import summary_markdown
 
             run.write_text("summary.md", summary_markdown(summary))
+            run.write_text("report.html", report(run.path, "html"))
             run.write_json("timing.json", {"started": started, "finished": time.time(),
                                            "seconds": round(time.time() - started, 3), "jobs": session.pool.jobs,
                                            "executor": executor,
                                            "reused_from_cache": reused, "torn_records": run.torn,
                                            "worker": session.info})
             return SweepResult(run.id, run.path, target, summary, ordered, reused, run.torn, session.info)
+    except KeyboardInterrupt:
+        if run is None:
+            raise
+        from .errors import Interrupted
+
+        kept = sum(1 for _ in run.journal_entries())
+        planned = int(run.meta.get("plan_size") or 0) + int(run.meta.get("search_budget") or 0)
+        raise Interrupted(f"interrupted: {kept}/{planned} recorded in run {run.id}; "
+                          f"resume with bisect-spec sweep --resume {run.id}") from None
     finally:
         session.close()
+
+
+def _masking_rounds(session: Session, *, space: Any, plan: Sequence[Config], strategy: Any,
+                    outcomes: dict[str, Outcome], cache: Any, target_key: str, record: Callable[..., None],
+                    configs: list[Config], total: list[int],
+                    budget: tuple[int, float]) -> Any:
+    """Masking-aware covering (:mod:`bisect_spec.masking`) wired to the session, the cache and the journal.
+
+    The plan's rows over the fitted space are the first round (already evaluated); each later
+    round's rows are journaled as phase ``round``; failures are shrunk with the sweep's shrink budget.
+    """
+    from .masking import Key, cover_unmasked
+    from .shrink import Budget
+
+    def row_of(config: Config) -> tuple[int, ...] | None:
+        given = config.as_dict()
+        row = []
+        for spec in space.specs:
+            value = given.get(spec.flag)
+            if value is not None and value not in spec.values:
+                return None
+            row.append(spec.values.index(value) if value is not None else 0)
+        return tuple(row)
+
+    def key_of(outcome: Outcome) -> Key:
+        if outcome.passed:
+            return None
+        sig = outcome.signature
+        if outcome.status.value != "failed" or sig is None:
+            return f"{outcome.status.value}:{sig.id if sig else ''}"
+        return sig.id
+
+    def evaluate(batch: list[Config]) -> list[Key]:
+        todo = [c for c in batch if c.key() not in outcomes]
+        total[0] += len(todo)
+        if cache is not None and todo:
+            hits = cache.get_many(target_key, [c.key() for c in todo])
+            for config in todo:
+                if config.key() in hits:
+                    record("round", len(outcomes), Outcome.from_dict(hits[config.key()]), True)
+            todo = [c for c in todo if c.key() not in outcomes]
+        if todo:
+            session.start()
+            for outcome in session.evaluate_many(todo):
+                record("round", len(outcomes), outcome, False)
+        configs.extend(c for c in batch if c not in configs)
+        return [key_of(outcomes[c.key()]) for c in batch]
+
+    def shrink(config: Config, signature: str) -> Config | None:
+        session.start()
+        report = shrink_in_session(session, config, budget=Budget(*budget), fix=False,
+                                   first=outcomes.get(config.key()))
+        result = report.result
+        if result.signature is None or result.signature.id != signature or result.status != "minimal":
+            return None
+        minimal: Config = result.minimal
+        return minimal
+
+    first = [row for row in (row_of(c) for c in plan) if row is not None]
+    return cover_unmasked(space, first, evaluate=evaluate, shrink=shrink, strength=strategy.strength,
+                          core_strength=strategy.core_strength, max_rounds=strategy.rounds,
+                          row_limit=strategy.round_rows)
+
+
+def failures_for_ci(summary: dict[str, Any], fail_on: str, *, runs_dir: Path, run_id: str) -> list[dict[str, Any]]:
+    """The failure signatures that ``--fail-on`` counts: ``any`` every failure SGLang raised, ``new``
+    those that the previous finished run of the same target in ``runs_dir`` did not have (matched by
+    id or cross-release key; without a previous run every failure is new, as in a JUnit report
+    without a baseline). Crashes and time-outs of the tool's own workers are not counted.
+
+    :raises UsageError: ``fail_on`` is neither ``new`` nor ``any``.
+    """
+    from . import store
+
+    if fail_on not in ("new", "any"):
+        raise UsageError(f"--fail-on takes new or any, not {fail_on!r}")
+    failures = [s for s in summary["signatures"] if s.get("kind") == "failed"]
+    if fail_on == "any":
+        return failures
+    earlier = [r for r in store.list_runs(runs_dir)
+               if r["complete"] and r["id"] < run_id and r["target"] == summary["target"]]
+    if not earlier:
+        return failures
+    _, _, before = store.read_run(runs_dir, earlier[-1]["id"])
+    known = {s.get(k) for s in (before or {}).get("signatures", []) for k in ("id", "cross_release_key")}
+    return [s for s in failures if s["id"] not in known and s["cross_release_key"] not in known]
 
 
 def _shrink_signatures(session: Session, summary: dict[str, Any], out_dir: Path, *, fix: bool,

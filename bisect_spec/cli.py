@@ -35,9 +35,22 @@ class _UsageFailure(click.ClickException):
     exit_code = 2
 
 
+class _InterruptedExit(click.ClickException):
+    """Ctrl-C: one line saying what was kept, exit status 130 (128 + SIGINT), as shells expect."""
+
+    exit_code = 130
+
+    def show(self, file: Any = None) -> None:
+        click.echo(self.message, err=True)
+
+
 def _Failure(message: str, exit_code: int) -> click.ClickException:
     """A one-line error with the exit code the library error asked for."""
-    return _UsageFailure(message) if exit_code == 2 else click.ClickException(message)
+    if exit_code == 130:
+        return _InterruptedExit(message)
+    failure = _UsageFailure(message) if exit_code == 2 else click.ClickException(message)
+    setattr(failure, "exit_code", exit_code)  # noqa: B010 - an instance's own code (ClassVar in click's stubs)
+    return failure
 
 
 class _Group(click.Group):
@@ -51,7 +64,9 @@ class _Group(click.Group):
             if debug:
                 traceback.print_exc()
             raise _Failure(str(exc), exc.exit_code) from exc
-        except (click.ClickException, click.exceptions.Exit, click.Abort, KeyboardInterrupt):
+        except KeyboardInterrupt as exc:
+            raise _InterruptedExit("interrupted") from exc
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
             raise
         except Exception as exc:
             if debug:
@@ -94,11 +109,16 @@ def _env_option(_ctx: click.Context, _param: click.Parameter, values: tuple[str,
 
 
 def spec_from(kwargs: dict[str, Any]) -> api.TargetSpec:
+    from click.core import ParameterSource
+
+    ctx = click.get_current_context(silent=True)
+    chosen = {name: ctx is None or ctx.get_parameter_source(name) not in (ParameterSource.DEFAULT, None)
+              for name in ("model", "draft")}
     draft = kwargs.pop("draft")
     return api.TargetSpec(release=kwargs.pop("release"), model=kwargs.pop("model"),
                           draft=None if draft == "none" else draft, hardware=kwargs.pop("hardware"),
                           gpus=kwargs.pop("gpus"), model_path=kwargs.pop("model_path"), draft_path=kwargs.pop("draft_path"),
-                          env=kwargs.pop("env", ()))
+                          env=kwargs.pop("env", ()), model_chosen=chosen["model"], draft_chosen=chosen["draft"])
 
 
 def announce_hardware(session: Session) -> None:
@@ -129,6 +149,9 @@ def sweep_options(func: F) -> F:
                      help="Shrink every signature found to a 1-minimal reproducer (with reproducer files)."),
         click.option("--fix/--no-fix", default=False, show_default=True,
                      help="Also search the nearest working configuration for every signature (slower)."),
+        click.option("--fail-on", type=click.Choice(["new", "any"]), default=None,
+                     help="Exit 3 when the sweep finds failures: any, or new ones (not in the previous run "
+                          "of the same target in --runs-dir). For CI."),
     ]
     for option in reversed(options):
         func = option(func)
@@ -167,7 +190,8 @@ class _Progress:
 
 def _run_sweep(as_json: bool, strategy: str, jobs: int | None, seed: int | None, random_budget: int | None,
                runs_dir: str, resume: str | None, no_cache: bool, shrink: bool, fix: bool,
-               executor: str = "local", address: str | None = None, **kwargs: Any) -> api.SweepResult:
+               executor: str = "local", address: str | None = None, fail_on: str | None = None,
+               **kwargs: Any) -> api.SweepResult:
     spec = spec_from(kwargs)
     progress = _Progress()
     result = api.sweep(spec, strategy=strategy, jobs=jobs, runs_dir=Path(runs_dir), resume=resume, seed=seed,
@@ -181,9 +205,22 @@ def _run_sweep(as_json: bool, strategy: str, jobs: int | None, seed: int | None,
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2, sort_keys=True))
     else:
-        click.echo(render.summary_text(result.summary))
-        click.echo(f"\nrun {result.run_id} stored in {result.run_path}")
+        click.echo(render.summary_text(result.summary, width=_terminal_width(), run_path=str(result.run_path)))
+        click.echo(f"run {result.run_id} stored in {result.run_path}")
+    if fail_on:
+        failing = api.failures_for_ci(result.summary, fail_on, runs_dir=Path(runs_dir), run_id=result.run_id)
+        if failing:
+            click.echo(f"--fail-on {fail_on}: {len(failing)} {'new ' if fail_on == 'new' else ''}failure signature"
+                       f"{'' if len(failing) == 1 else 's'}: {', '.join(s['id'] for s in failing)}", err=True)
+            sys.exit(EXIT_VERDICT_FAILS)
     return result
+
+
+def _terminal_width() -> int:
+    """Columns to fit tables to: the terminal's, or 120 when output is not a terminal."""
+    import shutil
+
+    return max(60, shutil.get_terminal_size((120, 24)).columns)
 
 
 @click.group(cls=_Group, invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
@@ -314,7 +351,8 @@ def runs_show(run: str, runs_dir: str, as_json: bool) -> None:
         click.echo(f"run {run} did not finish: {len(entries)} of {meta.get('plan_size')}+ results recorded; "
                    f"continue with: bisect-spec --resume {run}")
         return
-    click.echo(render.summary_text(summary))
+    run_path = Path(run) if Path(run).is_dir() else Path(runs_dir) / run
+    click.echo(render.summary_text(summary, width=_terminal_width(), run_path=str(run_path)))
 
 
 @main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
@@ -340,7 +378,7 @@ def probe(as_json: bool, timeout: float, flags: tuple[str, ...], **kwargs: Any) 
         click.echo(json.dumps(result.to_dict(), indent=2, sort_keys=True))
     else:
         for note in result.notes:
-            click.echo(f"note: {note}", err=True)
+            click.echo(note if note.startswith("warning: ") else f"note: {note}", err=True)
         click.echo(render.probe_text(result))
     if not result.outcome.passed:
         sys.exit(EXIT_VERDICT_FAILS)
@@ -378,7 +416,7 @@ def shrink(as_json: bool, max_evaluations: int, max_seconds: float, no_fix: bool
         click.echo(json.dumps(report.to_dict(), indent=2, sort_keys=True))
         return report
     for note in report.notes:
-        click.echo(f"note: {note}", err=True)
+        click.echo(note if note.startswith("warning: ") else f"note: {note}", err=True)
     click.echo(render.shrink_text(report))
     return report
 
@@ -478,6 +516,38 @@ def env_remove(releases: tuple[str, ...]) -> None:
     for release in releases:
         environments.remove(release)
         click.echo(f"{release}: removed")
+
+
+@env.command("python")
+@click.argument("release")
+def env_python(release: str) -> None:
+    """Print the path of a Python that imports SGLang RELEASE (as evaluation workers do).
+
+    Example:
+
+        $(bisect-spec env python 0.5.12) repro.py
+    """
+    click.echo(environments.get(release).interpreter())
+
+
+@env.command("run", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.argument("release")
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def env_run(release: str, command: tuple[str, ...]) -> None:
+    """Run COMMAND with SGLang RELEASE importable: `python` is that release's Python (like `uv run`).
+
+    The command's exit status is this command's: `git bisect run bisect-spec env run 0.5.12 -- python repro.py`.
+
+    Example:
+
+        bisect-spec env run 0.5.12 -- python repro.py
+    """
+    from . import worker
+
+    interpreter = environments.get(release).interpreter()
+    argv = list(command[1:] if command[:1] == ("--",) else command)
+    code = worker.run_with_python(argv, interpreter)
+    sys.exit(code)
 
 
 # -- bisect across releases ------------------------------------------------------------
@@ -695,7 +765,7 @@ def launch_command(flags: tuple[str, ...], timeout: float, runs_dir: str, launch
         click.echo(json.dumps(data, indent=2, sort_keys=True))
     else:
         for note in report.notes:
-            click.echo(f"note: {note}", err=True)
+            click.echo(note if note.startswith("warning: ") else f"note: {note}", err=True)
         click.echo(_launch_header(data["target"], report.plan.mode))
         click.echo(f"flags:    {' '.join(report.config.argv())}")
         for number, attempt in enumerate(report.attempts, 1):
@@ -749,7 +819,7 @@ def crosscheck_command(source: str, timeout: float, runs_dir: str, launch_withou
         click.echo(json.dumps(report.to_dict(), indent=2, sort_keys=True))
     else:
         for note in report.notes:
-            click.echo(f"note: {note}", err=True)
+            click.echo(note if note.startswith("warning: ") else f"note: {note}", err=True)
         click.echo(_crosscheck_table(report))
     if report.disagreements:
         sys.exit(EXIT_VERDICT_FAILS)
@@ -781,7 +851,7 @@ def _confirm_by_launch(command: click.Command, pick: Callable[[Any], list[tuple[
         report = api.crosscheck(configs, spec, timeout=timeout, runs_dir=Path(kwargs.get("runs_dir") or "runs"),
                                 allow_without_gpu=without_gpu)
         for note in report.notes:
-            click.echo(f"note: {note}", err=True)
+            click.echo(note if note.startswith("warning: ") else f"note: {note}", err=True)
         if kwargs.get("as_json"):
             click.echo(f"note: launch confirmation stored in {report.path / 'crosscheck.json'} "
                        f"({len(report.disagreements)} disagreement(s))", err=True)

@@ -102,8 +102,31 @@ def select_releases(specs: list[str] | tuple[str, ...], *, all_releases: bool = 
         else:
             if check_release_name(spec) == CURRENT:
                 raise UsageError("'current' is the running Python's own SGLang: there is nothing to install")
+            if spec not in known:
+                check_release_exists(spec)
             chosen.add(spec)
     return sorted(chosen, key=version_key)
+
+
+#: PyPI's torchvision is a CUDA build whose C ops fail beside the CPU torch; declaring the two op
+#: schemas it registers fakes for lets it import (as ``inside/worker_main._torchvision_shim`` does).
+#: The version-skew shims are applied too, as in a worker (``inside/version_shims.py``).
+_TORCHVISION_SITECUSTOMIZE = '''"""bisect-spec: let PyPI's torchvision import beside the CPU torch of this environment."""
+try:
+    import torch
+
+    _LIBRARY = torch.library.Library("torchvision", "DEF")
+    _LIBRARY.define("nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
+    _LIBRARY.define("qnms(Tensor qdets, Tensor qscores, float iou_threshold) -> Tensor")
+except Exception:
+    pass
+try:  # the version-skew shims workers apply (torch 2.13 and triton 3.9 beside older releases)
+    import _bisect_spec_version_shims
+
+    _bisect_spec_version_shims.apply()
+except Exception:
+    pass
+'''
 
 
 @dataclass(frozen=True)
@@ -115,6 +138,31 @@ class Environment:
     pythonpath: tuple[str, ...]
     torchvision_shim: bool
     path: Path | None
+
+    def interpreter(self) -> str:
+        """A ``python`` that runs with this release importable, as workers do (``env python``, ``env run``).
+
+        For an installed release a small launcher script in its directory sets the import path
+        (the overlay, then its layers) and runs the shared base interpreter; SGLang then imports
+        exactly as in an evaluation worker. ``current`` is this Python.
+        """
+        if self.path is None:
+            return self.python
+        launcher = self.path / "bin" / "python"
+        shim = self.path / "bin" / "shim"
+        path = os.pathsep.join([str(shim), *self.pythonpath] if self.torchvision_shim else self.pythonpath)
+        if self.torchvision_shim:
+            shim.mkdir(parents=True, exist_ok=True)
+            (shim / "sitecustomize.py").write_text(_TORCHVISION_SITECUSTOMIZE)
+            shims = Path(__file__).with_name("inside") / "version_shims.py"
+            (shim / "_bisect_spec_version_shims.py").write_text(shims.read_text())
+        text = ("#!/bin/sh\n# bisect-spec: SGLang " + self.release + " importable, as in an evaluation worker\n"
+                f'PYTHONPATH="{path}${{PYTHONPATH:+:$PYTHONPATH}}" PYTHONNOUSERSITE=1 exec "{self.python}" "$@"\n')
+        if not launcher.is_file() or launcher.read_text() != text:
+            launcher.parent.mkdir(parents=True, exist_ok=True)
+            launcher.write_text(text)
+            launcher.chmod(0o755)
+        return str(launcher)
 
     def worker_spec(self, *, hardware: dict[str, Any] | None, gpus: int, log_path: str | None = None,
                     extra_env: tuple[tuple[str, str], ...] = ()) -> worker.WorkerSpec:
@@ -179,6 +227,53 @@ def _base_python() -> Path:
     return _base_dir() / "bin" / "python"
 
 
+_INDEX_VERSIONS: list[list[str]] = []
+
+
+def index_versions() -> list[str] | None:
+    """The SGLang versions the package index has (``pip index versions sglang``), or None offline.
+
+    Asked once per process, and only for a release newer than the pinned table: nightlies
+    meet new releases first.
+    """
+    if not _INDEX_VERSIONS:
+        lines: list[str] = []
+        code = worker.run_command([sys.executable, "-m", "pip", "index", "versions", "sglang",
+                                   "--disable-pip-version-check"], progress=lines.append)
+        found = next((line.split(":", 1)[1] for line in lines if line.startswith("Available versions:")), None)
+        if code != 0 or found is None:
+            return None
+        _INDEX_VERSIONS.append([v.strip() for v in found.split(",") if v.strip()])
+    return _INDEX_VERSIONS[0]
+
+
+def check_release_exists(release: str) -> None:
+    """Refuse a release that does not exist, in one line, before anything is installed.
+
+    A release inside the pinned table's span must be in it (no pip call); a newer one
+    must be on the package index.
+
+    :raises UsageError: no such release. :raises ReleaseError: the index cannot be reached.
+    """
+    if release == CURRENT or release in pins()["releases"]:
+        return
+    known = known_releases()
+    if version_key(release) < version_key(known[0]):
+        raise UsageError(f"SGLang {release} is older than the releases bisect-spec evaluates ({known[0]} … {known[-1]}); "
+                         f"pick one of them with --sglang")
+    if version_key(release) <= version_key(known[-1]):
+        close = [r for r in known if r.rsplit(".", 1)[0] == release.rsplit(".", 1)[0]] or known[-3:]
+        raise UsageError(f"SGLang {release} is not a release (releases near it: {', '.join(close[-4:])}); "
+                         "pick one of them with --sglang")
+    versions = index_versions()
+    if versions is None:
+        raise ReleaseError(f"SGLang {release} is newer than the pinned releases (newest {known[-1]}) and the package "
+                           "index cannot be reached to check it; retry online, or pick an installed release")
+    if release not in versions:
+        newest = max(versions, key=version_key) if versions else known[-1]
+        raise UsageError(f"SGLang {release} is not on the package index (newest there: {newest}); pick another --sglang")
+
+
 def check_release_name(release: str) -> str:
     """Validate a release string; return it."""
     if release == CURRENT or _VERSION.match(release):
@@ -216,6 +311,7 @@ def get(release: str) -> Environment:
         reason = unavailable_reason(release)
         if reason is not None:
             raise ReleaseUnavailable(release, reason)
+        check_release_exists(release)
         have = spans(installed()) or "none"
         raise ReleaseError(f"SGLang {release} is not installed (installed: {have}); run: bisect-spec env install {release}")
     if not _base_python().exists():
@@ -337,6 +433,7 @@ def install(release: str, progress: Callable[[str], None] | None = None, *, veri
     recorded_in_pins = bool(pins()["releases"].get(release, {}).get("unavailable"))
     if reason is not None and (not retry or recorded_in_pins):
         raise ReleaseUnavailable(release, reason)
+    check_release_exists(release)
     python = ensure_base(progress)
     entry: dict[str, Any] = pins()["releases"].get(release, {})
     overlay: list[str] = list(entry.get("overlay", []))

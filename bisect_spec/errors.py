@@ -22,6 +22,12 @@ class UsageError(BisectSpecError):
     exit_code = 2
 
 
+class Interrupted(BisectSpecError):
+    """The user interrupted the work (Ctrl-C, SIGTERM); the message says what was kept and how to go on."""
+
+    exit_code = 130
+
+
 class ProfileError(UsageError):
     """Unknown or unreadable model, draft or hardware profile."""
 

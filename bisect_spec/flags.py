@@ -212,7 +212,9 @@ def parse_command(tokens: Sequence[str]) -> PastedCommand:
 
     Accepted: a bare flag list; ``python -m sglang.launch_server ...``; ``sglang serve ...``;
     ``VAR=value`` and ``env VAR=value`` prefixes; a systemd ``ExecStart=`` line or a whole
-    unit file, whose ``Environment=`` lines count like a prefix. Environment assignments
+    unit file, whose ``Environment=`` lines count like a prefix; ``docker run ... IMAGE python
+    -m sglang.launch_server ...``, whose ``-e``/``--env`` count like a prefix. Secrets
+    (``HF_TOKEN`` …) are left out, with a note: they do not change argument handling. Environment assignments
     become items of the configuration (see the module docstring).
 
     :raises UsageError: the text is a command, but not an SGLang launch, or is empty.
@@ -237,6 +239,9 @@ def parse_command(tokens: Sequence[str]) -> PastedCommand:
         elif tokens[0].rsplit("/", 1)[-1] != "env" or len(tokens) < 2 or env_assignment(tokens[1]) is None:
             break
         tokens = tokens[1:]
+    if len(tokens) > 1 and tokens[0].rsplit("/", 1)[-1] in ("docker", "podman") and tokens[1] == "run":
+        tokens, container_env = _strip_container(tokens)
+        env.extend(container_env)
     if not tokens:
         raise UsageError("no SGLang flags given: pass them after --, e.g. -- --speculative-algorithm EAGLE3")
     if not tokens[0].startswith("--"):
@@ -252,9 +257,42 @@ def parse_command(tokens: Sequence[str]) -> PastedCommand:
         if flag in mapping:
             value = mapping.pop(flag)
             draft_path = value[0] if value else None
+    notes = []
     for name, assigned in env:  # a later assignment wins, as in a shell
+        if _SECRET.search(name):
+            notes.append(f"{name} left out: a secret, and it does not change how SGLang handles arguments")
+            continue
         mapping[name] = (assigned,)
-    return PastedCommand(Config.of(mapping), model_path, draft_path)
+    return PastedCommand(Config.of(mapping), model_path, draft_path, tuple(dict.fromkeys(notes)))
+
+
+_SECRET = re.compile(r"TOKEN|SECRET|PASSWORD|API_KEY|ACCESS_KEY", re.I)
+
+
+def _strip_container(tokens: list[str]) -> tuple[list[str], list[tuple[str, str]]]:
+    """``docker run [OPTIONS] IMAGE python -m sglang.launch_server ...``: the launch, and the
+    container's ``-e/--env`` assignments (``--gpus device=0,1`` as ``CUDA_VISIBLE_DEVICES``)."""
+    env: list[tuple[str, str]] = []
+    for index, token in enumerate(tokens):
+        name = token.rsplit("/", 1)[-1]
+        if (token == "-m" and tokens[index + 1: index + 2] and tokens[index + 1] in _LAUNCHERS) or name in _LAUNCHERS \
+                or (name == "sglang" and tokens[index + 1: index + 2] in (["serve"], ["launch-server"])):
+            before = tokens[:index]
+            for position, option in enumerate(before):
+                value = None
+                if option in ("-e", "--env") and position + 1 < len(before):
+                    value = before[position + 1]
+                elif option.startswith("--env="):
+                    value = option.removeprefix("--env=")
+                if value is not None and (assignment := env_assignment(value)) is not None:
+                    env.append(assignment)
+                if option == "--gpus" and position + 1 < len(before) and "device=" in before[position + 1]:
+                    devices = before[position + 1].split("device=", 1)[1].strip("'\"")
+                    env.append(("CUDA_VISIBLE_DEVICES", devices))
+            start = index - 1 if token == "-m" and index > 0 else index
+            return tokens[start:], env
+    raise UsageError("a 'docker run' command without an SGLang launch in it: paste the part from "
+                     "'python -m sglang.launch_server' on, or just the flags")
 
 
 def _strip_launcher(tokens: list[str]) -> list[str]:

@@ -35,7 +35,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import evaluator, worker
+from . import worker
+from .inside import evaluator
 from .signature import Signature, normalise_message, signature_of
 
 SCHEMA = "bisect-spec/launch/1"
@@ -163,7 +164,7 @@ def build_command(argv: Sequence[str], *, python: str, port: int, host: str = "1
         return [python if part == "{python}" else part for part in server_command] + flags
     if torchvision_shim or hardware:
         config = {"torchvision_shim": torchvision_shim, "hardware": dict(hardware) if hardware else None, "gpus": gpus}
-        return [python, str(Path(worker.__file__).with_name("launch_main.py")), json.dumps(config),
+        return [python, str(Path(worker.__file__).with_name("inside") / "launch_main.py"), json.dumps(config),
                 "sglang.launch_server", "--", *flags]
     return [python, "-m", "sglang.launch_server", *flags]
 

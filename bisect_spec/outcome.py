@@ -101,5 +101,7 @@ class Outcome:
     def from_dict(cls, data: dict[str, Any]) -> Outcome:
         record = {k: v for k, v in data.items() if k not in ("config", "release", "python", "hardware", "signature")}
         signature = Signature.from_dict(data["signature"]) if data.get("signature") else None
+        if record.get("status") == "failed":  # derived data: a cached record gets this version's grouping
+            signature = signature_of(record)
         return cls(Config.from_argv(data.get("config", [])), Status(data["status"]), data["release"], data["python"],
                    data["hardware"], record, signature)

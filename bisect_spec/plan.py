@@ -12,6 +12,11 @@ A strategy is a TOML file in ``strategies/`` (``--strategy NAME``) or anywhere
     seed = 0
     [values]                                         # per-flag domains ("" = unset)
     "--speculative-num-steps" = ["", "1", "0", "-1"]
+    fit = true                                       # values unfit for the model/box: tested once (fit.py)
+    rounds = 3                                       # masking-aware rounds after the array (masking.py)
+    round_rows = 400                                 # rows per round at most
+    [forbid]                                         # more values tested once, never combined
+    "--kv-cache-dtype" = ["fp4_e2m1"]
 
 The plan is deterministic: the same space, strategy and seed give the same list of
 configurations, in the same order. Pure: no I/O beyond reading the strategy file.
@@ -34,7 +39,7 @@ from .space import CORE, FlagSpace, build_space
 
 DEFAULT_STRATEGY = "default"
 _KEYS = {"description", "include", "exclude", "strength", "core", "core_strength", "random_budget", "seed", "values",
-         "require"}
+         "require", "forbid", "fit", "rounds", "round_rows"}
 
 
 @dataclass(frozen=True)
@@ -52,6 +57,10 @@ class Strategy:
     values: Mapping[str, tuple[str | None, ...]] = field(default_factory=dict)
     require: tuple[str, ...] = ()
     description: str = ""
+    forbid: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    fit: bool = True
+    rounds: int = 0
+    round_rows: int = 400
 
     def space(self, table: Sequence[Mapping[str, Any]]) -> FlagSpace:
         """This strategy's flag space for a release (from that release's flag table)."""
@@ -62,7 +71,9 @@ class Strategy:
         return {"name": self.name, "include": list(self.include), "exclude": list(self.exclude),
                 "strength": self.strength, "core": list(self.core), "core_strength": self.core_strength,
                 "random_budget": self.random_budget, "seed": self.seed,
-                "values": {k: list(v) for k, v in self.values.items()}, "description": self.description}
+                "values": {k: list(v) for k, v in self.values.items()}, "description": self.description,
+                "forbid": {k: list(v) for k, v in self.forbid.items()}, "fit": self.fit, "rounds": self.rounds,
+                "round_rows": self.round_rows}
 
 
 def strategy_dir() -> Any:
@@ -103,6 +114,11 @@ def load_strategy(name: str, *, seed: int | None = None, random_budget: int | No
             raise UsageError(f"strategy file {path}: '{key}' must be a list of strings, e.g. {key} = [\"--page-size\"]")
     if "values" in data and not isinstance(data["values"], dict):
         raise UsageError(f"strategy file {path}: 'values' must be a table: [values] then \"--flag\" = [\"\", \"1\"]")
+    if "forbid" in data and not (isinstance(data["forbid"], dict) and all(
+            isinstance(v, list) and all(isinstance(x, str) and x for x in v) for v in data["forbid"].values())):
+        raise UsageError(f"strategy file {path}: 'forbid' must be a table: [forbid] then \"--flag\" = [\"value\"]")
+    if "fit" in data and not isinstance(data["fit"], bool):
+        raise UsageError(f"strategy file {path}: 'fit' must be true or false")
     for flag, listed in data.get("values", {}).items():
         if not isinstance(listed, list):
             raise UsageError(f"strategy file {path}: values for {flag} must be a list, e.g. \"{flag}\" = [\"\", \"1\"]")
@@ -113,7 +129,10 @@ def load_strategy(name: str, *, seed: int | None = None, random_budget: int | No
             exclude=tuple(data.get("exclude", ())), strength=int(data.get("strength", 2)),
             core=tuple(data.get("core", CORE)), core_strength=int(data.get("core_strength", 3)),
             random_budget=int(data.get("random_budget", 200)), seed=int(data.get("seed", 0)), values=values,
-            require=tuple(data.get("require", ())), description=str(data.get("description", "")))
+            require=tuple(data.get("require", ())), description=str(data.get("description", "")),
+            forbid={str(k): tuple(str(x) for x in v) for k, v in data.get("forbid", {}).items()},
+            fit=bool(data.get("fit", True)), rounds=int(data.get("rounds", 0)),
+            round_rows=int(data.get("round_rows", 400)))
     except (TypeError, ValueError) as exc:
         raise UsageError(f"strategy file {path}: {exc}") from exc
     if not 1 <= strategy.strength <= 4 or not 1 <= strategy.core_strength <= 5:
@@ -138,3 +157,24 @@ def covering_plan(space: FlagSpace, strategy: Strategy) -> list[Config]:
             seen.add(config)
             plan.append(config)
     return plan
+
+
+def fitted_plan(space: FlagSpace, strategy: Strategy, *, model_config: Mapping[str, Any],
+                hardware: Mapping[str, Any] | None) -> tuple[list[Config], FlagSpace, list[Any]]:
+    """The covering plan over the values that fit this model and box, then one row per unfit value.
+
+    :return: the plan, the fitted space (what the search draws from) and the unfit values
+        (:class:`bisect_spec.fit.Unfit`).
+    """
+    from .fit import fitted_space, once_rows, unfit_values
+
+    forbid = {flag: tuple(tuple(v.split()) for v in values) for flag, values in strategy.forbid.items()}
+    unfit = unfit_values(space, model_config=model_config, hardware=hardware, forbid=forbid, automatic=strategy.fit)
+    fitted = fitted_space(space, unfit)
+    plan = covering_plan(fitted, strategy)
+    seen = set(plan)
+    for row in once_rows(space, unfit):
+        if row not in seen:
+            seen.add(row)
+            plan.append(row)
+    return plan, fitted, unfit

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 import shutil
 from dataclasses import dataclass
 from importlib import resources
@@ -205,6 +206,13 @@ def load_hardware(name: str = "auto", gpus: int = DEFAULT_GPUS) -> HardwareProfi
         record["auto"] = True
         return HardwareProfile(DEFAULT_HARDWARE, record, gpus)
     names = hardware_names()
+    counted = re.match(r"^(?P<base>.+)x(?P<count>\d+)$", name)
+    if name not in names and counted and counted["base"] in names:
+        # the label outputs show (h100x8) names a box too: h100 with 8 GPUs
+        count = int(counted["count"])
+        if gpus not in (DEFAULT_GPUS, count):
+            raise ProfileError(f"--hardware {name} says {count} GPUs but --gpus says {gpus}: drop one of them")
+        return load_hardware(counted["base"], count)
     if name not in names:
         raise _unknown("hardware profile", name, [*names, "auto", "none"])
     return HardwareProfile(name, _read_json(_data("hardware", f"{name}.json"), "hardware profile"), gpus)

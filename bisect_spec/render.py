@@ -101,16 +101,104 @@ def findings_table(summary: dict[str, Any]) -> str:
     return table(["id", "finding", "field", "count", "smallest config seen", "detail"], rows, max_width=60)
 
 
-def summary_text(summary: dict[str, Any]) -> str:
+def summary_text(summary: dict[str, Any], *, width: int = 120, run_path: str | None = None) -> str:
+    """The end of a sweep for a terminal ``width`` columns wide: the answer first.
+
+    First the failures in speculative decoding (:func:`bisect_spec.summary.speculative_reason`),
+    then the other constraints the sweep met on the way, each row fitted to the width (id,
+    exception, location, minimal reproducer or smallest configuration seen, message); then the
+    counts and findings; the last lines say where the reproducers and the HTML report are.
+    """
+    from .summary import speculative_reason
+
+    signatures = summary["signatures"]
+    speculative = [s for s in signatures if s.get("speculative", speculative_reason(s))]
+    other = [s for s in signatures if not s.get("speculative", speculative_reason(s))]
     counts = ", ".join(f"{v} {k}" for k, v in summary["counts"].items())
     target = summary["target"]
     head = (f"SGLang {target['release']} · {target['model']}{' + ' + target['draft'] if target.get('draft') else ''}"
             f" · {target['hardware']} · strategy {summary['strategy']} (seed {summary['seed']})")
-    parts = [head, f"{summary['evaluated']} configurations: {counts}", "",
-             f"{len(summary['signatures'])} failure signatures:", signature_table(summary)]
+    parts = [f"speculative decoding: {_failures(len(speculative))}"]
+    if speculative:
+        parts.append(_fitted_signatures(speculative, width))
+    parts += ["", f"other constraints met on the way: {_failures(len(other))}"]
+    if other:
+        parts.append(_fitted_signatures(other, width))
+    parts += ["", head, f"{summary['evaluated']} configurations: {counts}; {len(signatures)} failure signatures"]
+    if summary.get("masking"):
+        parts.append(masking_line(summary["masking"]))
     if summary["findings"]:
-        parts += ["", f"{len(summary['findings'])} findings in passing configurations:", findings_table(summary)]
+        rows = [[f["id"], f["kind"], f["field"], f["count"], " ".join(f["smallest"]), f["detail"]]
+                for f in summary["findings"]]
+        parts += ["", f"{len(summary['findings'])} findings in passing configurations:",
+                  fitted(["id", "finding", "field", "n", "smallest config seen", "detail"], rows, width,
+                         ratios=[0, 0, 0, 0, 2, 3], right=[3])]
+    if run_path is not None:
+        shrunk = [s for s in signatures if (s.get("shrink") or {}).get("reproducers")]
+        parts.append("")
+        if shrunk:
+            parts.append(f"reproducers:  {run_path}/reproducers/<id>/{{launch.sh,repro.py,test_regression.py,"
+                         f"bug_report.md}} ({len(shrunk)} signatures)")
+        else:
+            parts.append("reproducers:  none written (--no-shrink, or nothing failed)")
+        parts.append(f"HTML report:  {run_path}/report.html")
     return "\n".join(parts)
+
+
+def masking_line(masking: dict[str, Any]) -> str:
+    """How many required tuples the sweep saw without a mask (``bisect_spec.masking``)."""
+    later = masking.get("rounds", [])[1:]
+    return (f"required tuples: {masking['required_tuples']}, {masking['covered_without_mask']} covered without a mask, "
+            f"{masking['proven_to_fail']} proven to fail, {masking['still_masked']} still masked "
+            f"({len(later)} masking-aware round{'' if len(later) == 1 else 's'}, {sum(r['rows'] for r in later)} rows)")
+
+
+def _failures(count: int) -> str:
+    return f"{count} failure{'' if count == 1 else 's'}"
+
+
+def _fitted_signatures(signatures: Sequence[dict[str, Any]], width: int) -> str:
+    """Signature rows as a table no wider than ``width``: the message takes what is left."""
+    rows = []
+    for sig in signatures:
+        frame = sig.get("example_frame") or {}
+        file = str(frame.get("file") or sig.get("location", "").split("::", 1)[0] or "-")
+        function = frame.get("function") or (sig.get("location", "").rsplit("::", 1)[-1] if sig.get("location") else "")
+        where = f"{function} ({file.rsplit('/', 1)[-1]})" if function else file  # the function first: it says most
+        shrunk = sig.get("shrink")
+        reproducer = ("minimal: " + (" ".join(shrunk["minimal_argv"]) or "(defaults)")) if shrunk else \
+            ("seen: " + (" ".join(sig["smallest"]) or "(defaults)"))
+        message = " ".join(str(sig.get("message") or frame.get("statement") or "").split())
+        variants = sig.get("variant_count") or 0
+        if variants > 1:
+            message = f"[{variants} variants] {message}"
+        rows.append([sig["id"], sig["exc_type"] or sig["kind"], where, str(sig["count"]), reproducer, message])
+    return fitted(["id", "exception", "where", "n", "reproducer", "message"], rows, width,
+                  ratios=[0, 0, 3, 0, 3, 4], right=[3])
+
+
+def fitted(headers: Sequence[str], rows: Sequence[Sequence[Any]], width: int, *, ratios: Sequence[int],
+           right: Sequence[int] = ()) -> str:
+    """A plain-text table (``rich``) no wider than ``width`` columns; cells cut with an ellipsis.
+
+    Columns with ratio 0 keep their natural width (ids, counts); the others share the
+    rest in proportion to their ratio.
+    """
+    import io
+
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
+    grid = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, width=width, collapse_padding=True)
+    for index, (header, ratio) in enumerate(zip(headers, ratios, strict=True)):
+        grid.add_column(header, no_wrap=True, overflow="ellipsis", ratio=ratio or None,
+                        justify="right" if index in right else "left")
+    for row in rows:
+        grid.add_row(*(" ".join(str("" if v is None else v).split()) for v in row))
+    out = io.StringIO()
+    Console(file=out, width=width, color_system=None, highlight=False, markup=False, emoji=False).print(grid)
+    return "\n".join(line.rstrip() for line in out.getvalue().rstrip("\n").splitlines())
 
 
 def summary_markdown(summary: dict[str, Any]) -> str:

@@ -28,6 +28,9 @@ log = logging.getLogger(__name__)
 
 MODEL = "@model"
 DRAFT = "@draft"
+#: Algorithms that take no draft model, and those that cannot run without one.
+DRAFTLESS_ALGORITHMS = frozenset({"NGRAM"})
+NEEDS_DRAFT = frozenset({"EAGLE", "EAGLE3", "STANDALONE", "DFLASH", "DSPARK"})
 
 
 @dataclass(frozen=True)
@@ -181,13 +184,25 @@ class Session:
     # -- evaluation ------------------------------------------------------------
 
     def with_draft(self, config: Config) -> Config:
-        """Add ``--speculative-draft-model-path @draft`` when speculation is asked for without one."""
+        """Add ``--speculative-draft-model-path @draft`` when speculation is asked for without one,
+        for an algorithm that takes a draft model (never for NGRAM, which has none)."""
         draft = self.target.draft
         if draft is None or draft.path is None or "--speculative-algorithm" not in config.flags():
+            return config
+        if (config.get("--speculative-algorithm") or ("",))[0].upper() in DRAFTLESS_ALGORITHMS:
             return config
         if any(flag in config.flags() for flag in DRAFT_FLAGS):
             return config
         return config.with_("--speculative-draft-model-path", DRAFT)
+
+    @staticmethod
+    def missing_draft(config: Config) -> str | None:
+        """Why a launch of ``config`` would fail for want of a draft model, or None."""
+        algorithm = (config.get("--speculative-algorithm") or ("",))[0].upper()
+        if algorithm in NEEDS_DRAFT and not any(flag in config.flags() for flag in DRAFT_FLAGS):
+            return (f"{algorithm} needs a draft model and none is given: a real launch would load the target "
+                    "checkpoint as its draft and fail; add --speculative-draft-model-path (or --draft NAME)")
+        return None
 
     def env(self, config: Config) -> dict[str, str]:
         """The environment of an evaluation: the target's, then the configuration's own (which wins)."""

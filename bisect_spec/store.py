@@ -264,7 +264,7 @@ EVALUATION_MODULES = ("evaluator.py", "launch_path.py", "simulated_gpu.py", "ver
 def evaluation_digest() -> str:
     """Digest of the code that evaluates a configuration (:data:`EVALUATION_MODULES`)."""
     digest = hashlib.sha1()
-    here = Path(__file__).parent
+    here = Path(__file__).parent / "inside"
     for name in EVALUATION_MODULES:
         digest.update(name.encode() + b"\0" + (here / name).read_bytes())
     return digest.hexdigest()[:16]

@@ -37,7 +37,7 @@ from .flags import CONFIG_ENV
 
 log = logging.getLogger(__name__)
 
-WORKER_SCRIPT = Path(__file__).with_name("worker_main.py")
+WORKER_SCRIPT = Path(__file__).with_name("inside") / "worker_main.py"
 SUPERVISOR_SCRIPT = Path(__file__).with_name("supervisor_main.py")
 
 
@@ -498,6 +498,33 @@ def run_command(argv: Sequence[str], *, log_path: Path | None = None, env: dict[
     finally:
         if log_file:
             log_file.close()
+
+
+def run_with_python(argv: Sequence[str], interpreter: str) -> int:
+    """Run a user's command with ``python``/``python3`` meaning ``interpreter``; its exit status.
+
+    ``interpreter``'s directory goes first on ``PATH`` (where it is a launcher named
+    ``python``, a ``python3`` beside it is made too); a leading ``python``/``python3`` is
+    replaced outright, so an alias or a shell function cannot pick another one.
+    """
+    if not argv:
+        return 0
+    directory = os.path.dirname(interpreter)
+    if os.path.basename(interpreter) == "python" and not os.path.exists(os.path.join(directory, "python3")):
+        os.symlink("python", os.path.join(directory, "python3"))
+    command = list(argv)
+    if command[0] in ("python", "python3"):
+        command[0] = interpreter
+    env = {**os.environ, "PATH": directory + os.pathsep + os.environ.get("PATH", "")}
+    try:
+        with subprocess.Popen(command, env=env) as proc:
+            try:
+                return proc.wait()
+            except KeyboardInterrupt:
+                proc.wait()
+                return 130
+    except FileNotFoundError:
+        raise WorkerError(f"{command[0]}: command not found") from None
 
 
 def create_venv(python: str, target: Path) -> int:

@@ -38,8 +38,8 @@ import torch
 lib = torch.library.Library("torchvision", "DEF")
 lib.define("nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
 lib.define("qnms(Tensor qdets, Tensor qscores, float iou_threshold) -> Tensor")
-from bisect_spec.evaluator import Evaluator
-from bisect_spec import launch_path
+from bisect_spec.inside.evaluator import Evaluator
+from bisect_spec.inside import launch_path
 spec = json.load(open(sys.argv[2]))
 ev = Evaluator(spec["hardware"], spec["gpus"])
 argvs = spec["argvs"]
@@ -52,7 +52,7 @@ started = time.perf_counter()
 failed = 0
 for argv in argvs:
     try:
-        args = ev._construct(argv)
+        args = ev._construct(launch_path.split_env(argv)[1])
         launch_path.run_after_resolution(args, launch_path.Progress())
     except BaseException:
         failed += 1

@@ -10,6 +10,7 @@ from click.testing import CliRunner
 
 from bisect_spec import environments
 from bisect_spec.cli import main
+from tests.cli.helpers import error_line
 
 
 def run(*args: str, home: Path | None = None) -> tuple[int, str]:
@@ -41,3 +42,28 @@ def test_an_unavailable_release_is_listed_with_its_reason_and_reported_by_instal
     code, output = run("env", "install", "0.4.8", home=tmp_path)
     assert code == 1
     assert "0.4.8    unavailable: does not import: ImportError: cannot import name 'x'" in output
+
+
+def test_a_release_that_does_not_exist_is_refused_before_any_install(monkeypatch: pytest.MonkeyPatch,
+                                                                     tmp_path: Path) -> None:
+    """Inside the pinned table's span from the table (no pip call); newer ones from the package index."""
+    asked: list[str] = []
+
+    def index() -> list[str]:
+        asked.append("index")
+        return ["0.5.22", "0.5.23", "0.5.24"]
+
+    monkeypatch.setattr(environments, "index_versions", index)
+    for args in (["env", "install", "0.5.10.post9"], ["probe", "--sglang", "0.5.10.post9", "--", "--tp", "2"]):
+        code, output = run(*args, home=tmp_path)
+        assert code == 2
+        assert error_line(output) == ("Error: SGLang 0.5.10.post9 is not a release (releases near it: 0.5.10.post1); "
+                                      "pick one of them with --sglang")
+    assert asked == []
+    code, output = run("env", "install", "0.5.99", home=tmp_path)
+    assert code == 2
+    assert error_line(output) == "Error: SGLang 0.5.99 is not on the package index (newest there: 0.5.24); pick another --sglang"
+    assert not (tmp_path / "envs").exists() or not any((tmp_path / "envs").glob("sglang-0.5.99*"))
+    code, output = run("probe", "--sglang", "0.5.24", "--", "--tp", "2", home=tmp_path)  # exists: install it, as for any release
+    assert code == 1
+    assert error_line(output).startswith("Error: SGLang 0.5.24 is not installed")

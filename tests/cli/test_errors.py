@@ -19,8 +19,9 @@ assert_one_clear_line = error_line
 
 @pytest.mark.parametrize(("args", "code", "expected"), [
     (["probe", "--model", "kimi-k2.7", "--", "--tp", "8"], 2,
-     "Error: unknown model 'kimi-k2.7': did you mean kimi-k2.6, kimi-k2.5? choose one of deepseek-v3, kimi-k2.5, "
-     "kimi-k2.6, llama-3.1-8b, qwen3-8b; or pass --model-path DIR"),
+     "Error: unknown model 'kimi-k2.7': did you mean kimi-k2.6, kimi-k2.5, kimi-k2? choose one of deepseek-v3, "
+     "deepseek-v3.2, gpt-oss-120b, gpt-oss-20b, kimi-k2, kimi-k2.5, kimi-k2.6, llama-3.1-8b, llama-3.3-70b, "
+     "qwen3-235b-a22b, qwen3-32b, qwen3-8b; or pass --model-path DIR"),
     (["probe", "--draft", "eagel3", "--", "--tp", "8"], 2,
      "Error: unknown draft 'eagel3': did you mean eagle3, eagle? choose one of eagle, eagle3, nextn, ngram, standalone; "
      "or pass --draft-path DIR"),
@@ -44,11 +45,15 @@ def test_usage_errors(args: list[str], code: int, expected: str) -> None:
 
 
 def test_release_not_installed_names_the_install_command(tmp_path: Path) -> None:
-    exit_code, output = run("probe", "--sglang", "0.4.5", "--", "--tp", "8")
+    exit_code, output = run("probe", "--sglang", "0.5.10.post1", "--", "--tp", "8")
     assert exit_code == 1
     line = assert_one_clear_line(output)
-    assert line == (f"Error: SGLang 0.4.5 is not installed (installed: {environments.spans(environments.installed())}); "
-                    "run: bisect-spec env install 0.4.5")
+    assert line == (f"Error: SGLang 0.5.10.post1 is not installed (installed: {environments.spans(environments.installed())}); "
+                    "run: bisect-spec env install 0.5.10.post1")
+    exit_code, output = run("probe", "--sglang", "0.4.5", "--", "--tp", "8")
+    assert exit_code == 2
+    assert assert_one_clear_line(output) == ("Error: SGLang 0.4.5 is older than the releases bisect-spec evaluates "
+                                             "(0.4.6 … 0.5.23); pick one of them with --sglang")
 
 
 def test_no_release_installed_at_all(tmp_path: Path) -> None:
@@ -196,7 +201,7 @@ def test_matrix_file_with_an_error_names_file_line_and_what(tmp_path: Path) -> N
     exit_code, output = run("nightly", "--matrix", str(matrix), "--out", str(tmp_path / "out"))
     assert exit_code == 2
     assert assert_one_clear_line(output).startswith(
-        f"Error: {matrix}:3: unknown model 'deepseek-v4' in models (closest: deepseek-v3); valid: ")
+        f"Error: {matrix}:3: unknown model 'deepseek-v4' in models (closest: deepseek-v3, deepseek-v3.2); valid: ")
 
 
 def test_matrix_file_that_is_not_toml(tmp_path: Path) -> None:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from bisect_spec.cli import EXIT_VERDICT_FAILS, main
+from tests.cli.helpers import error_line
 from tests.conftest import require_release
 
 pytestmark = pytest.mark.sglang
@@ -83,3 +85,42 @@ def test_an_option_the_command_does_not_take_is_refused_before_it() -> None:
     result = CliRunner().invoke(main, ["--model", "llama-3.1-8b", "runs", "list"])
     assert result.exit_code == 2
     assert "Error: --model does not apply to 'runs'" in result.output
+
+
+def test_a_pasted_hub_id_of_a_shipped_profile_is_that_model() -> None:
+    require_release("0.5.23")
+    pasted = "python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B-Instruct --tp 2"
+    result = CliRunner().invoke(main, ["probe", "--json", "--sglang", "0.5.23", "--hardware", "h100", "--", pasted])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["target"]["model"] == "llama-3.1-8b"
+    assert any("using the 'llama-3.1-8b' profile" in note for note in data["notes"])
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    ([], "Error: model path /data/mystery-model is not on this machine and names no shipped profile: pass --model NAME"),
+    (["--model", "qwen3-8b", "--", "python -m sglang.launch_server --model-path /root/Kimi-K2.6 --tp 2"],
+     "Error: the pasted command runs /root/Kimi-K2.6 (profile 'kimi-k2.6') but --model says 'qwen3-8b': drop one of them"),
+    (["--", "python -m sglang.launch_server --model-path some-org/unknown-model --tp 2"],
+     "Error: cannot fetch config.json of some-org/unknown-model from the Hugging Face hub"),
+])
+def test_a_model_that_cannot_be_identified_is_refused_never_replaced(args: list[str], expected: str,
+                                                                     tmp_path: Path) -> None:
+    command = args or ["--", "python -m sglang.launch_server --model-path /data/mystery-model --tp 2"]
+    result = CliRunner().invoke(main, ["probe", "--sglang", "0.5.23", *command],
+                                env={"HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path)})
+    assert result.exit_code == 2, result.output
+    assert error_line(result.output).startswith(expected)
+
+
+def test_a_draft_is_added_only_where_the_algorithm_takes_one_and_its_absence_is_warned() -> None:
+    require_release("0.5.23")
+    ngram = CliRunner().invoke(main, ["probe", "--json", "--sglang", "0.5.23", "--model", "llama-3.1-8b", "--hardware",
+                                      "h100", "--draft", "eagle3", "--", "--speculative-algorithm", "NGRAM"])
+    data = json.loads(ngram.stdout)
+    assert "--speculative-draft-model-path" not in data["outcome"]["config"]
+    assert not any("added --speculative-draft-model-path" in note for note in data["notes"])
+    alone = CliRunner().invoke(main, ["probe", "--sglang", "0.5.23", "--model", "llama-3.1-8b", "--hardware", "h100",
+                                      "--draft", "none", "--", "--speculative-algorithm", "EAGLE3"])
+    assert ("warning: EAGLE3 needs a draft model and none is given: a real launch would load the target checkpoint "
+            "as its draft and fail; add --speculative-draft-model-path (or --draft NAME)") in alone.output

@@ -111,3 +111,20 @@ def test_resume_a_run_in_use(tmp_path: Path) -> None:
         code, output = run("sweep", "--resume", "busy", "--runs-dir", str(tmp_path))
     assert code == 1
     assert error_line(output).startswith("Error: run busy is in use by another bisect-spec process (pid ")
+
+
+def test_fail_on_new_exits_3_for_a_failure_the_previous_run_lacked(swept: tuple[Path, dict[str, Any]],
+                                                                    tmp_path: Path) -> None:
+    import shutil
+
+    runs_dir, document = swept
+    shutil.copytree(runs_dir / document["run"], tmp_path / document["run"])
+    previous = json.loads((tmp_path / document["run"] / "summary.json").read_text())
+    dropped = previous["signatures"].pop()
+    (tmp_path / document["run"] / "summary.json").write_text(json.dumps(previous))
+    code, output = run("sweep", "--sglang", "0.5.23", "--hardware", "rtx-pro-6000", "--strategy", "quick", "--budget", "5",
+                       "--jobs", "2", "--no-shrink", "--runs-dir", str(tmp_path), "--fail-on", "new")
+    assert code == 3, output
+    assert f"--fail-on new: 1 new failure signature: {dropped['id']}" in output
+    assert output.index("speculative decoding: 2 failures") < output.index("other constraints met on the way: 0 failures")
+    assert "HTML report:  " in output and (tmp_path / output.split("run ")[-1].split()[0] / "report.html").is_file()

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from bisect_spec import api, environments, launch_path
+from bisect_spec import api, environments
 from bisect_spec.flags import Config
+from bisect_spec.inside import launch_path
 from bisect_spec.outcome import Status
 from bisect_spec.shrink import Budget
 from tests.conftest import shared_session
@@ -121,7 +122,7 @@ def test_an_environment_variable_a_failure_needs_stays_in_its_reproducer(tmp_pat
     flags = ["SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=0", "--context-length", "1000000"]
     report = api.shrink(flags, spec, budget=Budget(60, 120), out_dir=tmp_path, fix=False)
     data = report.to_dict()
-    assert "greater than the derived context_length" in data["signature"]["message"]
+    assert "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN" in data["signature"]["message"]
     assert data["minimal_argv"] == ["--context-length", "1000000"]
     inherited = api.TargetSpec(**{**spec.__dict__, "env": (("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN", "1"),)})
     passed = api.probe(["--context-length", "1000000"], inherited)

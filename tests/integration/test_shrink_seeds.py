@@ -52,7 +52,7 @@ def test_episode1_on_0_5_9_shrinks_to_two_speculative_flags_proven_minimal(tmp_p
     env = environments.get("0.5.9")
     run = subprocess.run([env.python, files["repro.py"]], env=env.worker_spec(hardware=None, gpus=1).environment(),
                          capture_output=True, text=True, timeout=300)
-    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.returncode == 1, run.stderr[-2000:]  # git bisect run: 1 = the failure reproduces
     assert "reproduced: AssertionError in _handle_speculative_decoding" in run.stderr
     report_md = Path(files["bug_report.md"]).read_text()
     assert "## Minimal reproducer" in report_md and "## Verified workarounds" in report_md
@@ -98,3 +98,18 @@ def test_regression_test_file_is_a_strict_xfail(tmp_path: Path) -> None:
     assert "xfail(strict=True, raises=AssertionError" in text
     compile(text, "test_regression.py", "exec")
     assert sys.version_info >= (3, 11)
+
+
+def test_repro_py_speaks_git_bisect_run_through_env_run(tmp_path: Path) -> None:
+    """The TypeError reproducer exits 1 where it fails (0.5.12) and 0 where it passes (0.5.1.post3)."""
+    for release in ("0.5.12", "0.5.1.post3"):
+        require_release(release)
+    spec = api.TargetSpec(release="0.5.12", model="deepseek-v3", draft="eagle3", hardware="rtx-pro-6000")
+    report = api.shrink(["--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "1",
+                         "--speculative-num-draft-tokens", "3"], spec, budget=Budget(80, 120), out_dir=tmp_path, fix=False)
+    repro = report.to_dict()["files"]["repro.py"]
+    codes = {}
+    for release in ("0.5.12", "0.5.1.post3"):
+        result = CliRunner().invoke(main, ["env", "run", release, "--", "python", repro])
+        codes[release] = result.exit_code
+    assert codes == {"0.5.12": 1, "0.5.1.post3": 0}

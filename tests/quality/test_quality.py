@@ -31,7 +31,7 @@ def test_pure_modules_start_no_processes_and_know_no_cli(module: str) -> None:
 
 
 def test_only_worker_starts_processes() -> None:
-    offenders = sorted(p.name for p in (ROOT / "bisect_spec").glob("*.py")
+    offenders = sorted(p.name for p in (ROOT / "bisect_spec").rglob("*.py")
                        if p.name != "worker.py" and imported_modules(p) & {"subprocess", "multiprocessing"})
     # simulated_gpu only *intercepts* subprocess calls (nvidia-smi) inside a worker; it starts nothing.
     # supervisor_main is the script worker.py runs between itself and a server: it starts that server
@@ -51,8 +51,41 @@ def imported_modules(path: Path) -> set[str]:
 
 def test_only_the_worker_side_imports_sglang() -> None:
     importers = sorted(p.name for p in (ROOT / "bisect_spec").glob("*.py")
-                       if any(m == "sglang" or m.startswith("sglang.") for m in imported_modules(p)))
-    assert importers == ["evaluator.py"]
+                       if any(m.split(".")[0] in ("sglang", "torch") for m in all_imports(p)))
+    assert importers == []
+    inside = sorted(p.name for p in (ROOT / "bisect_spec" / "inside").glob("*.py")
+                    if any(m.split(".")[0] in ("sglang", "torch") for m in all_imports(p)))
+    assert "evaluator.py" in inside and "simulated_gpu.py" in inside
+
+
+def all_imports(path: Path) -> set[str]:
+    """Every module a file imports, relative imports made absolute (``from . import x`` -> ``pkg.x``)."""
+    package = ".".join(path.relative_to(ROOT).parent.parts)
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+            module = node.module if node.level == 0 else ".".join(filter(None, [base, node.module]))
+            if module:
+                found.add(module)
+                found |= {f"{module}.{alias.name}" for alias in node.names}
+    return found
+
+
+def test_the_inside_imports_nothing_from_the_orchestrator() -> None:
+    """Code that runs in a release environment (bisect_spec/inside) talks to the orchestrator through
+    the wire protocol only: it imports nothing of bisect_spec outside its own package."""
+    offenders = {}
+    for path in sorted((ROOT / "bisect_spec" / "inside").glob("*.py")):
+        outside = sorted(m for m in all_imports(path) if m.startswith("bisect_spec")
+                         and not m.startswith("bisect_spec.inside") and m != "bisect_spec")
+        if outside:
+            offenders[path.name] = outside
+    assert offenders == {}
+    modules = {p.stem for p in (ROOT / "bisect_spec" / "inside").glob("*.py")}
+    assert {"worker_main", "evaluator", "launch_path", "simulated_gpu", "version_shims", "launch_main"} <= modules
 
 
 def test_ci_runs_the_readme_test_command() -> None:
@@ -137,3 +170,31 @@ def test_the_wheel_carries_every_data_file_the_package_reads(tmp_path: Path) -> 
     assert {"bisect_spec/data/strategies/default.toml", "bisect_spec/data/releases.json"} <= expected
     assert expected - names == set()
     assert not any(p.is_symlink() for p in data.rglob("*"))
+
+
+@pytest.mark.slow
+@pytest.mark.sglang
+def test_a_quick_sweep_runs_from_the_wheel_in_a_fresh_venv(tmp_path: Path) -> None:
+    """The README's first command works from a non-editable install: wheel, fresh venv, a sweep."""
+    from bisect_spec import environments
+    from tests.conftest import require_release
+
+    require_release("0.5.23")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path),
+                    str(ROOT)], check=True, capture_output=True, timeout=600)
+    wheel = next(tmp_path.glob("bisect_spec-*.whl"))
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    installed = subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "--disable-pip-version-check", str(wheel)],
+                               capture_output=True, text=True, timeout=900)
+    assert installed.returncode == 0, installed.stderr[-2000:]
+    env = {**os.environ, "BISECT_SPEC_HOME": str(environments.home())}
+    sweep = subprocess.run([str(venv / "bin" / "bisect-spec"), "sweep", "--sglang", "0.5.23", "--model", "llama-3.1-8b",
+                            "--hardware", "h100", "--strategy", "quick", "--budget", "0", "--jobs", "1", "--no-shrink",
+                            "--no-cache", "--runs-dir", str(tmp_path / "runs"), "--json"],
+                           capture_output=True, text=True, timeout=900, cwd=tmp_path, env=env)
+    assert sweep.returncode == 0, sweep.stderr[-2000:]
+    import json
+
+    summary = json.loads(sweep.stdout)["summary"]
+    assert summary["signatures"], "the quick strategy finds failures on 0.5.23"

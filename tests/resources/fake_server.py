@@ -125,7 +125,7 @@ def _resolve_for_real(flags: list[str], hardware: str | None) -> None:
     package = types.ModuleType("bisect_spec")
     package.__path__ = [str(REPO / "bisect_spec")]
     sys.modules["bisect_spec"] = package
-    from bisect_spec.launch_main import prepare
+    from bisect_spec.inside.launch_main import prepare
 
     profile = json.loads((REPO / "bisect_spec" / "data" / "hardware" / f"{hardware}.json").read_text()) if hardware else None
     prepare({"torchvision_shim": True, "hardware": profile, "gpus": 8})

@@ -26,7 +26,7 @@ library = torch.library.Library("torchvision", "DEF")
 library.define("nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
 library.define("qnms(Tensor qdets, Tensor qscores, float iou_threshold) -> Tensor")
 
-from bisect_spec import evaluator, simulated_gpu  # noqa: E402
+from bisect_spec.inside import evaluator, simulated_gpu  # noqa: E402
 
 profile = json.loads(Path(package.__path__[0], "data", "hardware", "h200.json").read_text())
 simulated_gpu.install(profile, 1)  # the fake "real" GPU, visible before SGLang is imported

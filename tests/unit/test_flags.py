@@ -103,3 +103,14 @@ def test_environment_is_only_a_leading_prefix() -> None:
     with pytest.raises(UsageError, match="is not a flag"):
         Config.from_argv(["8", "SGLANG_X=1"])
     assert Config.from_argv(["--json-model-override-args", "A=1"]).env() == {}
+
+
+def test_a_docker_run_command_keeps_its_container_environment_and_gpus() -> None:
+    pasted = parse_command(['docker run --gpus "device=0,1" --shm-size 32g -p 30000:30000 -e SGLANG_X=1 '
+                            "--env HF_TOKEN=hf_abc --ipc=host lmsysorg/sglang:latest python3 -m sglang.launch_server "
+                            "--model-path meta-llama/Llama-3.1-8B-Instruct --tp 2"])
+    assert pasted.model_path == "meta-llama/Llama-3.1-8B-Instruct"
+    assert pasted.config == Config.of({"--tp": "2", "SGLANG_X": "1", "CUDA_VISIBLE_DEVICES": "0,1"})
+    assert pasted.notes == ("HF_TOKEN left out: a secret, and it does not change how SGLang handles arguments",)
+    with pytest.raises(UsageError, match="a 'docker run' command without an SGLang launch in it"):
+        parse_command(["docker run -it ubuntu bash"])

@@ -44,8 +44,9 @@ def test_the_example_matrix_parses() -> None:
 
 @pytest.mark.parametrize(("text", "expected"), [
     (GOOD.replace('models = ["deepseek-v3"]', 'models = ["deepseek-v3", "kimi-k9"]'),
-     "m.toml:4: unknown model 'kimi-k9' in models (closest: kimi-k2.6, kimi-k2.5); valid: deepseek-v3, kimi-k2.5, "
-     "kimi-k2.6, llama-3.1-8b, qwen3-8b"),
+     "m.toml:4: unknown model 'kimi-k9' in models (closest: kimi-k2, kimi-k2.6); valid: deepseek-v3, deepseek-v3.2, "
+     "gpt-oss-120b, gpt-oss-20b, kimi-k2, kimi-k2.5, kimi-k2.6, llama-3.1-8b, llama-3.3-70b, qwen3-235b-a22b, "
+     "qwen3-32b, qwen3-8b"),
     (GOOD.replace('hardware = ["h100x8", "rtx-pro-6000"]', 'hardware = ["h100x8",\n  "h300x4"]'),
      "m.toml:7: unknown hardware profile 'h300' in hardware (closest: h200, h100); valid: a100, b200, h100, h200, "
      "rtx-pro-6000, none"),

@@ -75,3 +75,14 @@ def test_auto_hardware_defaults_to_the_stated_profile() -> None:
     assert profiles.load_hardware("none").record is None
     with pytest.raises(ProfileError, match="at least one GPU"):
         profiles.load_hardware("h100", 0)
+
+
+def test_a_box_label_is_a_hardware_name_too() -> None:
+    from bisect_spec.errors import ProfileError
+    from bisect_spec.profiles import load_hardware
+
+    box = load_hardware("h100x2")
+    assert (box.name, box.gpus, box.label) == ("h100", 2, "h100x2")
+    assert load_hardware("h100x8", 8).label == "h100x8"
+    with pytest.raises(ProfileError, match="--hardware h100x2 says 2 GPUs but --gpus says 4: drop one of them"):
+        load_hardware("h100x2", 4)

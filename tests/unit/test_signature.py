@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bisect_spec.signature import Signature, normalise_message, normalise_statement, signature_of
+from bisect_spec.signature import Signature, normalise_message, normalise_statement, signature_of, variant_of
 
 
 def record(**frame: Any) -> dict[str, Any]:
@@ -33,8 +33,76 @@ def test_compound_statements_use_the_raising_expression_across_releases() -> Non
                                 "statement": "if self.speculative_eagle_topk > 1 and self.page_size > 1:"}})
     b = signature_of({"status": "failed", "exception": {"type": "TypeError", "message": "'>' not supported"},
                       "frame": {"file": "b.py", "function": "g", "expression": "cfg.speculative_eagle_topk > 1",
-                                "statement": "if cfg.speculative_eagle_topk > 1 and view.page_size > 1 and x:"}})
+                                "statement": "if cfg.speculative_eagle_topk > 1 and view.page_size > 1:"}})
     assert a is not None and b is not None and a.cross_release_key == b.cross_release_key
+
+
+def test_a_backend_list_that_became_a_constant_keeps_the_key() -> None:
+    """0.5.3 and 0.5.12 ``server_args.py`` vs 0.5.23 ``speculative_hook.py``: the seed TypeError moved."""
+    def sig(statement: str) -> Signature | None:
+        return signature_of({"status": "failed", "exception": {"type": "TypeError", "message": "'>' not supported"},
+                             "frame": {"file": "a.py", "function": "f", "expression": "self.speculative_eagle_topk > 1",
+                                       "statement": statement}})
+    old = sig("if self.speculative_eagle_topk > 1 and self.page_size > 1 and "
+              "(self.attention_backend not in ['flashinfer', 'fa3']):")
+    new = sig("if cfg.speculative_eagle_topk > 1 and view.page_size > 1 and "
+              "(view.attention_backend not in _PAGE_TREE_SPEC_BACKENDS):")
+    older = sig("if self.speculative_eagle_topk > 1 and self.page_size > 1 and self.attention_backend != 'flashinfer':")
+    assert old is not None and new is not None and older is not None
+    assert older.cross_release_key == old.cross_release_key == new.cross_release_key  # 0.5.3, 0.5.12, 0.5.23
+
+
+def test_two_headers_raising_in_the_same_expression_keep_different_keys() -> None:
+    """0.5.23 ``_handle_eagle_family`` has ``if topk > 1:`` (trtllm_mha) and ``if topk > 1 and page_size > 1 ...``."""
+    def sig(statement: str) -> Signature | None:
+        return signature_of({"status": "failed", "exception": {"type": "TypeError", "message": "'>' not supported"},
+                             "frame": {"file": "h.py", "function": "_handle_eagle_family",
+                                       "expression": "cfg.speculative_eagle_topk > 1", "statement": statement}})
+    first = sig("if cfg.speculative_eagle_topk > 1:")
+    second = sig("if cfg.speculative_eagle_topk > 1 and view.page_size > 1:")
+    assert first is not None and second is not None and first.cross_release_key != second.cross_release_key
+
+
+def failed(statement: str, message: str, exc_type: str = "ValueError") -> dict[str, Any]:
+    return {"status": "failed", "exception": {"type": exc_type, "message": message},
+            "frame": {"file": "srt/arg_groups/speculative_hook.py", "function": "handle_speculative_decoding",
+                      "statement": statement}}
+
+
+WINDOW = "raise ValueError(f'--speculative-draft-window-size must be positive, got {window_size}.')"
+
+
+def test_the_statements_template_makes_one_signature_and_keeps_the_values_as_variants() -> None:
+    zero = failed(WINDOW, "--speculative-draft-window-size must be positive, got 0.")
+    minus = failed(WINDOW, "--speculative-draft-window-size must be positive, got -1.")
+    assert signature_of(zero) == signature_of(minus)
+    sig = signature_of(zero)
+    assert sig is not None and sig.message == "--speculative-draft-window-size must be positive, got {window_size}."
+    assert (variant_of(zero), variant_of(minus)) == ("window_size=0", "window_size=-1")
+
+
+def test_percent_and_format_templates() -> None:
+    percent = ("raise ValueError('Quantization method specified in the model config (%s) does not match the "
+               "quantization method specified in the `quantization` argument (%s).' % (quant_method, self.quantization))")
+    messages = [f"Quantization method specified in the model config (compressed-tensors) does not match the "
+                f"quantization method specified in the `quantization` argument ({q})." for q in ("fp8", "awq", "w8a8_int8")]
+    sigs = {signature_of(failed(percent, m)) for m in messages}
+    assert len(sigs) == 1
+    assert variant_of(failed(percent, messages[0])) == "quant_method=compressed-tensors, quantization=fp8"
+    fmt = "raise ValueError('backend {} needs {need}'.format(self.backend, need=view.what))"
+    assert normalise_message("backend wave needs sm100", fmt) == "backend {_.backend} needs {_.what}"
+
+
+def test_numbers_are_normalised_in_every_position() -> None:
+    assert normalise_message("must be positive, got 0.") == normalise_message("must be positive, got -1.")
+    assert normalise_message("got 1.5, 2e-3; and 7") == "got <n>, <n>; and <n>"
+    assert normalise_message("needs SGLang 0.5.23") == "needs SGLang 0.5.23"  # a version is a word here
+
+
+def test_a_message_the_template_does_not_match_is_normalised_as_before() -> None:
+    assert normalise_message("got 3.", WINDOW) == "got <n>."
+    assert variant_of(failed(WINDOW, "got 3.")) == "got 3."
+    assert variant_of(failed("assert x", "")) == ""
 
 
 def test_message_values_are_normalised_but_words_kept() -> None:
@@ -62,3 +130,13 @@ def test_signature_round_trips_through_json_dict() -> None:
     assert sig is not None
     assert Signature.from_dict(sig.to_dict()) == sig
     assert len(sig.id) == 10
+
+
+def test_a_stored_outcome_is_grouped_by_this_versions_signature() -> None:
+    """Cached and journaled records keep their evidence; the signature is derived again from it."""
+    from bisect_spec.outcome import Outcome
+    data = {**failed(WINDOW, "--speculative-draft-window-size must be positive, got 0."), "config": [],
+            "release": "0.5.23", "python": "3.11.7", "hardware": "none",
+            "signature": {"id": "stale", "kind": "failed", "exc_type": "ValueError", "location": "x::y",
+                          "statement": "s", "message": "got <n>."}}
+    assert Outcome.from_dict(data).signature == signature_of(data)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bisect_spec import version_shims
+from bisect_spec.inside import version_shims
 
 
 def test_amx_probe_reads_the_cpu_flags(tmp_path: Path) -> None:

@@ -38,7 +38,7 @@ import types
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
-from bisect_spec import launch_path
+from bisect_spec.inside import launch_path
 
 T = TypeVar("T")
 
@@ -382,7 +382,7 @@ LAZY_MODULES = ("sglang.srt.configs.model_config", "sglang.srt.arg_groups.pipeli
 
 
 def _applied_shims() -> list[str]:
-    shims = sys.modules.get("bisect_spec.version_shims")
+    shims = sys.modules.get("bisect_spec.inside.version_shims")
     return list(getattr(shims, "APPLIED", []))
 
 
@@ -391,7 +391,7 @@ def _import_sglang(stubbed: list[str]) -> tuple[Any, types.ModuleType]:
 
     :param stubbed: GPU-only packages stubbed so far; grows as needed (see :func:`with_stubs`).
     """
-    from bisect_spec import version_shims
+    from bisect_spec.inside import version_shims
 
     version_shims.apply()
 
@@ -415,7 +415,7 @@ def with_stubs(action: Callable[[], T], stubbed: list[str], *, forget: str | Non
     a release that imports without it is imported exactly as before. Every other failure
     propagates.
     """
-    from bisect_spec import version_shims
+    from bisect_spec.inside import version_shims
 
     while True:
         try:
@@ -456,7 +456,7 @@ class Evaluator:
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         self.gpu_hidden_at_import = _gpu_without_kernels(hardware)
         if self.gpu_hidden_at_import:
-            from bisect_spec import simulated_gpu as hiding
+            from bisect_spec.inside import simulated_gpu as hiding
 
             hiding.hide_gpu_for_lazy_imports()
             importing: contextlib.AbstractContextManager[None] = hiding.gpu_hidden()
@@ -482,11 +482,11 @@ class Evaluator:
             if hardware.get("name") == "real" or (hardware.get("auto") and torch.cuda.is_available()):
                 self.hardware_mode = "real" if torch.cuda.is_available() else "cpu"
             else:
-                from bisect_spec import simulated_gpu
+                from bisect_spec.inside import simulated_gpu
 
                 simulated_gpu.install(hardware, gpus)
                 self.hardware_mode = f"simulated:{hardware['name']}x{gpus}"
-        from bisect_spec import simulated_gpu as memo
+        from bisect_spec.inside import simulated_gpu as memo
 
         self._memo = memo
         self._caches = memo.sglang_caches()

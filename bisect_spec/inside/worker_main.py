@@ -1,8 +1,8 @@
 """Entry point of an evaluation worker process (run as a script, not imported).
 
 It runs under the Python of a release environment, which has SGLang but not click or
-hypothesis, so it loads only ``evaluator`` and ``simulated_gpu`` from this package,
-without executing ``bisect_spec/__init__.py``.
+hypothesis, so it loads only ``bisect_spec.inside``, without executing
+``bisect_spec/__init__.py``.
 
 Protocol: one JSON request per line on stdin, one JSON reply per line on a private
 copy of the original stdout. Anything SGLang prints goes to stderr (the worker log).
@@ -29,10 +29,13 @@ PR_SET_PDEATHSIG = 1
 
 
 def _load_package() -> None:
+    """``bisect_spec.inside`` without running ``bisect_spec/__init__.py`` (orchestrator dependencies)."""
     here = os.path.dirname(os.path.abspath(__file__))
-    package = types.ModuleType("bisect_spec")
-    package.__path__ = [here]
-    sys.modules["bisect_spec"] = package
+    for name, path in (("bisect_spec", os.path.dirname(here)), ("bisect_spec.inside", here)):
+        if name not in sys.modules:
+            package = types.ModuleType(name)
+            package.__path__ = [path]
+            sys.modules[name] = package
 
 
 def _die_with_parent(parent: int | None) -> None:
@@ -118,7 +121,7 @@ def main() -> int:
     if config.get("torchvision_shim"):
         _torchvision_shim()
     try:
-        from bisect_spec.evaluator import Evaluator
+        from bisect_spec.inside.evaluator import Evaluator
 
         evaluator = Evaluator(config.get("hardware"), int(config.get("gpus", 8)))
     except BaseException as exc:
@@ -144,7 +147,7 @@ def main() -> int:
         elif op == "block":
             reply = evaluator.block_at(request["file"], int(request["line"]))
         elif op == "env_vars":
-            from bisect_spec.launch_path import speculative_env_vars
+            from bisect_spec.inside.launch_path import speculative_env_vars
 
             reply = {"env_vars": speculative_env_vars(evaluator.package_root)}
         elif op == "find":

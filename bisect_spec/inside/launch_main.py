@@ -42,7 +42,7 @@ class _CpuFirstImports:
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
         if self.active or not name.startswith("sglang.") or name in sys.modules:
             return None
-        from bisect_spec import simulated_gpu
+        from bisect_spec.inside import simulated_gpu
 
         self.active = True
         before = set(sys.modules)
@@ -82,18 +82,19 @@ class _Loaded(importlib.abc.Loader):
 def prepare(config: dict[str, Any]) -> None:
     """Shim torchvision and install the simulated hardware, as ``config`` asks."""
     here = os.path.dirname(os.path.abspath(__file__))
-    if "bisect_spec" not in sys.modules:
-        package = types.ModuleType("bisect_spec")
-        package.__path__ = [here]
-        sys.modules["bisect_spec"] = package
+    for name, path in (("bisect_spec", os.path.dirname(here)), ("bisect_spec.inside", here)):
+        if name not in sys.modules:  # the package without bisect_spec/__init__.py (see worker_main)
+            package = types.ModuleType(name)
+            package.__path__ = [path]
+            sys.modules[name] = package
     if config.get("torchvision_shim"):
-        from bisect_spec.worker_main import _torchvision_shim
+        from bisect_spec.inside.worker_main import _torchvision_shim
 
         _torchvision_shim()
     hardware = config.get("hardware")
     if hardware:
-        from bisect_spec import simulated_gpu
-        from bisect_spec.evaluator import import_for_resolution
+        from bisect_spec.inside import simulated_gpu
+        from bisect_spec.inside.evaluator import import_for_resolution
 
         import_for_resolution()  # honestly on the CPU first, as a worker does
 

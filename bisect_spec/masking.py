@@ -1,0 +1,214 @@
+"""Masking-aware covering: rounds of rows until every required tuple is seen unmasked.
+
+A covering array puts every required t-tuple of flag values into some row. When that row
+fails on another check first, the tuple was never tested: it is *masked*. Following
+feedback-driven adaptive combinatorial testing (Yilmaz, Dumlu, Cohen, Porter, IEEE TSE 2014)
+and constraints as PICT and ACTS handle them:
+
+* every failure is shrunk as soon as it is found; its 1-minimal reproducer becomes a
+  *forbidden combination* for the rows generated next;
+* a required tuple is covered when it was seen in a row that passed, or in a row that failed
+  with a signature whose minimal reproducer lies inside the tuple, or when the tuple itself
+  contains a forbidden combination (it is proven to fail);
+* rounds of new rows (greedy, one row at a time, each packing as many uncovered tuples as
+  fit without forming a forbidden combination) go on until no tuple is left, a round covers
+  nothing new, or the round or evaluation budget is spent.
+
+Invariants: rows never contain a known forbidden combination; the result is deterministic
+for deterministic predicates. Algorithms take predicates: ``evaluate`` (rows to outcome
+keys) and ``shrink`` (a failing configuration to its minimal reproducer); no processes, no
+files. Hand-written because the covering libraries measured in ``covering.py`` take
+constraints only up front, not learnt between rounds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from itertools import product
+from typing import Any
+
+from .covering import _interactions
+from .flags import Config
+from .space import FlagSpace
+
+Item = tuple[int, int]  # (parameter index, value index)
+Tuple = tuple[Item, ...]
+#: Outcome key of a row: ``None`` passed, else the failure's signature id (``"crashed:…"`` for crashes).
+Key = str | None
+
+
+@dataclass
+class MaskingResult:
+    """What the rounds covered, and how."""
+
+    required: int
+    unmasked: int  # seen in a passing row
+    proven: int  # contain a forbidden combination, or seen failing with their own minimal reproducer
+    masked: int  # neither: every row that held them failed on something else
+    rounds: list[dict[str, Any]] = field(default_factory=list)
+    forbidden: dict[str, list[list[str]]] = field(default_factory=dict)  # signature -> minimal reproducers
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"required_tuples": self.required, "covered_without_mask": self.unmasked,
+                "proven_to_fail": self.proven, "still_masked": self.masked, "rounds": self.rounds,
+                "forbidden": self.forbidden}
+
+
+def required_tuples(space: FlagSpace, strength: int, core_strength: int) -> set[Tuple]:
+    """Every (parameter, value) tuple the plan must cover: ``strength``-way over all flags,
+    ``core_strength``-way over the core ones."""
+    domains = space.domains()
+    core = [i for i, flag in enumerate(space.flags) if flag in space.core]
+    subsets = [(core, core_strength)] if len(core) >= 2 else []
+    found: set[Tuple] = set()
+    for params in _interactions(len(domains), strength, subsets):
+        for values in product(*(range(domains[p]) for p in params)):
+            found.add(tuple(zip(params, values, strict=True)))
+    return found
+
+
+def _items(space: FlagSpace, config: Config) -> frozenset[Item] | None:
+    """A configuration as (parameter, value) items of ``space``; None if it has a flag or value outside it."""
+    out = set()
+    for flag, value in config.items:
+        if flag in space.fixed.as_dict():
+            continue
+        spec = space.spec(flag)
+        if spec is None or value not in spec.values:
+            return None
+        out.add((space.flags.index(flag), spec.values.index(value)))
+    return frozenset(out)
+
+
+def _row_items(row: Sequence[int]) -> frozenset[Item]:
+    return frozenset((p, v) for p, v in enumerate(row) if v)
+
+
+def _tuples_of(row: Sequence[int], required: set[Tuple], arities: set[tuple[int, ...]]) -> list[Tuple]:
+    out = []
+    for params in arities:
+        candidate = tuple((p, row[p]) for p in params)
+        if candidate in required:
+            out.append(candidate)
+    return out
+
+
+class Rounds:
+    """The state of masking-aware covering over one space (see the module's design note)."""
+
+    def __init__(self, space: FlagSpace, strength: int, core_strength: int) -> None:
+        self.space = space
+        self.required = required_tuples(space, strength, core_strength)
+        self.arities = {tuple(p for p, _ in t) for t in self.required}
+        self.unmasked: set[Tuple] = set()
+        self.proven: set[Tuple] = set()
+        self.minimal: dict[str, list[frozenset[Item]]] = {}  # signature -> minimal reproducers (as items)
+        self.minimal_argv: dict[str, list[list[str]]] = {}
+
+    def forbidden(self) -> list[frozenset[Item]]:
+        return [m for ms in self.minimal.values() for m in ms if m]
+
+    def learn(self, signature: str, minimal: Config) -> bool:
+        """Record a minimal reproducer of ``signature``; False when it adds nothing."""
+        items = _items(self.space, minimal)
+        argv = minimal.argv()
+        if argv in self.minimal_argv.get(signature, []):
+            return False
+        self.minimal_argv.setdefault(signature, []).append(argv)
+        if items is not None:
+            self.minimal.setdefault(signature, []).append(items)
+            for t in self.required - self.proven:
+                if items <= frozenset(t):
+                    self.proven.add(t)
+        return True
+
+    def explained(self, row: Sequence[int], key: Key) -> bool:
+        """Whether a failing row holds a known minimal reproducer of its own signature."""
+        held = _row_items(row)
+        return key is not None and any(m <= held for m in self.minimal.get(key, []))
+
+    def observe(self, row: Sequence[int], key: Key) -> int:
+        """Account for one evaluated row; the number of tuples it newly covered."""
+        before = len(self.unmasked) + len(self.proven)
+        tuples = _tuples_of(row, self.required, self.arities)
+        if key is None:
+            self.unmasked.update(tuples)
+        else:
+            for m in self.minimal.get(key, []):
+                if m <= _row_items(row):
+                    self.proven.update(t for t in tuples if m <= frozenset(t))
+        return len(self.unmasked) + len(self.proven) - before
+
+    def uncovered(self) -> list[Tuple]:
+        return sorted(self.required - self.unmasked - self.proven)
+
+    def next_rows(self, limit: int) -> list[tuple[int, ...]]:
+        """Rows packing the uncovered tuples, none holding a forbidden combination (greedy)."""
+        forbidden = self.forbidden()
+        remaining = [t for t in self.uncovered() if not any(m <= frozenset(t) for m in forbidden)]
+        n = len(self.space.specs)
+        rows: list[tuple[int, ...]] = []
+        while remaining and len(rows) < limit:
+            row: dict[int, int] = {}
+            held: set[Item] = set()
+            left = []
+            for t in remaining:
+                if all(row.get(p, v) == v for p, v in t):
+                    trial = held | {(p, v) for p, v in t if v}
+                    if not any(m <= trial for m in forbidden):
+                        for p, v in t:
+                            row[p] = v
+                        held = trial
+                        continue
+                left.append(t)
+            if len(left) == len(remaining):
+                break  # nothing fits: cannot happen for a tuple free of forbidden combinations
+            remaining = left
+            rows.append(tuple(row.get(p, 0) for p in range(n)))
+        return rows
+
+    def result(self, rounds: list[dict[str, Any]]) -> MaskingResult:
+        unmasked = len(self.unmasked)
+        proven = len(self.proven - self.unmasked)
+        return MaskingResult(len(self.required), unmasked, proven, len(self.required) - unmasked - proven, rounds,
+                             {k: v for k, v in sorted(self.minimal_argv.items())})
+
+
+def cover_unmasked(space: FlagSpace, first: Sequence[tuple[int, ...]], *,
+                   evaluate: Callable[[list[Config]], list[Key]], shrink: Callable[[Config, str], Config | None],
+                   strength: int = 2, core_strength: int = 3, max_rounds: int = 4, row_limit: int = 500,
+                   ) -> MaskingResult:
+    """Evaluate ``first`` (a covering array's rows), then rounds of rows for the tuples still masked.
+
+    :param evaluate: outcome keys of configurations (``None`` = passed, else a signature id).
+    :param shrink: the 1-minimal reproducer of a failing configuration with that signature, or None.
+    :param max_rounds: rounds after the first; :param row_limit: rows per round at most.
+    """
+    state = Rounds(space, strength, core_strength)
+    rounds: list[dict[str, Any]] = []
+    rows = list(first)
+    for number in range(max_rounds + 1):
+        if not rows:
+            break
+        keys = evaluate([space.config_of(r) for r in rows])
+        # shrink each signature's smallest failing row that no known reproducer explains
+        unexplained: dict[str, tuple[int, ...]] = {}
+        for row, key in zip(rows, keys, strict=True):
+            if key is not None and not key.startswith(("crashed", "timeout")) and not state.explained(row, key):
+                best = unexplained.get(key)
+                if best is None or sum(1 for v in row if v) < sum(1 for v in best if v):
+                    unexplained[key] = row
+        learnt = 0
+        for key, row in sorted(unexplained.items()):
+            minimal = shrink(space.config_of(row), key)
+            if minimal is not None and state.learn(key, minimal):
+                learnt += 1
+        covered = sum(state.observe(row, key) for row, key in zip(rows, keys, strict=True))
+        rounds.append({"round": number, "rows": len(rows), "failed": sum(k is not None for k in keys),
+                       "newly_covered": covered, "reproducers_learnt": learnt, "uncovered": len(state.uncovered())})
+        if number == max_rounds or not state.uncovered() or (number > 0 and covered == 0 and learnt == 0):
+            break
+        rows = state.next_rows(row_limit)
+    return state.result(rounds)
+

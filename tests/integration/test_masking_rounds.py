@@ -1,0 +1,54 @@
+"""Masking-aware rounds in a real sweep (SGLang 0.5.23, kimi-k2.6 + eagle3, simulated rtx-pro-6000 x8)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bisect_spec import api
+from tests.conftest import require_release
+
+pytestmark = pytest.mark.sglang
+
+STRATEGY = """
+include = ["--speculative-algorithm", "--speculative-num-steps", "--speculative-eagle-topk", "--page-size",
+           "--attention-backend", "--dp-size"]
+strength = 2
+core = ["--speculative-algorithm", "--speculative-num-steps", "--speculative-eagle-topk"]
+core_strength = 3
+random_budget = 5
+rounds = 2
+[values]
+"--speculative-algorithm" = ["", "EAGLE3", "NGRAM"]
+"--speculative-num-steps" = ["", "1", "0"]
+"--speculative-eagle-topk" = ["", "1", "2"]
+"--page-size" = ["", "16"]
+"--dp-size" = ["", "2"]
+"""
+
+
+def test_rounds_cover_tuples_the_array_masked_and_never_repeat_a_known_failure(tmp_path: Path) -> None:
+    require_release("0.5.23")
+    strategy = tmp_path / "masking.toml"
+    strategy.write_text(STRATEGY)
+    spec = api.TargetSpec(release="0.5.23", model="kimi-k2.6", draft="eagle3", hardware="rtx-pro-6000")
+    result = api.sweep(spec, strategy=str(strategy), runs_dir=tmp_path / "runs", jobs=2, use_cache=False)
+    masking = result.summary["masking"]
+    first, *later = masking["rounds"]
+    assert later and sum(r["newly_covered"] for r in later) > 0  # the rounds saw tuples the array had masked
+    assert masking["covered_without_mask"] + masking["proven_to_fail"] + masking["still_masked"] == \
+        masking["required_tuples"]
+    assert masking["covered_without_mask"] > first["newly_covered"]
+    # the seed failures were shrunk to their minimal reproducers and forbidden afterwards
+    forbidden = {tuple(m) for ms in masking["forbidden"].values() for m in ms}
+    assert ("--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "1") in forbidden
+    journal = [json.loads(line) for line in (result.run_path / "journal.jsonl").read_text().splitlines()]
+    rounds = [e for e in journal if e["phase"] == "round"]
+    assert 0 < len(rounds) <= sum(r["rows"] for r in later)  # a round row seen before is not evaluated again
+    for entry in rounds:  # no row of a round holds a reproducer learnt in the array's round
+        argv = entry["outcome"]["config"]
+        pairs = set(zip(argv[::2], argv[1::2], strict=False))
+        for minimal in masking["forbidden"].get("7b382a5c8e", [])[:1]:
+            assert not set(zip(minimal[::2], minimal[1::2], strict=False)) <= pairs

@@ -1,0 +1,96 @@
+"""Masking-aware covering on synthetic predicates with known failures."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bisect_spec.covering import covering_array
+from bisect_spec.flags import Config
+from bisect_spec.masking import Key, cover_unmasked, required_tuples
+from bisect_spec.space import FlagSpace, FlagSpec
+
+
+def space_of(domains: list[int]) -> FlagSpace:
+    return FlagSpace(tuple(FlagSpec(f"--f{i}", (None, *((str(v),) for v in range(1, n)))) for i, n in enumerate(domains)),
+                     core=())
+
+
+def oracle(rules: list[tuple[str, dict[str, str]]]) -> Callable[[Config], Key]:
+    """The first rule whose flags all hold decides the failure (as SGLang's checks run in order)."""
+    def key(config: Config) -> Key:
+        given = {flag: " ".join(value) for flag, value in config.items}
+        for name, needs in rules:
+            if all(given.get(f) == v for f, v in needs.items()):
+                return name
+        return None
+    return key
+
+
+def shrinker(key: Callable[[Config], Key]) -> Callable[[Config, str], Config | None]:
+    """A perfect shrinker: removes flags one at a time while the same signature stays (1-minimal)."""
+    def shrink(config: Config, signature: str) -> Config | None:
+        items = dict(config.as_dict())
+        for flag in sorted(items):
+            trial = {k: v for k, v in items.items() if k != flag}
+            if key(Config.of(trial)) == signature:
+                items = trial
+        return Config.of(items)
+    return shrink
+
+
+def test_a_masked_pair_is_found_in_a_later_round() -> None:
+    domains = [3] * 6
+    space = space_of(domains)
+    # f0=1 and f1=1 fail on their own almost everywhere; the pair (f4=2, f5=2) fails only when unmasked
+    rules = [("mask0", {"--f0": "1"}), ("mask1", {"--f1": "1"}), ("mask2", {"--f2": "2"}), ("deep", {"--f4": "2", "--f5": "2"})]
+    key = oracle(rules)
+    first = covering_array(domains, 2, seed=0)
+    assert "deep" not in {key(space.config_of(row)) for row in first}  # a plain covering array never sees it
+    seen: list[Key] = []
+
+    def evaluate(configs: list[Config]) -> list[Key]:
+        keys = [key(c) for c in configs]
+        seen.extend(keys)
+        return keys
+
+    result = cover_unmasked(space, first, evaluate=evaluate, shrink=shrinker(key), strength=2, core_strength=2)
+    assert "deep" in seen
+    assert result.masked == 0  # every pair seen unmasked or proven to fail
+    assert result.required == len(required_tuples(space, 2, 2))
+    assert result.forbidden["deep"] == [["--f4", "2", "--f5", "2"]]
+    assert result.unmasked + result.proven == result.required
+
+
+@settings(max_examples=40, deadline=None)
+@given(domains=st.lists(st.integers(2, 4), min_size=3, max_size=6), data=st.data())
+def test_rows_after_the_first_never_hold_a_known_failure(domains: list[int], data: st.DataObject) -> None:
+    space = space_of(domains)
+    flags = [s.flag for s in space.specs]
+    rules = []
+    for number in range(data.draw(st.integers(1, 4))):
+        chosen = data.draw(st.lists(st.sampled_from(flags), min_size=1, max_size=2, unique=True))
+        rules.append((f"r{number}", {f: str(data.draw(st.integers(1, domains[flags.index(f)] - 1))) for f in chosen}))
+    key = oracle(rules)
+    rounds: list[tuple[list[Config], list[Config]]] = []  # rows, and the reproducers known when they were made
+    learnt: list[Config] = []
+
+    def evaluate(configs: list[Config]) -> list[Key]:
+        rounds.append((configs, list(learnt)))
+        return [key(c) for c in configs]
+
+    def shrink(config: Config, signature: str) -> Config | None:
+        minimal = shrinker(key)(config, signature)
+        assert minimal is not None
+        learnt.append(minimal)
+        return minimal
+
+    result = cover_unmasked(space, covering_array(domains, 2, seed=0), evaluate=evaluate, shrink=shrink,
+                            strength=2, core_strength=2, max_rounds=6)
+    for rows, known in rounds[1:]:
+        for config in rows:
+            held = set(config.items)
+            assert not any(set(m.items) <= held for m in known if m.items)
+    assert result.masked == 0  # perfect shrinker, failures of at most 2 flags: everything is covered

@@ -1,0 +1,99 @@
+"""The end of a sweep: speculative failures first, rows fitted to the terminal, where the files are; --fail-on."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bisect_spec import api
+from bisect_spec.errors import UsageError
+from bisect_spec.render import summary_text
+from bisect_spec.summary import speculative_reason
+
+TARGET = {"release": "0.5.23", "model": "kimi-k2.6", "draft": "eagle3", "hardware": "rtx-pro-6000x8"}
+
+
+def sig(ident: str, file: str, function: str, message: str, *, count: int = 1, minimal: list[str] | None = None,
+        key: str | None = None, kind: str = "failed") -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "id": ident, "cross_release_key": key or f"k{ident}", "kind": kind, "exc_type": "ValueError",
+        "location": f"{file}::{function}", "statement": "raise ValueError(msg)", "expression": "", "message": message,
+        "title": f"ValueError in {function}", "count": count, "smallest": ["--tp-size", "8", "--quantization", "fp8"],
+        "headline": message, "example_frame": {"file": file, "line": 1, "function": function},
+        "variants": [], "variant_count": 0}
+    if minimal is not None:
+        entry["shrink"] = {"minimal_argv": minimal, "reproducers": f"reproducers/{ident}"}
+    return entry
+
+
+def summary(*signatures: dict[str, Any]) -> dict[str, Any]:
+    return {"schema": "bisect-spec/summary/1", "target": TARGET, "strategy": "default", "seed": 0, "evaluated": 10,
+            "counts": {"failed": 9, "passed": 1}, "signatures": list(signatures), "findings": []}
+
+
+QUANT = sig("aaaaaaaaaa", "srt/configs/model_config.py", "_verify_quantization",
+            "Quantization method specified in the model config ({quant_method}) does not match " * 3, count=800,
+            minimal=["--quantization", "fp8"])
+HOOK = sig("bbbbbbbbbb", "srt/arg_groups/speculative_hook.py", "_handle_eagle_family", "'>' not supported", count=2)
+NEEDS_FLAG = sig("cccccccccc", "srt/arg_groups/attention_hook.py", "handle_attention_backend_compat", "no",
+                 minimal=["--attention-backend", "flex_attention", "--speculative-algorithm", "EAGLE3"])
+OLD_SERVER_ARGS = sig("dddddddddd", "srt/server_args.py", "_handle_speculative_decoding", "x")
+
+
+def test_what_counts_as_speculative() -> None:
+    assert speculative_reason(HOOK) == "raised in srt/arg_groups/speculative_hook.py"
+    assert speculative_reason(OLD_SERVER_ARGS) == "raised in server_args.py::_handle_speculative_decoding"
+    assert speculative_reason(NEEDS_FLAG) == "its minimal reproducer needs --speculative-algorithm"
+    assert speculative_reason(sig("e", "srt/speculative/eagle_worker.py", "f", "x")).startswith("raised in")
+    assert speculative_reason(QUANT) == ""
+
+
+@pytest.mark.parametrize("width", [80, 120, 200])
+def test_the_answer_comes_first_and_fits_the_terminal(width: int) -> None:
+    text = summary_text(summary(QUANT, HOOK, NEEDS_FLAG), width=width, run_path="runs/R")
+    lines = text.splitlines()
+    assert lines[0] == "speculative decoding: 2 failures"
+    other = lines.index("other constraints met on the way: 1 failure")
+    assert any("bbbbbbbbbb" in line for line in lines[:other]) and any("cccccccccc" in line for line in lines[:other])
+    assert any("aaaaaaaaaa" in line for line in lines[other:])
+    assert all(len(line) <= width for line in lines[:other + 4])
+    assert lines[-2].startswith("reproducers:  runs/R/reproducers/<id>/") and "(2 signatures)" in lines[-2]
+    assert lines[-1] == "HTML report:  runs/R/report.html"
+
+
+def test_nothing_speculative_still_says_so() -> None:
+    assert summary_text(summary(QUANT), width=100).splitlines()[0] == "speculative decoding: 0 failures"
+
+
+def _stored(runs_dir: Path, run_id: str, content: dict[str, Any]) -> None:
+    path = runs_dir / run_id
+    path.mkdir(parents=True)
+    (path / "run.json").write_text(json.dumps({"target": content["target"], "strategy": {"name": "default"}}))
+    (path / "summary.json").write_text(json.dumps(content))
+
+
+def test_fail_on_new_compares_with_the_previous_run_of_the_same_target(tmp_path: Path) -> None:
+    now = summary(QUANT, HOOK, NEEDS_FLAG)
+    assert [s["id"] for s in api.failures_for_ci(now, "new", runs_dir=tmp_path, run_id="3")] == \
+        ["aaaaaaaaaa", "bbbbbbbbbb", "cccccccccc"]  # no previous run: everything is new
+    _stored(tmp_path, "1", summary(QUANT, HOOK))
+    _stored(tmp_path, "2", {**summary(), "target": {**TARGET, "release": "0.5.12"}})  # another target
+    _stored(tmp_path, "3", now)  # the run itself
+    assert [s["id"] for s in api.failures_for_ci(now, "new", runs_dir=tmp_path, run_id="3")] == ["cccccccccc"]
+    moved = {**HOOK, "id": "ffffffffff"}  # another location, same cross-release key: not new
+    assert api.failures_for_ci(summary(QUANT, moved), "new", runs_dir=tmp_path, run_id="3") == []
+    crashed = sig("gggggggggg", "", "", "segfault", kind="crashed")
+    assert len(api.failures_for_ci(summary(QUANT, crashed), "any", runs_dir=tmp_path, run_id="3")) == 1
+    with pytest.raises(UsageError):
+        api.failures_for_ci(now, "some", runs_dir=tmp_path, run_id="3")
+
+
+def test_the_summary_says_how_many_tuples_were_covered_without_a_mask() -> None:
+    masking = {"required_tuples": 340, "covered_without_mask": 279, "proven_to_fail": 33, "still_masked": 28,
+               "rounds": [{"rows": 67}, {"rows": 31}, {"rows": 12}], "forbidden": {}}
+    text = summary_text({**summary(QUANT), "masking": masking}, width=100)
+    assert ("required tuples: 340, 279 covered without a mask, 33 proven to fail, 28 still masked "
+            "(2 masking-aware rounds, 43 rows)") in text.splitlines()
