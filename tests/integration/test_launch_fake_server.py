@@ -142,7 +142,8 @@ def test_fake_server_tree_is_gone_after_the_tool_is_interrupted(command: str, mo
         tool.process.send_signal(signal.SIGINT)
     wait_for("the tool to exit", lambda: tool.process.poll() is not None)
     wait_for("every process of the tree to be gone", lambda: gone(started, everything))
-    assert tool.process.returncode == (-signal.SIGKILL if how == "sigkill" else 1)
+    # an orderly stop exits 130, but after a hang-up its last line cannot be written (EIO): 1
+    assert tool.process.returncode == {"sigkill": -signal.SIGKILL, "terminal-closed": 1}.get(how, 130)
 
 
 DRIVER = """
