@@ -12,6 +12,7 @@ Package installs (``pip``) also run from here, so "who starts processes" has one
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import json
 import logging
@@ -125,6 +126,28 @@ def terminate_then_kill(procs: list[psutil.Process], *, grace: float) -> None:
     psutil.wait_procs(alive, timeout=grace)
 
 
+_SPAWNER: concurrent.futures.ThreadPoolExecutor | None = None
+_SPAWNER_LOCK = threading.Lock()
+
+
+def _spawn(start: Callable[[], subprocess.Popen[bytes]]) -> subprocess.Popen[bytes]:
+    """Run ``start`` (a ``Popen``) on the one thread that starts evaluation workers.
+
+    A worker asks the kernel to SIGKILL it when its parent dies (``PR_SET_PDEATHSIG``, see
+    ``worker_main.py``), and Linux takes the *thread* that forked it as that parent. Workers
+    are started from short-lived threads (:meth:`WorkerPool.start` boots each in its own,
+    a pool's drain threads replace them), which would take their workers with them when
+    they end. This thread lives as long as the process; a pool executor's thread waits
+    for work and ends only at interpreter exit.
+    """
+    global _SPAWNER
+    with _SPAWNER_LOCK:
+        if _SPAWNER is None:
+            _SPAWNER = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="bisect-spec-spawner")
+        spawner = _SPAWNER
+    return spawner.submit(start).result()
+
+
 class WorkerProcess:
     """One evaluation worker process and its line protocol."""
 
@@ -142,12 +165,14 @@ class WorkerProcess:
 
     def start(self) -> dict[str, Any]:
         """Start the process and wait until SGLang is imported; return its self-description."""
-        config = {"hardware": self.spec.hardware, "gpus": self.spec.gpus, "torchvision_shim": self.spec.torchvision_shim}
+        # parent: the worker dies with this process (it checks it was not orphaned already)
+        config = {"hardware": self.spec.hardware, "gpus": self.spec.gpus, "torchvision_shim": self.spec.torchvision_shim,
+                  "parent": os.getpid()}
         if self.spec.log_path:
             Path(self.spec.log_path).parent.mkdir(parents=True, exist_ok=True)
             self._log = open(self.spec.log_path, "ab")  # noqa: SIM115 - lives as long as the worker
         try:
-            self.process = subprocess.Popen(
+            self.process = _spawn(lambda: subprocess.Popen(
                 [self.spec.python, "-u", str(WORKER_SCRIPT), json.dumps(config)],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
@@ -155,7 +180,7 @@ class WorkerProcess:
                 env=self.spec.environment(),
                 start_new_session=True,
                 cwd=os.path.dirname(self.spec.log_path) if self.spec.log_path else None,
-            )
+            ))
         except OSError as exc:
             raise WorkerError(f"cannot start evaluation worker {self.spec.python}: {exc.strerror}") from exc
         try:

@@ -3,7 +3,15 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import os
+import pty
+import select
+import signal
 import subprocess
+import sys
+import termios
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -13,6 +21,7 @@ import psutil
 from bisect_spec import worker
 
 FAKE_SERVER = Path(__file__).parent / "resources" / "fake_server.py"
+BISECT_SPEC = Path(sys.executable).with_name("bisect-spec")
 
 
 def wait_for(what: str, condition: Callable[[], bool], timeout: float = 120.0) -> None:
@@ -116,3 +125,68 @@ def tree_is_up(pidfile: Path, mode: str) -> list[int]:
 def gone(pids: list[int], procs: list[psutil.Process]) -> bool:
     """No pid of the fake's pid file runs, nor any process seen (psutil: a reused pid is not the same process)."""
     return not any(running(pid) for pid in pids) and not any(p.is_running() and running(p.pid) for p in procs)
+
+
+def _as_from_a_shell(terminal: bool) -> None:
+    """In the tool, before it runs: the signals a test sends do what they do in a user's shell.
+
+    SIGINT, SIGTERM and SIGHUP get their default action back: a test run under ``nohup``
+    (SIGHUP ignored) or started with ``&`` from a script (SIGINT ignored) would otherwise
+    pass the ignoring on, and the tool would never see Ctrl-C or the hang-up.
+    """
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+    if terminal:
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+
+class Tool:
+    """``bisect-spec`` started by a test; ``terminal``: with a pseudo-terminal as its controlling terminal.
+
+    What the tool writes to the terminal is read and dropped (a full terminal would stop
+    it), until :meth:`close_terminal`.
+    """
+
+    def __init__(self, argv: list[str], janitor: Janitor, *, terminal: bool = False, env: dict[str, str] | None = None,
+                 cwd: Path | None = None) -> None:
+        self.terminal: int | None = None
+        self._reading = threading.Event()
+        self._reader: threading.Thread | None = None
+        if terminal:
+            self.terminal, follower = pty.openpty()
+            self.process = subprocess.Popen(argv, stdin=follower, stdout=follower, stderr=follower, start_new_session=True,
+                                            preexec_fn=lambda: _as_from_a_shell(True), env=env, cwd=cwd)
+            os.close(follower)
+            self._reading.set()
+            self._reader = threading.Thread(target=self._drain, args=(self.terminal,), daemon=True)
+            self._reader.start()
+        else:
+            self.process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=cwd,
+                                            preexec_fn=lambda: _as_from_a_shell(False))
+        janitor.tool(self.process)
+
+    def _drain(self, terminal: int) -> None:
+        while self._reading.is_set():  # never blocked in read: close_terminal must really close it
+            if select.select([terminal], [], [], 0.05)[0]:
+                try:
+                    os.read(terminal, 1 << 16)
+                except OSError:
+                    return
+
+    def close_terminal(self) -> None:
+        """Hang up: the kernel sends SIGHUP to the tool, as when a terminal window is closed."""
+        assert self.terminal is not None and self._reader is not None
+        self._reading.clear()
+        self._reader.join()
+        os.close(self.terminal)
+        self.terminal = None
+
+
+def evaluation_workers(procs: list[psutil.Process]) -> list[psutil.Process]:
+    """The evaluation workers (``worker_main.py``) among ``procs``."""
+    found = []
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            if str(worker.WORKER_SCRIPT) in proc.cmdline():
+                found.append(proc)
+    return found

@@ -6,14 +6,26 @@ hypothesis, so it loads only ``bisect_spec.inside``, without executing
 
 Protocol: one JSON request per line on stdin, one JSON reply per line on a private
 copy of the original stdout. Anything SGLang prints goes to stderr (the worker log).
+
+A worker never outlives the process that started it (the tool, or the Ray actor that
+hosts it). Between evaluations it is reading stdin, and end-of-file ends it. During an
+evaluation it is not reading, and a hung one would run on forever; so on Linux the worker
+asks the kernel for SIGKILL when its parent dies (``prctl(PR_SET_PDEATHSIG)``). The
+kernel counts the parent *thread*: ``worker.py`` starts every worker from one thread that
+lives as long as its process, never from a short-lived one. Other operating systems have
+no such call; there, a worker mid-evaluation ends only when that evaluation does.
 """
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
+import signal
 import sys
 import types
+
+PR_SET_PDEATHSIG = 1
 
 
 def _load_package() -> None:
@@ -24,6 +36,21 @@ def _load_package() -> None:
             package = types.ModuleType(name)
             package.__path__ = [path]
             sys.modules[name] = package
+
+
+def _die_with_parent(parent: int | None) -> None:
+    """SIGKILL this worker when ``parent`` dies, even in the middle of a hung evaluation (Linux).
+
+    Exits at once if ``parent`` died before the request took effect (the worker is then
+    already some other process's child). Does nothing where ``prctl`` is missing.
+    """
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        armed = libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return
+    if armed and parent is not None and os.getppid() != parent:
+        os._exit(0)
 
 
 def _torchvision_shim() -> None:
@@ -87,6 +114,7 @@ def main() -> int:
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     config = json.loads(sys.argv[1])
+    _die_with_parent(config.get("parent"))
     _load_package()
     if config.get("offline", True):
         _no_network()

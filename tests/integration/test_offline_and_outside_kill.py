@@ -1,11 +1,14 @@
-"""Evaluations run offline; a worker killed from outside is an outcome of its own."""
+"""Evaluations run offline; a worker killed from outside is an outcome of its own; a worker dies with its parent."""
 
 from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -13,6 +16,7 @@ from bisect_spec.api import TargetSpec
 from bisect_spec.flags import Config
 from bisect_spec.session import Session
 from tests.conftest import FAULT_PLUGIN, require_release
+from tests.processes import Janitor, gone, wait_for
 
 pytestmark = [pytest.mark.sglang, pytest.mark.slow]
 
@@ -56,3 +60,39 @@ def test_worker_killed_from_outside_during_an_evaluation() -> None:
     assert killed.status.value == "crashed"
     assert killed.record["crash"] == "killed (SIGKILL)"
     assert after.passed and session.pool.replaced == 1
+
+
+PARENT = """
+import sys
+from bisect_spec.api import TargetSpec
+from bisect_spec.flags import Config
+from bisect_spec.session import Session
+plugin, notes = sys.argv[1:]
+target = TargetSpec(release="0.5.23", model="llama-3.1-8b", draft=None, hardware="h100").resolve()
+session = Session(target, jobs=1, timeout=3600,
+                  extra_env=(("BISECT_SPEC_WORKER_PLUGIN", plugin), ("BISECT_SPEC_FAULT_NOTES", notes)))
+session.start()  # boots the worker from a thread, which has ended since
+print(session.pool.worker_pids()[0], flush=True)
+session.evaluate(Config.of({"--served-model-name": "fault:hang"}))
+"""
+
+
+def test_a_worker_hung_in_an_evaluation_dies_with_the_process_that_started_it(tmp_path: Path, janitor: Janitor) -> None:
+    """A hung worker is not reading its stdin, so no end-of-file reaches it: its parent-death signal ends it.
+
+    The worker was started from a thread that ended long before: it survived that (the
+    kernel's "parent" is the thread that forked it, see ``worker._spawn``), and only the
+    death of its process ends it.
+    """
+    require_release("0.5.23")
+    notes = tmp_path / "notes"
+    parent = janitor.tool(subprocess.Popen([sys.executable, "-c", PARENT, str(FAULT_PLUGIN), str(notes)],
+                                           stdout=subprocess.PIPE))
+    assert parent.stdout is not None
+    with parent.stdout:
+        booted = int(parent.stdout.readline())
+    [hung_worker] = [p for p in janitor.snapshot() if p.pid == booted]
+    wait_for("the worker to be in its hang", lambda: notes.is_file() and notes.read_text() == f"hang {booted}\n")
+    parent.kill()
+    parent.wait()
+    wait_for("the hung worker to be gone", lambda: gone([], [hung_worker]))

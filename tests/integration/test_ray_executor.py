@@ -21,6 +21,7 @@ from bisect_spec.flags import Config
 from bisect_spec.ray_executor import RayPool
 from bisect_spec.session import Session
 from tests.conftest import FAULT_PLUGIN, require_release
+from tests.processes import Janitor, gone, wait_for
 
 pytestmark = [pytest.mark.sglang, pytest.mark.slow, pytest.mark.usefixtures("ray_cluster")]
 
@@ -101,3 +102,34 @@ def test_a_killed_actor_is_replaced_and_its_configurations_evaluated_again() -> 
         assert session.pool.actors_replaced == 1
     assert [after[c.key()] for c in configs] == before
     assert [r["status"] for r in before] == ["passed", "passed", "passed", "failed"]
+
+
+@pytest.mark.parametrize("how", ["ray.kill", "sigkill"])
+def test_a_killed_actor_takes_its_worker_along_even_in_a_hung_evaluation(how: str, tmp_path: Path,
+                                                                        janitor: Janitor) -> None:
+    """The actor is killed while its worker hangs in an evaluation (not reading its stdin): the worker dies too.
+
+    ``ray.kill`` lets Ray end the actor's children itself; a SIGKILLed actor process cannot,
+    and before the worker's parent-death signal its worker hung on (measured: still there
+    after 20 s).
+    """
+    import ray
+
+    require_release(RELEASE)
+    notes = tmp_path / "notes"
+    target = api.TargetSpec(release=RELEASE, model="llama-3.1-8b", draft=None, hardware="h100").resolve()
+    with Session(target, jobs=1, timeout=3600, extra_env=(*PLUGIN, ("BISECT_SPEC_FAULT_NOTES", str(notes))),
+                 executor="ray") as session:
+        assert isinstance(session.pool, RayPool)
+        [actor] = session.pool._all
+        [placement] = session.pool.placements()
+        [worker] = [p for p in janitor.snapshot(psutil.Process(placement["worker_pid"])) if p.pid == placement["worker_pid"]]
+        assert worker.ppid() == placement["actor_pid"]
+        hung = actor.evaluate.remote(fault("hang").argv())
+        wait_for("the worker to be in its hang", lambda: notes.is_file() and notes.read_text() == f"hang {worker.pid}\n")
+        if how == "ray.kill":
+            ray.kill(actor)
+        else:
+            os.kill(placement["actor_pid"], signal.SIGKILL)
+        wait_for("the killed actor's worker to be gone", lambda: gone([], [worker]))
+        del hung

@@ -5,11 +5,15 @@ from __future__ import annotations
 import ast
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
+
+from tests.processes import Janitor
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -92,6 +96,24 @@ def test_ci_runs_the_readme_test_command() -> None:
     commands = [line.strip() for line in readme[:40] if line.strip().startswith(("python", "bash", "./"))]
     assert len(commands) >= 2
     assert commands[1] in (ROOT / ".ci" / "run").read_text()
+
+
+def test_ci_ends_by_checking_that_no_process_of_the_run_is_left() -> None:
+    lines = [line for line in (ROOT / ".ci" / "run").read_text().splitlines() if line and not line.startswith("#")]
+    assert lines[-2:] == ["python3 scripts/ci_leftovers.py --since-pid $$ --grace 30 || status=1", 'exit "$status"']
+
+
+def test_the_ci_leftover_check_names_and_ends_a_process_of_its_run(janitor: Janitor) -> None:
+    env = {**os.environ, "BISECT_SPEC_CI_RUN": f"test-{os.getpid()}-{time.time_ns()}"}
+    check = [sys.executable, str(ROOT / "scripts" / "ci_leftovers.py"), "--since-pid", str(os.getpid()), "--grace", "0"]
+    left = janitor.tool(subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"], env=env))
+    found = subprocess.run(check, env=env, capture_output=True, text=True, timeout=60)
+    assert found.returncode == 1, found.stderr
+    assert f"  pid {left.pid} (parent {os.getpid()}, " in found.stdout
+    assert "carries the run's marker" in found.stdout and "import time; time.sleep(3600)" in found.stdout
+    assert left.wait(timeout=30) == -signal.SIGKILL
+    clean = subprocess.run(check, env=env, capture_output=True, text=True, timeout=60)
+    assert (clean.returncode, clean.stdout) == (0, "no process of this CI run is left\n")
 
 
 @pytest.mark.skipif(shutil.which("ruff") is None and not (Path(sys.executable).parent / "ruff").exists(),

@@ -32,6 +32,9 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+#: an argument every sleeper carries (unused by it): its command line names this file, even for a daemon
+#: that dropped its environment (``.ci/run``'s leftover check finds it by this checkout's path)
+SLEEPER_TAG = ("--started-by", str(Path(__file__).resolve()))
 
 
 def _option(argv: list[str], name: str, default: str | None = None) -> str | None:
@@ -92,7 +95,7 @@ def _serve(port: int, delay: float) -> None:
 def _sleeper(*, ignore_term: bool = False, new_session: bool = False) -> subprocess.Popen[bytes]:
     code = ("import signal,time\n" + ("signal.signal(signal.SIGTERM, signal.SIG_IGN)\n" if ignore_term else "")
             + "time.sleep(3600)")
-    return subprocess.Popen([sys.executable, "-c", code], start_new_session=new_session)
+    return subprocess.Popen([sys.executable, "-c", code, *SLEEPER_TAG], start_new_session=new_session)
 
 
 def _orphan(*, daemon: bool) -> tuple[int, int]:
@@ -103,8 +106,8 @@ def _orphan(*, daemon: bool) -> tuple[int, int]:
     """
     options = "start_new_session=True, env={}" if daemon else "start_new_session=False"
     code = ("import subprocess, sys\n"
-            f"g = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(3600)'], stdout=subprocess.DEVNULL, "
-            f"{options})\n"
+            f"g = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(3600)', *{SLEEPER_TAG!r}], "
+            f"stdout=subprocess.DEVNULL, {options})\n"
             "print(g.pid, flush=True)\n")
     middle = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
     assert middle.stdout is not None

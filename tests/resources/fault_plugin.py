@@ -3,6 +3,9 @@
 Loaded into an evaluation worker through ``BISECT_SPEC_WORKER_PLUGIN``. Every fault is
 real: a segfault through ctypes, a hang, ``os._exit``, a real failed allocation, garbage
 written on the worker's protocol pipe, a real attempt to reach a model hub.
+
+With ``BISECT_SPEC_FAULT_NOTES=FILE`` each fault first appends ``KIND PID`` to FILE, so a
+test waits for "the worker is in its hang" as an event.
 """
 
 from __future__ import annotations
@@ -18,6 +21,10 @@ def before_evaluate(argv: list[str]) -> list[str]:
     for index, token in enumerate(argv[:-1]):
         if token == "--served-model-name" and argv[index + 1].startswith("fault:"):
             kind = argv[index + 1].removeprefix("fault:")
+    notes = os.environ.get("BISECT_SPEC_FAULT_NOTES")
+    if kind and notes:
+        with open(notes, "a") as handle:
+            handle.write(f"{kind} {os.getpid()}\n")
     if kind == "segfault":
         ctypes.string_at(0)
     elif kind == "hang":
