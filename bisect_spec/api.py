@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import environments, profiles
+from . import environments, profiles, sources
 from .errors import ProfileError, UsageError
 from .errors import StoreError as BisectSpecStoreError
 from .flags import CONFIG_ENV, Config, inherited_env, parse_command
@@ -63,6 +63,8 @@ class TargetSpec:
         draft = profiles.load_draft(self.draft, model, path=self.draft_path)
         hardware = profiles.load_hardware(self.hardware, self.gpus)
         release = self.release or environments.newest_installed()
+        if sources.is_source_spec(release):  # git:PATH@REV or path:DIR: its tree over the release at or before it
+            release = sources.register(release)
         environments.get(release)
         env = {**(inherited_env() if self.inherit_env else {}), **dict(self.env)}
         return Target(release, model, draft, hardware, tuple(sorted(env.items())))

@@ -278,7 +278,8 @@ def check_release_name(release: str) -> str:
     """Validate a release string; return it."""
     if release == CURRENT or _VERSION.match(release):
         return release
-    raise UsageError(f"'{release}' is not an SGLang release: use a version such as 0.5.23, or 'current'")
+    raise UsageError(f"'{release}' is not an SGLang release: use a version such as 0.5.23, 'current', "
+                     "git:PATH@REV (a commit of your clone) or path:DIR (a source tree)")
 
 
 def installed() -> list[str]:
@@ -297,10 +298,15 @@ def describe(release: str) -> dict[str, Any]:
 
 
 def get(release: str) -> Environment:
-    """The environment of an installed release (or the user's own Python for ``current``).
+    """The environment of an installed release (or the user's own Python for ``current``, or a
+    source tree's label from :func:`bisect_spec.sources.register`).
 
     :raises ReleaseError: the release is not installed, naming the command that installs it.
     """
+    from . import sources
+
+    if sources.is_label(release):  # a commit's or a directory's tree over a release (see sources.py)
+        return sources.environment(release)
     check_release_name(release)
     if release == CURRENT:
         # the user's own Python, with the import path it was given (an unpacked SGLang on PYTHONPATH works)
