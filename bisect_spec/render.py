@@ -407,3 +407,55 @@ def nightly_markdown(data: dict[str, Any]) -> str:
         out.append(f"| {cell['id']} | {status} | {cell.get('evaluated') or ''} | "
                    f"{', '.join('`' + s['id'] + '`' for s in cell.get('signatures') or [])} |")
     return "\n".join(out) + "\n"
+
+
+def commits_text(report: Any, *, diff_lines: int = 80) -> str:
+    """What ``bisect-spec bisect --repo`` prints for the commits: the probes, the first commit (or the
+    candidates, as git names them) and the failing function's diff between its parent and it."""
+    data = report.to_dict()
+    old, new = data["old"], data["new"]
+
+    def verdict(record: dict[str, Any]) -> str:
+        if record.get("key") is None:
+            return f"skipped: {record.get('reason')}"
+        if record.get("verdict") == "passed":
+            return "passed"
+        return f"{str(record.get('verdict')).upper()}  {record.get('headline')}"
+
+    out = [f"commits {old['rev']} … {new['rev']} in {data['repo']}: {data['commits']} touch python/sglang, each laid "
+           f"over the SGLang {data['environment']} environment",
+           f"evaluated {data['evaluations']} commits in {data['seconds']} s", ""]
+    rows = [[r["role"], r["short"], r["subject"], verdict(r)] for r in data["evaluated"]]
+    out += [table(["", "commit", "subject", "verdict"], rows, max_width=70), ""]
+    if not data["changed"]:
+        out += [f"note: {note}" for note in data["notes"]]
+        return "\n".join(out)
+    first = data["first"]
+    if first is not None:
+        pr = f"PR #{first['pr']}" if first.get("pr") else "no PR number in the subject"
+        out += ["first commit with the new verdict:",
+                f"  {first['sha']}", f"  {first['date']}  {first['subject']}  ({pr})",
+                f"  {verdict(data['last_old'])}  →  {verdict(data['first_new'])}"]
+        out += [f"  changed: {line}" for line in first.get("changed_files", [])[:12]]
+    else:
+        candidates = data["candidates"]
+        out.append(f"the first commit with the new verdict is one of these {len(candidates)}, after "
+                   f"{data['last_old']['short']} ({verdict(data['last_old'])}):")
+        shown = candidates if len(candidates) <= 16 else [*candidates[:10], None, *candidates[-5:]]
+        for entry in shown:
+            if entry is None:
+                out.append(f"  … {len(candidates) - 15} more")
+                continue
+            how = {"untested": "untested (between commits skipped for the same reason)", "new": verdict(data["first_new"]),
+                   "skipped": f"skipped: {entry.get('reason')}"}[entry["tested"]]
+            out.append(f"  {entry['short']}  {_cell(entry['subject'], 60)}  {_cell(how, 90)}")
+    function = data.get("function")
+    if data.get("diff"):
+        lines = data["diff"].splitlines()
+        title = (f"{function['file']}::{function['function']}, {'parent' if first else 'last old'} → "
+                 f"{'commit' if first else 'first new'}" if function else "python/sglang, last old → first new")
+        out += ["", f"diff of {title}:", *lines[:diff_lines]]
+        if len(lines) > diff_lines:
+            out.append(f"… {len(lines) - diff_lines} more lines (--json has the whole diff)")
+    out += ["", *[f"note: {note}" for note in data["notes"]]] if data["notes"] else []
+    return "\n".join(out)
