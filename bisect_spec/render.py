@@ -376,8 +376,26 @@ def nightly_text(data: dict[str, Any]) -> str:
                             c["cross_release_key"], _change_detail(c)] for c in changes], max_width=120)]
     elif data.get("baseline"):
         out.append(f"no change against {data['baseline']}")
+    bisected = [c for c in changes if c.get("commits")]
+    if bisected:
+        out += ["", "regressions bisected to the commit:"]
+        out += [f"  {c['cell']} {c['signature']}: {commit_line(c['commits'])}" for c in bisected]
     out.append(f"{data.get('regressions', 0)} regression(s)")
     return "\n".join(out)
+
+
+def commit_line(summary: dict[str, Any]) -> str:
+    """One line for a nightly's commit bisection (:func:`bisect_spec.nightly.commit_summary`)."""
+    if summary.get("error"):
+        return f"not bisected: {summary['error']}"
+    if not summary.get("changed"):
+        return f"no verdict change between {summary['old']} and {summary['new']}"
+    first = summary.get("first")
+    if first:
+        pr = f" (PR #{first['pr']})" if first.get("pr") else ""
+        return f"{first['short']} {first['subject']}{pr}, {summary['evaluations']} evaluations of {summary['commits']} commits"
+    candidates = summary.get("candidates") or []
+    return f"one of {len(candidates)} commits {candidates[0]} … {candidates[-1]} (the others could not be evaluated)"
 
 
 def _change_detail(change: dict[str, Any]) -> str:
@@ -401,6 +419,8 @@ def nightly_markdown(data: dict[str, Any]) -> str:
         out += [f"| {c['cell']} | {_CHANGE_WORDS.get(c['change'], c['change'])} | `{c['signature']}` | "
                 f"{_change_detail(c).replace('|', '/')} |" for c in changes]
         out.append("")
+        out += [f"- `{c['signature']}` ({c['cell']}): {commit_line(c['commits'])}" for c in changes if c.get("commits")]
+        out += [""] if any(c.get("commits") for c in changes) else []
     out += ["| cell | status | evaluated | signatures |", "|---|---|---|---|"]
     for cell in data["cells"]:
         status = cell["status"] if cell["status"] != "skipped" else f"skipped: {cell.get('reason')}"
