@@ -278,8 +278,7 @@ def check_release_name(release: str) -> str:
     """Validate a release string; return it."""
     if release == CURRENT or _VERSION.match(release):
         return release
-    raise UsageError(f"'{release}' is not an SGLang release: use a version such as 0.5.23, 'current', "
-                     "git:PATH@REV (a commit of your clone) or path:DIR (a source tree)")
+    raise UsageError(f"'{release}' is not an SGLang release: use a version such as 0.5.23, or 'current'")
 
 
 def installed() -> list[str]:
@@ -307,7 +306,9 @@ def get(release: str) -> Environment:
 
     if sources.is_label(release):  # a commit's or a directory's tree over a release (see sources.py)
         return sources.environment(release)
-    check_release_name(release)
+    if release != CURRENT and not _VERSION.match(release):
+        raise UsageError(f"'{release}' is not an SGLang release: use a version such as 0.5.23, 'current', "
+                         "git:PATH@REV (a commit of your clone) or path:DIR (a source tree)")
     if release == CURRENT:
         # the user's own Python, with the import path it was given (an unpacked SGLang on PYTHONPATH works)
         inherited = tuple(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)
