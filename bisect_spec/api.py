@@ -191,6 +191,8 @@ def _first_evaluation(tokens: Sequence[str], spec: TargetSpec | None, *, jobs: i
     """Understand the user's flags, start a session and evaluate them once (probe and shrink start so)."""
     config, spec, notes = understand_flags(tokens, spec or TargetSpec())
     target = spec.resolve()
+    if sources.is_label(target.release):  # say what a git:/path: target was taken as
+        notes.append(sources.summary(target.release))
     session = Session(target, jobs=jobs, timeout=timeout, log_dir=environments.home() / "logs")
     try:
         config = session.canonical(config)
