@@ -44,6 +44,7 @@ SCHEMA = "bisect-spec/commits/1"
 #: An SGLang module's body on a traceback: the failure happened while importing it.
 _IMPORTING = re.compile(r'File "(?P<file>[^"]*?/sglang/[^"]+\.py)", line \d+, in <module>')
 _IMPORT_ERRORS = ("ImportError", "ModuleNotFoundError")
+_HUNK = re.compile(r"^@@ -(?P<a>\d+)(?P<b>,\d+)? \+(?P<c>\d+)(?P<d>,\d+)? @@(?P<rest>.*)$")
 _ANY_PACKAGE_PATH = re.compile(r"/[^\s'\"()]*?/sglang/")
 
 
@@ -223,15 +224,24 @@ def function_diff(repo: sources.Repo, before: str, after: str, file: str, functi
     sides: dict[str, dict[str, Any]] = {}
     for name, rev in (("before", before), ("after", after)):
         found = sources.function_source(repo.read(rev, path), function)
-        sides[name] = {"commit": rev, "start": found[0] if found else None, "source": found[1] if found else None}
+        sides[name] = {"commit": repo.resolve(rev), "start": found[0] if found else None, "source": found[1] if found else None}
 
     def label(side: dict[str, Any]) -> str:
         where = f":{side['start']}" if side["start"] else " (no such function)"
         return f"{side['commit'][:12]}/{file}{where} ({function})"
 
     lines = {name: str(side["source"] or "").splitlines() for name, side in sides.items()}
-    diff = "\n".join(difflib.unified_diff(lines["before"], lines["after"], label(sides["before"]),
-                                          label(sides["after"]), lineterm="", n=3))
+    offsets = {name: (side["start"] or 1) - 1 for name, side in sides.items()}
+
+    def in_file(line: str) -> str:  # hunk headers count lines of the file, not of the function
+        match = _HUNK.match(line)
+        if match is None:
+            return line
+        old_start, new_start = int(match["a"]) + offsets["before"], int(match["c"]) + offsets["after"]
+        return f"@@ -{old_start}{match['b'] or ''} +{new_start}{match['d'] or ''} @@{match['rest']}"
+
+    diff = "\n".join(in_file(line) for line in difflib.unified_diff(
+        lines["before"], lines["after"], label(sides["before"]), label(sides["after"]), lineterm="", n=3))
     return {"file": file, "function": function, "before": sides["before"], "after": sides["after"], "diff": diff}
 
 

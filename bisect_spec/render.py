@@ -5,6 +5,8 @@ Pure functions from results to strings; the CLI decides where they go.
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -442,9 +444,11 @@ def commits_text(report: Any, *, diff_lines: int = 80) -> str:
             return "passed"
         return f"{str(record.get('verdict')).upper()}  {record.get('headline')}"
 
-    out = [f"commits {old['rev']} … {new['rev']} in {data['repo']}: {data['commits']} touch python/sglang, each laid "
+    count = data["commits"]
+    out = [f"commits {old['rev']} … {new['rev']} in {data['repo']}: {count} touch python/sglang, each laid "
            f"over the SGLang {data['environment']} environment",
-           f"evaluated {data['evaluations']} commits in {data['seconds']} s", ""]
+           f"evaluated {data['evaluations']} commits in {data['seconds']} s (a binary search over {count} needs at most "
+           f"ceil(log2 {count}) + 2 = {math.ceil(math.log2(count)) + 2 if count > 1 else 2} without skips)", ""]
     rows = [[r["role"], r["short"], r["subject"], verdict(r)] for r in data["evaluated"]]
     out += [table(["", "commit", "subject", "verdict"], rows, max_width=70), ""]
     if not data["changed"]:
@@ -471,7 +475,7 @@ def commits_text(report: Any, *, diff_lines: int = 80) -> str:
             out.append(f"  {entry['short']}  {_cell(entry['subject'], 60)}  {_cell(how, 90)}")
     function = data.get("function")
     if data.get("diff"):
-        lines = data["diff"].splitlines()
+        lines = _failing_hunks_first(data["diff"], (data.get("first_new") or {}).get("line") if function else None)
         title = (f"{function['file']}::{function['function']}, {'parent' if first else 'last old'} → "
                  f"{'commit' if first else 'first new'}" if function else "python/sglang, last old → first new")
         out += ["", f"diff of {title}:", *lines[:diff_lines]]
@@ -479,3 +483,22 @@ def commits_text(report: Any, *, diff_lines: int = 80) -> str:
             out.append(f"… {len(lines) - diff_lines} more lines (--json has the whole diff)")
     out += ["", *[f"note: {note}" for note in data["notes"]]] if data["notes"] else []
     return "\n".join(out)
+
+
+def _failing_hunks_first(diff: str, line: int | None) -> list[str]:
+    """A unified diff's lines with the hunks around the failing ``line`` (of the new side) first."""
+    lines = diff.splitlines()
+    head = [x for x in lines[:2] if x.startswith(("---", "+++"))]
+    hunks: list[list[str]] = []
+    for text in lines[len(head):]:
+        if text.startswith("@@") or not hunks:
+            hunks.append([])
+        hunks[-1].append(text)
+    if line is None:
+        return lines
+
+    def covers(hunk: list[str]) -> bool:
+        match = re.match(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@", hunk[0])
+        return match is not None and int(match[1]) <= int(line) < int(match[1]) + int(match[2] or 1)
+
+    return head + [x for hunk in sorted(hunks, key=lambda h: not covers(h)) for x in hunk]

@@ -16,13 +16,13 @@ from typing import Any
 import pytest
 
 from bisect_spec import environments, sources
-from bisect_spec.commit_bisect import import_failure
+from bisect_spec.commit_bisect import function_diff, import_failure
 from bisect_spec.errors import ReleaseError, SourceError, UsageError
 from bisect_spec.flags import Config
 from bisect_spec.matrix import load_matrix
 from bisect_spec.nightly import bisect_regressions, commit_summary
 from bisect_spec.outcome import Outcome
-from bisect_spec.render import commit_line
+from bisect_spec.render import _failing_hunks_first, commit_line
 
 
 def git(repo: Path, *args: str) -> str:
@@ -127,6 +127,18 @@ def test_source_errors_are_one_line_naming_the_fix(clone: Path, spec: str, messa
 def test_not_an_ancestor_is_refused(clone: Path) -> None:
     with pytest.raises(SourceError, match=r"v0\.5\.2 is not an ancestor of v0\.5\.1\.post3"):
         sources.Repo(clone).first_parent_commits("v0.5.2", "v0.5.1.post3")
+
+
+def test_the_failing_function_diff_counts_file_lines_and_shows_the_failing_hunk_first(clone: Path) -> None:
+    sha = commit(clone, "Guard topk (#16)", {"python/sglang/srt/a.py": "import os\n\n\ndef f(x):\n    if x is None:\n"
+                                                                       "        return False\n    return x > 1\n"})
+    found = function_diff(sources.Repo(clone), f"{sha}~1", sha, "srt/a.py", "f")
+    assert (found["before"]["start"], found["after"]["start"]) == (1, 4)
+    assert found["diff"].splitlines()[:3] == [f"--- {git(clone, 'rev-parse', sha + '~1')[:12]}/srt/a.py:1 (f)",
+                                              f"+++ {sha[:12]}/srt/a.py:4 (f)", "@@ -1,2 +4,4 @@"]
+    two = "--- a\n+++ b\n@@ -1,2 +1,2 @@\n-x\n+y\n@@ -40,2 +48,3 @@\n z\n+raise\n z"
+    assert _failing_hunks_first(two, 49)[2:4] == ["@@ -40,2 +48,3 @@", " z"]
+    assert _failing_hunks_first(two, None) == two.splitlines()
 
 
 def outcome(record: dict[str, Any]) -> Outcome:
