@@ -207,3 +207,28 @@ def test_the_matrix_names_a_clone_relative_to_itself(tmp_path: Path) -> None:
     (tmp_path / "m.toml").write_text(text.replace('"sglang"', '"nowhere"'))
     with pytest.raises(UsageError, match=r"m.toml:2: 'repo' is .*nowhere, which is not a directory: name your SGLang clone"):
         load_matrix(tmp_path / "m.toml")
+
+
+def test_bisect_with_a_clone_checks_it_first_then_goes_down_to_the_commit(clone: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from bisect_spec import api, commit_bisect, timeline
+
+    calls: list[tuple[str, str]] = []
+
+    def releases(config: Config, spec: Any, **kwargs: Any) -> Any:
+        return timeline.BisectReport(config, {}, ["0.5.1.post3", "0.5.2"], [], [], [], "0.5.1.post3", "0.5.2", [])
+
+    def commits(config: Config, spec: Any, repo: sources.Repo, last_good: str, first_bad: str, **kwargs: Any) -> str:
+        calls.append((repo.release_rev(last_good), repo.release_rev(first_bad)))
+        return "the commit report"
+
+    monkeypatch.setattr(timeline, "bisect_releases", releases)
+    monkeypatch.setattr(commit_bisect, "release_commits", commits)
+    flags = ["--speculative-algorithm", "EAGLE3"]
+    with pytest.raises(SourceError, match="does not exist"):  # before any release is evaluated
+        api.bisect(flags, repo=clone / "nowhere")
+    report = api.bisect(flags, repo=clone)
+    assert calls == [("v0.5.1.post3", "v0.5.2")] and report.commits == "the commit report"
+    git(clone, "tag", "-d", "v0.5.2")  # the release's tag is missing: the release bisection is kept, with a note
+    report = api.bisect(flags, repo=clone)
+    assert report.commits is None
+    assert report.notes[-1].startswith(f"commits not bisected: the clone at {clone} has no tag v0.5.2: run git fetch --tags")
