@@ -103,7 +103,7 @@ def main() -> int:
             original = profiles.load_hardware
             without_box_packages()
             try:
-                rows.append(run(f"{name}-box-packages", Pair(pair.old, pair.new, pair.flags, pair.culprit_file, False)))
+                rows.append(run(f"{name}-no-box-packages", Pair(pair.old, pair.new, pair.flags, pair.culprit_file, False)))
             finally:
                 profiles.load_hardware = original  # type: ignore[assignment]
     if args.json:
