@@ -17,8 +17,8 @@ on the import path. :func:`register` turns a source target into a **label** that
 exactly and is safe in file names, like a PEP 440 local version::
 
     0.5.1.post3+g6cebe0ab130f     commit 6cebe0ab130f's tree over SGLang 0.5.1.post3's environment
-    0.5.1.post3+path.3f9a0c21d4   a directory over 0.5.1.post3 (the suffix is a digest of its files'
-                                  names, sizes and modification times: an edit is a new label)
+    0.5.1.post3+path.3f9a0c21d4   a directory over 0.5.1.post3 (the suffix is a digest of its place
+                                  and its files' names, sizes and modification times: an edit is a new label)
 
 A label is what a :class:`~bisect_spec.session.Target` carries as its release, so run ids,
 worker logs and the outcome cache keep working unchanged; :func:`environment` finds what it
@@ -315,8 +315,8 @@ def release_at_or_before(version: str) -> str:
 
 
 def _fingerprint(package: Path) -> str:
-    """A digest of a package directory's file names, sizes and modification times (no file is read)."""
-    digest = hashlib.sha256()
+    """A digest of a package directory's place, file names, sizes and modification times (no file is read)."""
+    digest = hashlib.sha256(f"{package.resolve()}\n".encode())
     for path in sorted(package.rglob("*")):
         if path.is_file() and "__pycache__" not in path.parts:
             stat = path.stat()
@@ -389,10 +389,9 @@ def register(spec: str, *, base: str | None = None) -> str:
     record.update(label=label, base=base, registered_at=time.time())
     directory = _registry(label)
     directory.mkdir(parents=True, exist_ok=True)
-    if not (directory / "source.json").is_file():
-        tmp = directory / f"source.json.{os.getpid()}"
-        tmp.write_text(json.dumps(record, indent=2))
-        tmp.replace(directory / "source.json")
+    tmp = directory / f"source.json.{os.getpid()}"  # rewritten: the clone may have moved since
+    tmp.write_text(json.dumps(record, indent=2))
+    tmp.replace(directory / "source.json")
     return label
 
 
