@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import environments, profiles
+from . import environments, profiles, sources
 from .errors import ProfileError, UsageError
 from .errors import StoreError as BisectSpecStoreError
 from .flags import CONFIG_ENV, Config, inherited_env, parse_command
@@ -63,6 +63,8 @@ class TargetSpec:
         draft = profiles.load_draft(self.draft, model, path=self.draft_path)
         hardware = profiles.load_hardware(self.hardware, self.gpus)
         release = self.release or environments.newest_installed()
+        if sources.is_source_spec(release):  # git:PATH@REV or path:DIR: its tree over the release at or before it
+            release = sources.register(release)
         environments.get(release)
         env = {**(inherited_env() if self.inherit_env else {}), **dict(self.env)}
         return Target(release, model, draft, hardware, tuple(sorted(env.items())))
@@ -189,6 +191,8 @@ def _first_evaluation(tokens: Sequence[str], spec: TargetSpec | None, *, jobs: i
     """Understand the user's flags, start a session and evaluate them once (probe and shrink start so)."""
     config, spec, notes = understand_flags(tokens, spec or TargetSpec())
     target = spec.resolve()
+    if sources.is_label(target.release):  # say what a git:/path: target was taken as
+        notes.append(sources.summary(target.release))
     session = Session(target, jobs=jobs, timeout=timeout, log_dir=environments.home() / "logs")
     try:
         config = session.canonical(config)
@@ -718,20 +722,8 @@ def shrink(tokens: Sequence[str], spec: TargetSpec | None = None, *, budget: Any
 SPECULATIVE_PREFIX = "--speculative-"
 
 
-def bisect(tokens: Sequence[str], spec: TargetSpec | None = None, *, good: str | None = None, bad: str | None = None,
-           releases: Sequence[str] | None = None, moves: bool = True, progress: Callable[[str], None] | None = None,
-           timeout: float = 120.0) -> Any:
-    """Find the first release where a configuration's verdict changes, and where its failure moved.
-
-    Speculative flags without ``--speculative-algorithm`` get the draft's algorithm (EAGLE3 for
-    ``--draft eagle3``): without one, SGLang switches speculation off and checks nothing.
-
-    :return: a :class:`~bisect_spec.timeline.BisectReport`.
-    :raises UsageError: no flags, unknown release, ends in the wrong order.
-    """
-    from .timeline import bisect_releases
-
-    spec = spec or TargetSpec()
+def _bisect_config(tokens: Sequence[str], spec: TargetSpec) -> tuple[Config, TargetSpec, list[str]]:
+    """The configuration a bisection evaluates: the user's flags, with the draft's algorithm when missing."""
     config, spec, notes = understand_flags(tokens, spec)
     if not config.items:
         raise UsageError("no flags to bisect: pass SGLang flags after --, "
@@ -742,8 +734,63 @@ def bisect(tokens: Sequence[str], spec: TargetSpec | None = None, *, good: str |
         if draft is not None and draft.algorithm:
             config = config.with_("--speculative-algorithm", draft.algorithm)
             notes.append(f"added --speculative-algorithm {draft.algorithm} for the '{draft.name}' draft")
+    return config, spec, notes
+
+
+def bisect(tokens: Sequence[str], spec: TargetSpec | None = None, *, good: str | None = None, bad: str | None = None,
+           releases: Sequence[str] | None = None, moves: bool = True, progress: Callable[[str], None] | None = None,
+           timeout: float = 120.0, repo: str | Path | None = None) -> Any:
+    """Find the first release where a configuration's verdict changes, and where its failure moved.
+
+    Speculative flags without ``--speculative-algorithm`` get the draft's algorithm (EAGLE3 for
+    ``--draft eagle3``): without one, SGLang switches speculation off and checks nothing.
+    With ``repo`` (a local SGLang clone), the first verdict change is then bisected down to the
+    commit, between the two releases' tags (:func:`bisect_commits`): the report's ``commits``.
+
+    :return: a :class:`~bisect_spec.timeline.BisectReport`.
+    :raises UsageError: no flags, unknown release, ends in the wrong order, ``repo`` not a clone.
+    """
+    from .commit_bisect import release_commits
+    from .errors import SourceError
+    from .timeline import bisect_releases
+
+    spec = spec or TargetSpec()
+    clone = sources.Repo(repo) if repo is not None else None  # a bad path fails now, not after the releases
+    config, spec, notes = _bisect_config(tokens, spec)
     report = bisect_releases(config, spec, good=good, bad=bad, candidates=releases, moves=moves, progress=progress,
                              timeout=timeout)
+    report.notes[:0] = notes
+    if clone is not None:
+        if report.last_good is None or report.first_bad is None:
+            report.notes.append("no release boundary to bisect into commits: the verdict does not change")
+        else:
+            try:
+                report.commits = release_commits(config, spec, clone, report.last_good, report.first_bad,
+                                                 progress=progress, timeout=timeout)
+            except SourceError as exc:  # keep what the releases found
+                report.notes.append(f"commits not bisected: {exc}")
+    return report
+
+
+def bisect_commits(tokens: Sequence[str], spec: TargetSpec | None = None, *, repo: str | Path, old: str, new: str,
+                   progress: Callable[[str], None] | None = None, timeout: float = 120.0,
+                   max_evaluations: int | None = None) -> Any:
+    """The first commit between ``old`` and ``new`` (revisions of the SGLang clone ``repo``) where a
+    configuration's verdict changes.
+
+    Every commit's ``python/sglang`` tree is laid over the environment of the release at or
+    before ``old`` (built if missing); see :mod:`bisect_spec.commit_bisect`.
+
+    :return: a :class:`~bisect_spec.commit_bisect.CommitReport`.
+    :raises UsageError: no flags; ``repo`` not a clone, unknown revisions, no commit between them
+        touching ``python/sglang``, an end that cannot be evaluated (all :class:`SourceError`).
+    """
+    from .commit_bisect import bisect_commits as run
+
+    spec = spec or TargetSpec()
+    clone = sources.Repo(repo)
+    config, spec, notes = _bisect_config(tokens, spec)
+    report = run(config, spec, clone, old, new, progress=progress, timeout=timeout, max_evaluations=max_evaluations)
     report.notes[:0] = notes
     return report
 

@@ -563,35 +563,68 @@ def env_run(release: str, command: tuple[str, ...]) -> None:
               help="Consider only these releases (comma-separated), e.g. the installed ones.")
 @click.option("--moves/--no-moves", default=True, show_default=True,
               help="Also find where a failure that stays the same moved to another file or function.")
-@click.option("--json", "as_json", is_flag=True, help="Print the documented JSON (schema bisect-spec/bisect/1).")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the documented JSON (schema bisect-spec/bisect/1; with --old/--new bisect-spec/commits/1).")
 @click.option("--timeout", default=120.0, show_default=True, help="Seconds before an evaluation counts as hung.")
+@click.option("--repo", type=click.Path(file_okay=False), default=None, metavar="PATH",
+              help="Your SGLang clone: bisect the release boundary found down to the commit.")
+@click.option("--old", "old_rev", metavar="REV", default=None,
+              help="With --repo: bisect commits from this revision (a tag, branch or commit) instead of releases.")
+@click.option("--new", "new_rev", metavar="REV", default=None, help="With --repo and --old: ... up to this revision.")
+@click.option("--max-evaluations", type=int, default=None, metavar="N",
+              help="With --old/--new: stop after N evaluations with the range of commits found so far.")
 @click.argument("flags", nargs=-1, type=click.UNPROCESSED)
 def bisect(good: str | None, bad: str | None, release_list: str | None, moves: bool, as_json: bool, timeout: float,
+           repo: str | None, old_rev: str | None, new_rev: str | None, max_evaluations: int | None,
            flags: tuple[str, ...], **kwargs: Any) -> None:
-    """Find the first SGLang release where a configuration's verdict changes.
+    """Find the first SGLang release where a configuration's verdict changes, and with --repo the commit.
 
     Binary search over the releases from --good to --bad (environments are built on
     demand; already built ones are preferred), matching failures across releases by
     their cross-release key, so a failure that moved to another file is still one
     failure. Each boundary is shown with the code on both sides, side by side.
 
+    With --repo PATH (a local clone of SGLang), the first verdict change is then bisected
+    down to the commit: the first-parent commits between the two releases' tags that
+    touch python/sglang, each commit's tree laid over the older release's environment;
+    a commit that does not import there is skipped, like git bisect skip. --old REV
+    --new REV bisect commits only, between two revisions of the clone.
+
     Example:
 
         bisect-spec bisect --model deepseek-v3 --draft eagle3 --good 0.4.6 -- \
             --speculative-num-steps 1 --speculative-num-draft-tokens 3
+
+        bisect-spec bisect --model deepseek-v3 --repo ~/sglang --old v0.5.1.post3 --new v0.5.2 -- \
+            --speculative-num-steps 1 --speculative-num-draft-tokens 3
     """
     spec = spec_from(kwargs)
     releases = [r.strip() for r in release_list.split(",") if r.strip()] if release_list else None
+    if (old_rev or new_rev or max_evaluations is not None) and not repo:
+        raise _UsageFailure("--old, --new and --max-evaluations bisect the commits of a clone: add --repo PATH")
+    if repo and bool(old_rev) != bool(new_rev):
+        raise _UsageFailure("name both ends of the commits to bisect: --old REV --new REV (or neither, to start "
+                            "from the release bisection)")
+    if old_rev and (good or bad or release_list):
+        raise _UsageFailure("--old/--new bisect commits only: drop --good, --bad and --releases")
 
     def progress(message: str) -> None:
         click.echo(f"… {message}", err=True)
 
+    if repo and old_rev and new_rev:
+        commits = api.bisect_commits(list(flags), spec, repo=repo, old=old_rev, new=new_rev,
+                                     progress=None if as_json else progress, timeout=timeout,
+                                     max_evaluations=max_evaluations)
+        click.echo(json.dumps(commits.to_dict(), indent=2, sort_keys=True) if as_json else render.commits_text(commits))
+        return
     report = api.bisect(list(flags), spec, good=good, bad=bad, releases=releases, moves=moves,
-                        progress=None if as_json else progress, timeout=timeout)
+                        progress=None if as_json else progress, timeout=timeout, repo=repo)
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2, sort_keys=True))
     else:
         click.echo(render.bisect_text(report))
+        if report.commits is not None:
+            click.echo("\n" + render.commits_text(report.commits))
 
 
 # -- nightly compatibility matrix --------------------------------------------------------

@@ -297,11 +297,18 @@ def describe(release: str) -> dict[str, Any]:
 
 
 def get(release: str) -> Environment:
-    """The environment of an installed release (or the user's own Python for ``current``).
+    """The environment of an installed release (or the user's own Python for ``current``, or a
+    source tree's label from :func:`bisect_spec.sources.register`).
 
     :raises ReleaseError: the release is not installed, naming the command that installs it.
     """
-    check_release_name(release)
+    from . import sources
+
+    if sources.is_label(release):  # a commit's or a directory's tree over a release (see sources.py)
+        return sources.environment(release)
+    if release != CURRENT and not _VERSION.match(release):
+        raise UsageError(f"'{release}' is not an SGLang release: use a version such as 0.5.23, 'current', "
+                         "git:PATH@REV (a commit of your clone) or path:DIR (a source tree)")
     if release == CURRENT:
         # the user's own Python, with the import path it was given (an unpacked SGLang on PYTHONPATH works)
         inherited = tuple(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)

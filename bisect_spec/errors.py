@@ -50,6 +50,11 @@ class ReleaseUnavailable(ReleaseError):
         self.reason = reason
 
 
+class SourceError(UsageError):
+    """A git clone, revision or source tree named as a target (``--repo``, ``git:PATH@REV``, ``path:DIR``)
+    cannot be used as given."""
+
+
 class ArchitectureUnknown(ReleaseError):
     """The release has no model class for the model's architecture (e.g. Kimi K2.5/K2.6 before 0.5.9).
 

@@ -11,6 +11,8 @@ A matrix is a TOML file (``examples/nightly-matrix.toml``)::
     drafts = ["eagle3"]                   # "none" for no draft
     hardware = ["h100x8", "rtx-pro-6000x8"]    # profile name, optionally xGPUS (default 8)
     shrink = false                        # shrink every new signature
+    repo = "~/src/sglang"                 # optional: a local SGLang clone; regressions between two
+                                          # releases are then bisected down to the commit
 
     [[exclude]]                           # drop cells matching every key given
     model = "kimi-k2.6"
@@ -33,7 +35,8 @@ from typing import Any
 from . import environments, profiles
 from .errors import UsageError
 
-_KEYS = {"name", "strategy", "seed", "budget", "releases", "models", "drafts", "hardware", "shrink", "exclude", "jobs"}
+_KEYS = {"name", "strategy", "seed", "budget", "releases", "models", "drafts", "hardware", "shrink", "exclude", "jobs",
+         "repo"}
 _EXCLUDE_KEYS = {"release", "model", "draft", "hardware"}
 
 
@@ -68,10 +71,13 @@ class Matrix:
     shrink: bool
     jobs: int | None
     cells: tuple[Cell, ...]
+    #: a local SGLang clone: regressions are bisected down to the commit (``bisect --repo``)
+    repo: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"file": self.file, "name": self.name, "strategy": self.strategy, "seed": self.seed,
-                "budget": self.budget, "shrink": self.shrink, "cells": len(self.cells)}
+                "budget": self.budget, "shrink": self.shrink, "cells": len(self.cells),
+                **({"repo": self.repo} if self.repo else {})}
 
 
 class _Located:
@@ -152,6 +158,12 @@ def load_matrix(path: str | Path) -> Matrix:
     budget = typed("budget", int, None)
     jobs = typed("jobs", int, None)
     shrink = typed("shrink", bool, False)
+    repo = typed("repo", str, None)
+    if repo is not None:
+        repo = str((path.parent / Path(repo).expanduser()).resolve())  # relative to the matrix file
+        if not Path(repo).is_dir():
+            raise where.error(where.line_of("repo"), f"'repo' is {repo}, which is not a directory: "
+                                                     "name your SGLang clone (git clone https://github.com/sgl-project/sglang)")
     releases = _releases(names("releases"), where)
     models = names("models", ["deepseek-v3"])
     for model in models:
@@ -192,7 +204,7 @@ def load_matrix(path: str | Path) -> Matrix:
                         cells.append(cell)
     if not cells:
         raise where.error(where.line_of("exclude") if excludes else 1, "every cell is excluded: the matrix is empty")
-    return Matrix(str(path), name, strategy, seed, budget, shrink, jobs, tuple(cells))
+    return Matrix(str(path), name, strategy, seed, budget, shrink, jobs, tuple(cells), repo)
 
 
 def _unknown(kind: str, name: str, valid: list[str], key: str) -> str:

@@ -219,6 +219,8 @@ def run_nightly(matrix_file: str | Path, *, out: Path = Path("nightlies"), resum
     data["baseline"] = chosen["id"] if chosen else None
     data["changes"] = compare(chosen, data)
     data["regressions"] = sum(1 for c in data["changes"] if c["change"] == "new")
+    if matrix.repo and data["regressions"]:
+        bisect_regressions(data, matrix.repo, progress=progress)
     data["finished"] = time.time()
     save()
     from .render import nightly_markdown
@@ -226,6 +228,63 @@ def run_nightly(matrix_file: str | Path, *, out: Path = Path("nightlies"), resum
     _atomic_write(path / "nightly.md", nightly_markdown(data))
     data["path"] = str(path)
     return data
+
+
+#: What one regression's commit bisection is: (smallest argv, cell, older release, newer release) -> summary.
+CommitBisector = Callable[[list[str], dict[str, Any], str, str], dict[str, Any]]
+
+
+def bisect_regressions(data: dict[str, Any], repo: str, *, progress: ProgressFn | None = None,
+                       bisect: CommitBisector | None = None, limit: int = 5) -> None:
+    """Bisect each regression between two releases down to the commit; the result goes into the
+    change as ``commits`` (or ``{"error": ...}``, never an exception: the nightly is kept).
+
+    A regression found against the same release (the baseline had this cell: what changed is
+    not SGLang's code) is left alone with a note; at most ``limit`` regressions are bisected.
+    """
+    bisect = bisect or _commit_bisector(repo, progress)
+    cells = {c["id"]: c for c in data["cells"]}
+    regressions = [c for c in data["changes"] if c["change"] == "new"]
+    for number, change in enumerate(regressions):
+        older, newer = change["against"].split("/", 1)[0], cells[change["cell"]]["release"]
+        if older == newer:
+            change["commits"] = {"error": f"the baseline ran SGLang {newer} too: nothing in SGLang's history to bisect"}
+            continue
+        if number >= limit:
+            change["commits"] = {"error": f"not bisected: only the first {limit} regressions are"}
+            continue
+        if progress:
+            progress(f"bisecting {change['signature']} of {change['cell']} into the commits {older} … {newer}")
+        try:
+            change["commits"] = bisect(list((change.get("after") or {}).get("smallest") or []), cells[change["cell"]],
+                                       older, newer)
+        except BisectSpecError as exc:
+            change["commits"] = {"error": str(exc)}
+
+
+def _commit_bisector(repo_path: str, progress: ProgressFn | None) -> CommitBisector:
+    """The real bisection: the cell's target, the commits between the two releases' tags."""
+    from .api import TargetSpec
+    from .commit_bisect import release_commits
+    from .flags import Config
+    from .sources import Repo
+
+    def bisect(argv: list[str], cell: dict[str, Any], older: str, newer: str) -> dict[str, Any]:
+        hardware, _, gpus = str(cell["hardware"]).rpartition("x")
+        spec = TargetSpec(model=cell["model"], draft=cell["draft"], hardware=hardware, gpus=int(gpus))
+        report = release_commits(Config.from_argv(argv), spec, Repo(repo_path), older, newer, progress=progress)
+        return commit_summary(report.to_dict())
+
+    return bisect
+
+
+def commit_summary(report: dict[str, Any]) -> dict[str, Any]:
+    """The few fields of a commit bisection a nightly keeps (``bisect-spec/commits/1`` has them all)."""
+    keep = ("sha", "short", "subject", "date", "pr")
+    return {"old": report["old"]["rev"], "new": report["new"]["rev"], "changed": report["changed"],
+            "exact": report["exact"], "evaluations": report["evaluations"], "commits": report["commits"],
+            "first": {k: report["first"][k] for k in keep} if report.get("first") else None,
+            "candidates": [c["short"] for c in report["candidates"]], "notes": report["notes"]}
 
 
 def _signature_entry(signature: dict[str, Any]) -> dict[str, Any]:

@@ -5,6 +5,8 @@ Pure functions from results to strings; the CLI decides where they go.
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -376,8 +378,26 @@ def nightly_text(data: dict[str, Any]) -> str:
                             c["cross_release_key"], _change_detail(c)] for c in changes], max_width=120)]
     elif data.get("baseline"):
         out.append(f"no change against {data['baseline']}")
+    bisected = [c for c in changes if c.get("commits")]
+    if bisected:
+        out += ["", "regressions bisected to the commit:"]
+        out += [f"  {c['cell']} {c['signature']}: {commit_line(c['commits'])}" for c in bisected]
     out.append(f"{data.get('regressions', 0)} regression(s)")
     return "\n".join(out)
+
+
+def commit_line(summary: dict[str, Any]) -> str:
+    """One line for a nightly's commit bisection (:func:`bisect_spec.nightly.commit_summary`)."""
+    if summary.get("error"):
+        return f"not bisected: {summary['error']}"
+    if not summary.get("changed"):
+        return f"no verdict change between {summary['old']} and {summary['new']}"
+    first = summary.get("first")
+    if first:
+        pr = f" (PR #{first['pr']})" if first.get("pr") else ""
+        return f"{first['short']} {first['subject']}{pr}, {summary['evaluations']} evaluations of {summary['commits']} commits"
+    candidates = summary.get("candidates") or []
+    return f"one of {len(candidates)} commits {candidates[0]} … {candidates[-1]} (the others could not be evaluated)"
 
 
 def _change_detail(change: dict[str, Any]) -> str:
@@ -401,9 +421,84 @@ def nightly_markdown(data: dict[str, Any]) -> str:
         out += [f"| {c['cell']} | {_CHANGE_WORDS.get(c['change'], c['change'])} | `{c['signature']}` | "
                 f"{_change_detail(c).replace('|', '/')} |" for c in changes]
         out.append("")
+        out += [f"- `{c['signature']}` ({c['cell']}): {commit_line(c['commits'])}" for c in changes if c.get("commits")]
+        out += [""] if any(c.get("commits") for c in changes) else []
     out += ["| cell | status | evaluated | signatures |", "|---|---|---|---|"]
     for cell in data["cells"]:
         status = cell["status"] if cell["status"] != "skipped" else f"skipped: {cell.get('reason')}"
         out.append(f"| {cell['id']} | {status} | {cell.get('evaluated') or ''} | "
                    f"{', '.join('`' + s['id'] + '`' for s in cell.get('signatures') or [])} |")
     return "\n".join(out) + "\n"
+
+
+def commits_text(report: Any, *, diff_lines: int = 80) -> str:
+    """What ``bisect-spec bisect --repo`` prints for the commits: the probes, the first commit (or the
+    candidates, as git names them) and the failing function's diff between its parent and it."""
+    data = report.to_dict()
+    old, new = data["old"], data["new"]
+
+    def verdict(record: dict[str, Any]) -> str:
+        if record.get("key") is None:
+            return f"skipped: {record.get('reason')}"
+        if record.get("verdict") == "passed":
+            return "passed"
+        return f"{str(record.get('verdict')).upper()}  {record.get('headline')}"
+
+    count = data["commits"]
+    out = [f"commits {old['rev']} … {new['rev']} in {data['repo']}: {count} touch python/sglang, each laid "
+           f"over the SGLang {data['environment']} environment",
+           f"evaluated {data['evaluations']} commits in {data['seconds']} s (a binary search over {count} needs at most "
+           f"ceil(log2 {count}) + 2 = {math.ceil(math.log2(count)) + 2 if count > 1 else 2} without skips)", ""]
+    rows = [[r["role"], r["short"], r["subject"], verdict(r)] for r in data["evaluated"]]
+    out += [table(["", "commit", "subject", "verdict"], rows, max_width=70), ""]
+    if not data["changed"]:
+        out += [f"note: {note}" for note in data["notes"]]
+        return "\n".join(out)
+    first = data["first"]
+    if first is not None:
+        pr = f"PR #{first['pr']}" if first.get("pr") else "no PR number in the subject"
+        out += ["first commit with the new verdict:",
+                f"  {first['sha']}", f"  {first['date']}  {first['subject']}  ({pr})",
+                f"  {verdict(data['last_old'])}  →  {verdict(data['first_new'])}"]
+        out += [f"  changed: {line}" for line in first.get("changed_files", [])[:12]]
+    else:
+        candidates = data["candidates"]
+        out.append(f"the first commit with the new verdict is one of these {len(candidates)}, after "
+                   f"{data['last_old']['short']} ({verdict(data['last_old'])}):")
+        shown = candidates if len(candidates) <= 16 else [*candidates[:10], None, *candidates[-5:]]
+        for entry in shown:
+            if entry is None:
+                out.append(f"  … {len(candidates) - 15} more")
+                continue
+            how = {"untested": "untested (between commits skipped for the same reason)", "new": verdict(data["first_new"]),
+                   "skipped": f"skipped: {entry.get('reason')}"}[entry["tested"]]
+            out.append(f"  {entry['short']}  {_cell(entry['subject'], 60)}  {_cell(how, 90)}")
+    function = data.get("function")
+    if data.get("diff"):
+        lines = _failing_hunks_first(data["diff"], (data.get("first_new") or {}).get("line") if function else None)
+        title = (f"{function['file']}::{function['function']}, {'parent' if first else 'last old'} → "
+                 f"{'commit' if first else 'first new'}" if function else "python/sglang, last old → first new")
+        out += ["", f"diff of {title}:", *lines[:diff_lines]]
+        if len(lines) > diff_lines:
+            out.append(f"… {len(lines) - diff_lines} more lines (--json has the whole diff)")
+    out += ["", *[f"note: {note}" for note in data["notes"]]] if data["notes"] else []
+    return "\n".join(out)
+
+
+def _failing_hunks_first(diff: str, line: int | None) -> list[str]:
+    """A unified diff's lines with the hunks around the failing ``line`` (of the new side) first."""
+    lines = diff.splitlines()
+    head = [x for x in lines[:2] if x.startswith(("---", "+++"))]
+    hunks: list[list[str]] = []
+    for text in lines[len(head):]:
+        if text.startswith("@@") or not hunks:
+            hunks.append([])
+        hunks[-1].append(text)
+    if line is None:
+        return lines
+
+    def covers(hunk: list[str]) -> bool:
+        match = re.match(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@", hunk[0])
+        return match is not None and int(match[1]) <= int(line) < int(match[1]) + int(match[2] or 1)
+
+    return head + [x for hunk in sorted(hunks, key=lambda h: not covers(h)) for x in hunk]

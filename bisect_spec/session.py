@@ -65,9 +65,11 @@ class Session:
     """
 
     def __init__(self, target: Target, *, jobs: int | None = 1, timeout: float = 60.0, log_dir: Path | None = None,
-                 extra_env: tuple[tuple[str, str], ...] = (), executor: str = LOCAL, address: str | None = None) -> None:
+                 extra_env: tuple[tuple[str, str], ...] = (), executor: str = LOCAL, address: str | None = None,
+                 environment: environments.Environment | None = None) -> None:
         self.target = target
-        self.environment = environments.get(target.release)
+        #: the release's own environment, unless one is given (a commit's tree over a chosen release)
+        self.environment = environment or environments.get(target.release)
         log_path = str(log_dir / f"worker-{target.release}.log") if log_dir else None
         spec = self.environment.worker_spec(hardware=target.hardware.record, gpus=target.hardware.gpus,
                                             log_path=log_path, extra_env=extra_env)
@@ -95,6 +97,8 @@ class Session:
             fix = ("reinstall it: bisect-spec env remove {r} && bisect-spec env install {r}"
                    if self.target.release != environments.CURRENT
                    else f"install sglang into {self.environment.python}, or pick an installed release with --sglang")
+            if "+" in self.target.release:  # a source tree's label: its code, not the release, does not import
+                fix = f"this tree does not import over SGLang {self.target.release.split('+')[0]}'s environment"
             raise ReleaseError(f"{exc}; {fix.format(r=self.target.release)}") from exc
         if self.target.release == environments.CURRENT:
             self.target = Target(self.info["sglang_version"], self.target.model, self.target.draft, self.target.hardware)

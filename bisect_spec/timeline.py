@@ -58,13 +58,16 @@ class BisectReport:
     built: list[str]
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    #: the commit bisection between ``last_good`` and ``first_bad`` (``bisect --repo``), a CommitReport
+    commits: Any = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"schema": "bisect-spec/bisect/1", "config": self.config.argv(), "target": self.target,
                 "releases": self.releases, "last_good": self.last_good, "first_bad": self.first_bad,
                 "evaluated": self.evaluated, "segments": self.segments, "boundaries": self.boundaries,
                 "environments_built": self.built, "environments_built_count": len(self.built),
-                "notes": self.notes, "seconds": round(self.seconds, 1)}
+                "notes": self.notes, "seconds": round(self.seconds, 1),
+                **({"commits": self.commits.to_dict()} if self.commits is not None else {})}
 
 
 def release_range(good: str | None, bad: str | None, candidates: Sequence[str]) -> list[str]:

@@ -527,6 +527,20 @@ def run_with_python(argv: Sequence[str], interpreter: str) -> int:
         raise WorkerError(f"{command[0]}: command not found") from None
 
 
+def capture(argv: Sequence[str], *, cwd: str | Path | None = None, env: dict[str, str] | None = None,
+            timeout: float = 300.0) -> tuple[int, bytes, str]:
+    """Run a short read-only command (``git``) to completion: its exit code, stdout and stderr.
+
+    :raises OSError: the program cannot be started (not installed).
+    """
+    try:
+        done = subprocess.run(list(argv), cwd=cwd, env=env, stdin=subprocess.DEVNULL, capture_output=True,
+                              timeout=timeout, check=False)
+    except subprocess.TimeoutExpired as exc:
+        return 124, exc.stdout or b"", f"{argv[0]} did not finish within {timeout:g} s"
+    return done.returncode, done.stdout, done.stderr.decode(errors="replace")
+
+
 def create_venv(python: str, target: Path) -> int:
     """Create a virtual environment at ``target`` with ``python``; return the exit code."""
     return subprocess.run([python, "-m", "venv", str(target)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE).returncode

@@ -20,7 +20,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.mark.parametrize("module", ["bisect_spec.signature", "bisect_spec.flags", "bisect_spec.outcome",
                                     "bisect_spec.shrink", "bisect_spec.plan", "bisect_spec.covering",
-                                    "bisect_spec.findings", "bisect_spec.render", "bisect_spec.bisection", "bisect_spec.versions",
+                                    "bisect_spec.findings", "bisect_spec.render", "bisect_spec.bisection", "bisect_spec.commits",
+                                    "bisect_spec.versions",
                                     "bisect_spec.report", "bisect_spec.report_html"])
 def test_pure_modules_start_no_processes_and_know_no_cli(module: str) -> None:
     code = (f"import sys, importlib; importlib.import_module({module!r}); "

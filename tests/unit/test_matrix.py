@@ -57,7 +57,7 @@ def test_the_example_matrix_parses() -> None:
      "m.toml:2: not valid TOML: Invalid value"),
     (GOOD.replace('name = "n"', 'name = "n"\nseeds = 3'),
      "m.toml:2: unknown key 'seeds' (did you mean seed?); keys: budget, drafts, exclude, hardware, jobs, models, name, "
-     "releases, seed, shrink, strategy"),
+     "releases, repo, seed, shrink, strategy"),
     (GOOD.replace('strategy = "quick"', 'strategy = "quick"\nseed = "zero"'), "m.toml:3: 'seed' must be int, not str 'zero'"),
     (GOOD.replace('releases = ["0.5.9", "0.5.23"]', 'releases = []'),
      "m.toml:3: 'releases' is empty: the matrix would have no cells"),

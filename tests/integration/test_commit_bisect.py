@@ -1,0 +1,136 @@
+"""Commit bisection on synthetic SGLang histories built from two real release wheels.
+
+Each history (``tests/synthetic_history.py``) starts from the older release's ``sglang/`` tree
+and adds one commit per added, changed and deleted file up to the newer release; it is built
+once from the wheels on PyPI and kept under the bisect-spec home (``test-histories/``), so a
+later run only evaluates. Every commit's tree runs over the older release's environment (the
+one the README's test command installs); nothing else is built.
+
+Pairs, each with a configuration whose verdict changes between the two releases:
+
+* 0.5.1.post3 → 0.5.2 (249 commits), deepseek-v3 + eagle3, ``--speculative-num-steps 1
+  --speculative-num-draft-tokens 3``: passes, then ``TypeError: '>' not supported between
+  'NoneType' and 'int'`` in ``srt/server_args.py::__post_init__``. On 0.5.2's own tree the
+  simulated box's GPU packages stop resolution earlier (``srt/configs/model_config.py`` →
+  ``quantization/w4afp8.py`` → ``moe/cutlass_w4a8_moe.py`` imports ``sgl_kernel``: ``crashed``,
+  ``gpu_code_refused``); without them (``"simulate_packages": false``) 0.5.2 raises the TypeError.
+  Either way the first commit whose verdict differs is the one that changed ``server_args.py``
+  (it raises the TypeError: ``w4afp8.py`` changes later), and the report says the verdict
+  changed once more before the new end.
+* 0.4.6 → 0.4.6.post1 (39 commits), ``--attention-backend cutlass_mla``: the parser rejects the
+  choice, then accepts it (``server_args.py`` gained it). Cheap: 0.4.6 imports fastest.
+
+Each must name the commit that changed the file holding the check (or a skip range containing
+it) within ``ceil(log2 N) + 2`` evaluations, both ends included.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+import subprocess
+import tarfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from bisect_spec import api, environments
+from bisect_spec.cli import main
+from tests.conftest import require_release
+from tests.synthetic_history import History, build
+
+pytestmark = pytest.mark.sglang
+
+TYPE_ERROR_FLAGS = ["--speculative-num-steps", "1", "--speculative-num-draft-tokens", "3"]
+TYPE_ERROR_KEY = "d4b68cd739"  # '>' between None and int, in every release that raises it
+SPEC = api.TargetSpec(model="deepseek-v3", draft="eagle3", hardware="rtx-pro-6000")
+
+
+def history(old: str, new: str) -> History:
+    require_release(old)
+    try:
+        return build(old, new, environments.home() / "test-histories")
+    except RuntimeError as exc:  # the wheels could not be downloaded (offline)
+        if os.environ.get("BISECT_SPEC_ALLOW_MISSING_RELEASES"):
+            pytest.skip(str(exc))
+        raise
+
+
+def budget(report: dict[str, Any]) -> int:
+    return math.ceil(math.log2(report["commits"])) + 2
+
+
+def test_the_type_error_is_bisected_to_the_commit_that_changed_server_args() -> None:
+    made = history("0.5.1.post3", "0.5.2")
+    report = api.bisect_commits(TYPE_ERROR_FLAGS, SPEC, repo=made.repo, old=made.old_tag, new=made.new_tag).to_dict()
+    culprit = made.commit_touching("srt/server_args.py")
+    assert report["schema"] == "bisect-spec/commits/1" and report["commits"] == 249 and report["environment"] == "0.5.1.post3"
+    assert report["notes"][0] == "added --speculative-algorithm EAGLE3 for the 'eagle3' draft"
+    assert report["old"]["verdict"] == "passed"
+    # 0.5.2's own tree: the TypeError, or (with the box's GPU packages) a crash on sgl_kernel before it
+    assert report["new"].get("cross_release_key") == TYPE_ERROR_KEY or "sgl_kernel" in report["new"]["headline"]
+    assert culprit in [c["sha"] for c in report["candidates"]]
+    assert report["evaluations"] <= budget(report), [(e["short"], e["verdict"]) for e in report["evaluated"]]
+    if report["exact"]:
+        first = report["first"]
+        assert first["sha"] == culprit and first["subject"].startswith("Update srt/server_args.py (#")
+        assert first["pr"] == int(first["subject"].split("(#")[1].rstrip(")")) and first["date"].startswith("2025-")
+        assert first["changed_files"] == ["M python/sglang/srt/server_args.py"]
+        assert report["first_new"]["cross_release_key"] == TYPE_ERROR_KEY
+        assert report["first_new"]["location"] == "srt/server_args.py::__post_init__"
+        function = report["function"]
+        assert (function["file"], function["function"]) == ("srt/server_args.py", "__post_init__")
+        assert "self.speculative_eagle_topk > 1" in function["after"]["source"]
+        assert report["diff"].startswith(f"--- {first['parent'][:12]}/srt/server_args.py:")
+
+
+def test_a_choice_the_parser_gains_is_bisected_through_the_cli() -> None:
+    made = history("0.4.6", "0.4.6.post1")
+    result = CliRunner().invoke(main, ["bisect", "--model", "deepseek-v3", "--hardware", "rtx-pro-6000",
+                                       "--repo", str(made.repo), "--old", made.old_tag, "--new", made.new_tag, "--json",
+                                       "--", "--attention-backend", "cutlass_mla"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    culprit = made.commit_touching("srt/server_args.py")
+    assert report["commits"] == 39 and report["evaluations"] <= budget(report)
+    assert report["old"]["verdict"] == "usage" and "invalid choice: 'cutlass_mla'" in report["old"]["headline"]
+    assert report["new"]["verdict"] != "usage"
+    assert culprit in [c["sha"] for c in report["candidates"]]
+    if report["exact"]:
+        assert report["first"]["sha"] == culprit and report["function"] is None  # no failing function: the commit's diff
+        assert '+                "cutlass_mla",' in report["diff"].splitlines()
+
+
+def test_a_commit_and_a_directory_are_targets_over_the_release_before_them(tmp_path: Path) -> None:
+    made = history("0.4.6", "0.4.6.post1")
+    flags = ["--model", "deepseek-v3", "--hardware", "rtx-pro-6000", "--", "--attention-backend", "cutlass_mla"]
+    newest = CliRunner().invoke(main, ["probe", "--sglang", f"git:{made.repo}@{made.new_tag}", *flags])
+    # its version.py says 0.4.6.post1, whose environment this suite does not install
+    assert newest.exit_code == 1 and newest.output.startswith(f"Error: {made.new_tag} is SGLang 0.4.6.post1: "), newest.output
+    assert newest.output.rstrip().endswith("run: bisect-spec env install 0.4.6.post1")
+    culprit = made.commit_touching("srt/server_args.py")
+    version = git(made.repo, "show", f"{culprit}:python/sglang/version.py")
+    assert '"0.4.6"' in version  # server_args.py changes before version.py in this history
+    result = CliRunner().invoke(main, ["probe", "--sglang", f"git:{made.repo}@{culprit[:10]}", *flags])
+    assert result.exit_code == 0, result.output
+    assert f"\nSGLang 0.4.6+g{culprit[:12]} · deepseek-v3" in result.output and "verdict:  PASSED" in result.output
+    assert f"note: 0.4.6+g{culprit[:12]}: the python/sglang tree of commit {culprit[:12]} ({culprit[:10]}) in " \
+           f"{made.repo}, version 0.4.6, over the SGLang 0.4.6 environment" in result.output
+    # a directory: the old release's tree unpacked by hand, as a checkout of it would be
+    with tarfile.open(fileobj=io.BytesIO(git_bytes(made.repo, "archive", made.old_tag, "python/sglang"))) as tar:
+        tar.extractall(tmp_path / "checkout", filter="data")
+    result = CliRunner().invoke(main, ["probe", "--sglang", f"path:{tmp_path / 'checkout'}", *flags])
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith("Error: SGLang 0.4.6+path.") and "invalid choice: 'cutlass_mla'" in result.output
+
+
+def git_bytes(repo: Path, *args: str) -> bytes:
+    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, check=True).stdout
+
+
+def git(repo: Path, *args: str) -> str:
+    return git_bytes(repo, *args).decode()
