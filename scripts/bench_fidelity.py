@@ -73,7 +73,7 @@ from bisect_spec import environments, worker
 from bisect_spec.api import TargetSpec, sweep
 from bisect_spec.inside import launch_oracle
 from bisect_spec.outcome import Outcome, Status
-from bisect_spec.session import Target
+from bisect_spec.session import Session, Target
 from bisect_spec.signature import normalise_statement, signature_of
 
 SCHEMA = "bisect-spec/fidelity/1"
@@ -288,10 +288,17 @@ def launch_cell(cell: dict[str, Any], zygote: Zygote, *, out: Path, deadline: fl
 
 
 def replayed_cell(spec: TargetSpec, rows: Sequence[dict[str, Any]], count: int) -> dict[str, Any]:
-    """A cell made of an earlier bench's rows (``--replay``): the same configurations and in-process verdicts,
-    the first ``count`` passing and ``count`` failing ones."""
-    outcomes = [Outcome.from_dict(row["in_process_outcome"]) for row in rows]
-    return {"target": spec.resolve(), "passing": [o for o in outcomes if o.status is Status.PASSED][:count],
+    """A cell made of an earlier bench's rows (``--replay``): the same configurations, evaluated in-process
+    again by this checkout's evaluator (its verdict may have changed since), the first ``count`` passing and
+    ``count`` failing ones by the earlier verdict."""
+    earlier = [Outcome.from_dict(row["in_process_outcome"]) for row in rows]
+    earlier = ([o for o in earlier if o.status is Status.PASSED][:count]
+               + [o for o in earlier if o.status is not Status.PASSED][:count])
+    target = spec.resolve()
+    with Session(target, jobs=1, timeout=120) as session:
+        fresh = {o.config.key(): o for o in session.evaluate_many([o.config for o in earlier])}
+    outcomes = [fresh.get(o.config.key(), o) for o in earlier]
+    return {"target": target, "passing": [o for o in outcomes if o.status is Status.PASSED][:count],
             "failing": [o for o in outcomes if o.status is not Status.PASSED][:count], "statuses": {}, "runs": [],
             "sweep_seconds": 0.0,
             "strategy_of": {o.config.key(): row.get("strategy") for o, row in zip(outcomes, rows, strict=True)}}
