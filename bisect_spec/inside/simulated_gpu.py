@@ -164,6 +164,13 @@ class _PinnedDistribution(importlib.metadata.Distribution):
         return path
 
 
+def _is_stub(module: str, spec: Any) -> bool:
+    from bisect_spec.inside import version_shims
+
+    return isinstance(sys.modules.get(module), version_shims._StubModule) or isinstance(
+        getattr(spec, "loader", None), version_shims._StubFinder)
+
+
 def _simulate_packages(installed: dict[str, str]) -> None:
     """Make the GPU packages of a CUDA install look installed (see the module docstring)."""
     modules = set()
@@ -173,6 +180,8 @@ def _simulate_packages(installed: dict[str, str]) -> None:
             real = importlib.util.find_spec(module)
         except (ImportError, ValueError):
             real = None
+        if real is not None and _is_stub(module, real):
+            real = None  # a version-skew stub (inside/version_shims.py) is not an installed package
         if real is None:
             modules.add(module)
             _VERSIONS[distribution] = version
