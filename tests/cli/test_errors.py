@@ -29,7 +29,8 @@ assert_one_clear_line = error_line
      "Error: unknown hardware profile 'h300': did you mean h200, h100, b200? choose one of a100, b200, h100, h200, "
      "rtx-pro-6000, auto, none"),
     (["probe", "--sglang", "banana", "--", "--tp", "8"], 2,
-     "Error: 'banana' is not an SGLang release: use a version such as 0.5.23, or 'current'"),
+     "Error: 'banana' is not an SGLang release: use a version such as 0.5.23, 'current', git:PATH@REV (a commit of your "
+     "clone) or path:DIR (a source tree)"),
     (["probe", "--gpus", "0", "--", "--tp", "8"], 2, "Error: --gpus 0: a box needs at least one GPU"),
     (["probe", "--", "vllm", "serve", "--model", "x"], 2,
      "Error: 'vllm serve --model' is not an SGLang launch: paste 'python -m sglang.launch_server ...', "
