@@ -46,7 +46,7 @@ from tests.synthetic_history import History, build
 pytestmark = pytest.mark.sglang
 
 TYPE_ERROR_FLAGS = ["--speculative-num-steps", "1", "--speculative-num-draft-tokens", "3"]
-TYPE_ERROR_KEY = "d4b68cd739"  # '>' between None and int, in every release that raises it
+TYPE_ERROR_KEY = "7d3dd91a8f"  # '>' between None and int, in every release that raises it
 SPEC = api.TargetSpec(model="deepseek-v3", draft="eagle3", hardware="rtx-pro-6000")
 
 
