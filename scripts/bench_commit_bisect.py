@@ -11,9 +11,8 @@ range containing it.
 Pairs (``--pairs`` picks some):
 
 * ``type-error``: 0.5.1.post3 → 0.5.2, deepseek-v3 + eagle3, ``--speculative-num-steps 1
-  --speculative-num-draft-tokens 3`` (passes, then the TypeError in ``srt/server_args.py``; on
-  0.5.2's own tree the simulated box's GPU packages stop it earlier, on ``sgl_kernel``;
-  ``--without-box-packages`` also runs it without them, where 0.5.2 raises the TypeError);
+  --speculative-num-draft-tokens 3`` (passes, then the TypeError in ``srt/server_args.py``);
+  ``--without-box-packages`` runs it once more without the simulated box's GPU packages;
 * ``cutlass-mla``: 0.4.6 → 0.4.6.post1, ``--attention-backend cutlass_mla`` (rejected, then accepted).
 
 Usage: python scripts/bench_commit_bisect.py [--pairs type-error,cutlass-mla] [--without-box-packages] [--json]
