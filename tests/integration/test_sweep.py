@@ -61,8 +61,9 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> api.SweepResult:
 def test_quick_sweep_finds_both_seed_failures(reference: api.SweepResult) -> None:
     summary = reference.summary
     # the seed failures in the speculative hook (another TypeError, the launcher's draft-token slots, is found too)
-    by_type = {s["exc_type"]: s for s in summary["signatures"] if s["location"] == HOOK}
-    assertion, type_error = by_type["AssertionError"], by_type["TypeError"]
+    in_hook = [s for s in summary["signatures"] if s["location"] == HOOK]
+    assertion = next(s for s in in_hook if s["exc_type"] == "AssertionError" and s["statement"] == ASSERT_STATEMENT)
+    type_error = next(s for s in in_hook if s["exc_type"] == "TypeError" and s["message"] == TYPE_ERROR)
     assert assertion["location"] == HOOK and assertion["statement"] == ASSERT_STATEMENT
     assert assertion["example_frame"]["file"] == "srt/arg_groups/speculative_hook.py"
     assert assertion["example_frame"]["function"] == "_handle_eagle_family"
