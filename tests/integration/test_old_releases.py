@@ -10,7 +10,7 @@ import pytest
 
 from bisect_spec import environments
 from bisect_spec.api import TargetSpec
-from bisect_spec.errors import ArchitectureUnknown, ReleaseUnavailable
+from bisect_spec.errors import ArchitectureUnknown, UsageError
 from bisect_spec.flags import Config
 from bisect_spec.outcome import Status
 from bisect_spec.session import DRAFT, Session
@@ -58,15 +58,13 @@ def test_kimi_on_a_release_without_its_architecture_says_so_in_one_line() -> Non
                                  "kimi-k2.6 (first known in 0.5.9); pick a newer --sglang or another --model")
 
 
-def test_a_release_that_cannot_be_built_is_recorded_and_then_refused_at_once() -> None:
-    require_release("0.4.6")  # the shared base exists, so only the overlay install is attempted
+def test_a_release_that_does_not_exist_is_refused_before_pip_and_recorded_nowhere() -> None:
+    """A version inside the pinned span that is not a release never reaches pip (issue: pip printed its whole
+    version list and left an unavailable record behind)."""
+    require_release("0.4.6")
     bogus = "0.4.6.post99"
-    try:
-        with pytest.raises(ReleaseUnavailable, match="cannot be built"):
-            environments.install(bogus)
-        assert environments.unavailable_reason(bogus) is not None
-        assert bogus in environments.unavailable()
-        with pytest.raises(ReleaseUnavailable):
-            environments.ensure(bogus)  # answered from the record: no pip this time
-    finally:
-        environments.remove(bogus)
+    with pytest.raises(UsageError, match=r"SGLang 0.4.6.post99 is not a release \(releases near it: "):
+        environments.install(bogus)
+    assert environments.unavailable_reason(bogus) is None
+    assert bogus not in environments.unavailable()
+    assert not any((environments.home() / "envs").glob(f"sglang-{bogus}*"))
