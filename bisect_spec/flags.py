@@ -266,7 +266,7 @@ def parse_command(tokens: Sequence[str]) -> PastedCommand:
     return PastedCommand(Config.of(mapping), model_path, draft_path, tuple(dict.fromkeys(notes)))
 
 
-_SECRET = re.compile(r"TOKEN|SECRET|PASSWORD|API_KEY|ACCESS_KEY", re.I)
+_SECRET = re.compile(r"(^|_)(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY)($|_)", re.I)
 
 
 def _strip_container(tokens: list[str]) -> tuple[list[str], list[tuple[str, str]]]:

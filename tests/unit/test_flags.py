@@ -114,3 +114,12 @@ def test_a_docker_run_command_keeps_its_container_environment_and_gpus() -> None
     assert pasted.notes == ("HF_TOKEN left out: a secret, and it does not change how SGLang handles arguments",)
     with pytest.raises(UsageError, match="a 'docker run' command without an SGLang launch in it"):
         parse_command(["docker run -it ubuntu bash"])
+
+
+@pytest.mark.parametrize(("name", "secret"), [("HF_TOKEN", True), ("HUGGING_FACE_HUB_TOKEN", True), ("OPENAI_API_KEY", True),
+                                              ("AWS_SECRET_ACCESS_KEY", True),
+                                              ("SGLANG_DEEPEP_V2_NUM_MAX_DISPATCH_TOKENS_PER_RANK", False),
+                                              ("SGLANG_ENABLE_SPEC_V2", False)])
+def test_only_secrets_are_left_out_of_a_pasted_environment(name: str, secret: bool) -> None:
+    pasted = parse_command([f"{name}=1 python -m sglang.launch_server --tp 2"])
+    assert (name not in pasted.config.env()) is secret
