@@ -96,11 +96,11 @@ class Progress:
         self.passed: list[str] = []
         self.after_weights = False
 
-    def enter(self, stage: str, *, after_weights: bool = False) -> None:
+    def enter(self, stage: str) -> None:
         if self.stage != stage:
             self.passed.append(self.stage)
         self.stage = stage
-        self.after_weights = after_weights
+        self.after_weights = stage in AFTER_WEIGHTS
 
     def back_to(self, stage: str) -> None:
         """The failure belongs to an earlier stage than the one entered (argparse inside ``resolve``)."""
@@ -254,7 +254,7 @@ def _draft_configs(args: Any, target: Any, from_server_args: Callable[..., Any],
         # length, passed as an argument (0.5.19+) or written into ``server_args.context_length``
         # first (``eagle_worker.py``: ``server_args.context_length = target ... context_len``).
         draft_path = getattr(view, "speculative_draft_model_path", None) or getattr(view, "model_path", None)
-        progress.enter("draft_worker_model_config", after_weights=True)
+        progress.enter("draft_worker_model_config")
         model_config_cls = _attribute(("sglang.srt.configs.model_config",), "ModelConfig")
         accepted = _accepted(from_server_args, model_config_cls.__init__) or set()
         kwargs: dict[str, Any] = {"model_path": draft_path, "is_draft_model": True}
