@@ -29,7 +29,9 @@ library.define("qnms(Tensor qdets, Tensor qscores, float iou_threshold) -> Tenso
 from bisect_spec.inside import evaluator, simulated_gpu  # noqa: E402
 
 profile = json.loads(Path(package.__path__[0], "data", "hardware", "h200.json").read_text())
-simulated_gpu.install(profile, 1)  # the fake "real" GPU, visible before SGLang is imported
+# The fake "real" GPU, visible before SGLang is imported. Without the simulated CUDA packages:
+# this box is the one *without* sgl_kernel (the simulated box claims it is installed).
+simulated_gpu.install({**profile, "simulate_packages": False}, 1)
 try:
     worker = evaluator.Evaluator({"name": "real"} if sys.argv[1] == "real" else profile, 1)
 except Exception as exc:
