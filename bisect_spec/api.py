@@ -607,11 +607,13 @@ def evidence_of(outcomes: Sequence[Outcome], signature_id: str) -> set[str]:
 
 def shrink_in_session(session: Session, config: Config, *, budget: Any = None, fix: bool = True,
                       out_dir: Path | None = None, original: Config | None = None,
-                      evidence: set[str] | None = None, first: Outcome | None = None) -> ShrinkReport:
+                      evidence: set[str] | None = None, first: Outcome | None = None,
+                      progress: Callable[[int], None] | None = None) -> ShrinkReport:
     """Shrink one failing configuration with an already started session (used by sweeps too).
 
     :param first: the configuration's outcome if the caller has it (it is not evaluated again for it;
         the shrinker's own re-check still evaluates the original afresh).
+    :param progress: called with the number of evaluations so far, after each.
     """
     from .errors import BudgetExhausted
     from .shrink import Shrinker
@@ -621,12 +623,16 @@ def shrink_in_session(session: Session, config: Config, *, budget: Any = None, f
     def evaluate(candidate: Config) -> Outcome:
         if candidate not in outcomes:
             outcomes[candidate] = session.evaluate(candidate)
+            if progress:
+                progress(len(outcomes))
         return outcomes[candidate]
 
     def evaluate_many(candidates: Sequence[Config]) -> list[Outcome]:
         missing = [c for c in dict.fromkeys(candidates) if c not in outcomes]
         for outcome in session.evaluate_many(missing):
             outcomes[outcome.config] = outcome
+        if progress and missing:
+            progress(len(outcomes))
         return [outcomes[c] for c in candidates]
 
     def predicate(candidate: Config) -> Signature | None:
@@ -699,8 +705,10 @@ def write_reproducers(session: Session, report: ShrinkReport, out_dir: Path) -> 
 
 def shrink(tokens: Sequence[str], spec: TargetSpec | None = None, *, budget: Any = None, fix: bool = True,
            out_dir: Path | None = None, on_start: Callable[[Session], None] | None = None,
-           timeout: float = 60.0) -> ShrinkReport:
+           timeout: float = 60.0, progress: Callable[[int], None] | None = None) -> ShrinkReport:
     """Shrink a failing configuration (flags or a pasted launch command) to a 1-minimal reproducer.
+
+    :param progress: called with the number of evaluations so far, after each.
 
     :raises UsageError: bad flags, or the configuration passes (nothing to shrink).
     """
@@ -712,7 +720,7 @@ def shrink(tokens: Sequence[str], spec: TargetSpec | None = None, *, budget: Any
         signature = first.signature
         assert signature is not None
         report = shrink_in_session(session, full, budget=budget, fix=fix, first=first,
-                                   out_dir=out_dir or Path("runs") / f"shrink-{signature.id}")
+                                   out_dir=out_dir or Path("runs") / f"shrink-{signature.id}", progress=progress)
         report.notes[:0] = notes
         return report
 

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 import click
 
-from . import __version__, api, environments, profiles, render
+from . import __version__, api, environments, profiles, render, terminal
 from .errors import BisectSpecError, ReleaseError, ReleaseUnavailable
 from .flags import env_assignment
 from .session import Session
@@ -158,34 +158,18 @@ def sweep_options(func: F) -> F:
     return func
 
 
-class _Progress:
-    """One progress line on stderr: done/total, rate, ETA, distinct signatures so far."""
+class _SweepProgress:
+    """The sweep's phases on a bar (stderr): done/total, ETA, distinct signatures so far."""
 
     def __init__(self) -> None:
-        self.started = time.monotonic()
-        self.last = 0.0
-        self.tty = sys.stderr.isatty()
-        self.first_done: int | None = None
-        self.phase = ""
+        self.bar = terminal.Bar()
 
     def __call__(self, done: int, total: int, signatures: int, phase: str) -> None:
-        now = time.monotonic()
-        if phase != self.phase:  # rate and ETA are per phase
-            self.phase, self.started, self.first_done, self.last = phase, now, done - 1, 0.0
-        if now - self.last < (0.25 if self.tty else 5.0) and done < total:
-            return
-        self.last = now
-        fresh = done - (self.first_done or 0)
-        elapsed = now - self.started
-        rate = fresh / elapsed if elapsed >= 0.5 else 0.0  # no rate from a fraction of a second
-        speed = f"{rate:.0f}/s · ETA {(total - done) / rate:.0f}s" if rate > 0 else "-/s · ETA -"
-        unit = "signatures shrunk" if phase == "shrink" else "configs"
-        line = f"[{phase}] {done}/{total} {unit} · {speed} · {signatures} signature{'s' if signatures != 1 else ''}"
-        click.echo(("\r" + line.ljust(78)) if self.tty else line, err=True, nl=not self.tty)
+        found = f"{signatures} signature{'s' if signatures != 1 else ''}"
+        self.bar(done, total, phase, found, "signatures shrunk" if phase == "shrink" else "configs")
 
     def finish(self) -> None:
-        if self.tty:
-            click.echo("", err=True)
+        self.bar.close()
 
 
 def _run_sweep(as_json: bool, strategy: str, jobs: int | None, seed: int | None, random_budget: int | None,
@@ -193,7 +177,7 @@ def _run_sweep(as_json: bool, strategy: str, jobs: int | None, seed: int | None,
                executor: str = "local", address: str | None = None, fail_on: str | None = None,
                **kwargs: Any) -> api.SweepResult:
     spec = spec_from(kwargs)
-    progress = _Progress()
+    progress = _SweepProgress()
     result = api.sweep(spec, strategy=strategy, jobs=jobs, runs_dir=Path(runs_dir), resume=resume, seed=seed,
                        random_budget=random_budget, use_cache=not no_cache, progress=progress, on_start=announce_hardware,
                        shrink=shrink, fix=fix, executor=executor, address=address)
@@ -205,7 +189,7 @@ def _run_sweep(as_json: bool, strategy: str, jobs: int | None, seed: int | None,
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2, sort_keys=True))
     else:
-        click.echo(render.summary_text(result.summary, width=_terminal_width(), run_path=str(result.run_path)))
+        terminal.show(render.summary_text(result.summary, width=_terminal_width(), run_path=str(result.run_path)))
         click.echo(f"run {result.run_id} stored in {result.run_path}")
     if fail_on:
         failing = api.failures_for_ci(result.summary, fail_on, runs_dir=Path(runs_dir), run_id=result.run_id)
@@ -218,9 +202,7 @@ def _run_sweep(as_json: bool, strategy: str, jobs: int | None, seed: int | None,
 
 def _terminal_width() -> int:
     """Columns to fit tables to: the terminal's, or 120 when output is not a terminal."""
-    import shutil
-
-    return max(60, shutil.get_terminal_size((120, 24)).columns)
+    return terminal.width()
 
 
 @click.group(cls=_Group, invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
@@ -352,7 +334,7 @@ def runs_show(run: str, runs_dir: str, as_json: bool) -> None:
                    f"continue with: bisect-spec --resume {run}")
         return
     run_path = Path(run) if Path(run).is_dir() else Path(runs_dir) / run
-    click.echo(render.summary_text(summary, width=_terminal_width(), run_path=str(run_path)))
+    terminal.show(render.summary_text(summary, width=_terminal_width(), run_path=str(run_path)))
 
 
 @main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
@@ -379,7 +361,7 @@ def probe(as_json: bool, timeout: float, flags: tuple[str, ...], **kwargs: Any) 
     else:
         for note in result.notes:
             click.echo(note if note.startswith("warning: ") else f"note: {note}", err=True)
-        click.echo(render.probe_text(result))
+        terminal.show(render.probe_text(result))
     if not result.outcome.passed:
         sys.exit(EXIT_VERDICT_FAILS)
 
@@ -410,14 +392,16 @@ def shrink(as_json: bool, max_evaluations: int, max_seconds: float, no_fix: bool
     from .shrink import Budget
 
     spec = spec_from(kwargs)
-    report = api.shrink(list(flags), spec, budget=Budget(max_evaluations, max_seconds), fix=not no_fix,
-                        out_dir=Path(out) if out else None, on_start=announce_hardware)
+    with terminal.Counter(f"shrinking (budget {max_evaluations} evaluations)") as counter:
+        report = api.shrink(list(flags), spec, budget=Budget(max_evaluations, max_seconds), fix=not no_fix,
+                            out_dir=Path(out) if out else None, on_start=announce_hardware,
+                            progress=None if as_json else counter)
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2, sort_keys=True))
         return report
     for note in report.notes:
         click.echo(note if note.startswith("warning: ") else f"note: {note}", err=True)
-    click.echo(render.shrink_text(report))
+    terminal.show(render.shrink_text(report))
     return report
 
 
@@ -453,31 +437,39 @@ def env_install(releases: tuple[str, ...], all_releases: bool, retry: bool) -> N
         raise click.UsageError("name releases (0.5.23, 0.4.6..0.5.3) or use --all")
     chosen = environments.select_releases(list(releases), all_releases=all_releases)
     rows: list[list[Any]] = []
-    failed = 0
-    for index, release in enumerate(chosen, 1):
-        click.echo(f"[{index}/{len(chosen)}] {release}", err=True)
-        started = time.perf_counter()
-        was_installed = environments.is_installed(release)
-        layers_before = environments.describe(release).get("layers", []) if was_installed else []
-        try:
-            environments.install(release, progress=lambda line: click.echo(f"  {line}", err=True), retry=retry)
-        except ReleaseUnavailable as exc:
-            failed += 1
-            rows.append([release, f"unavailable: {exc.reason}"[:100], "-", f"{time.perf_counter() - started:.1f}"])
-            continue
-        except ReleaseError as exc:
-            failed += 1
-            rows.append([release, f"failed: {exc}"[:100], "-", f"{time.perf_counter() - started:.1f}"])
-            continue
-        info = environments.describe(release)
-        seconds = "-" if was_installed else info.get("install_seconds", "-")
-        added = [layer for layer in info.get("layers", []) if layer not in layers_before]
-        status = ("installed" if not was_installed else
-                  f"already installed; layers added: {', '.join(added)}" if added else "already installed")
-        rows.append([release, status, f"{environments.size_of(release) / 1e6:.0f}", seconds])
+    with terminal.Bar(unit="releases") as bar:
+        for index, release in enumerate(chosen, 1):
+            bar.note(f"[{index}/{len(chosen)}] {release}")
+            if bar.live:  # the step lines above say the same in a log
+                bar(index - 1, len(chosen), "env install", release)
+            _install_one(release, retry, rows, lambda line: bar.note(f"  {line}"))
+        if bar.live:
+            bar(len(chosen), len(chosen), "env install")
+    failed = sum(1 for row in rows if row[1].startswith(("unavailable", "failed")))
     click.echo(render.table(["release", "status", "MB", "seconds"], rows))
     if failed:
         sys.exit(1)
+
+
+def _install_one(release: str, retry: bool, rows: list[list[Any]], say: Callable[[str], None]) -> None:
+    """Install one release for ``env install``; its row of the closing table goes to ``rows``."""
+    started = time.perf_counter()
+    was_installed = environments.is_installed(release)
+    layers_before = environments.describe(release).get("layers", []) if was_installed else []
+    try:
+        environments.install(release, progress=say, retry=retry)
+    except ReleaseUnavailable as exc:
+        rows.append([release, f"unavailable: {exc.reason}"[:100], "-", f"{time.perf_counter() - started:.1f}"])
+        return
+    except ReleaseError as exc:
+        rows.append([release, f"failed: {exc}"[:100], "-", f"{time.perf_counter() - started:.1f}"])
+        return
+    info = environments.describe(release)
+    seconds = "-" if was_installed else info.get("install_seconds", "-")
+    added = [layer for layer in info.get("layers", []) if layer not in layers_before]
+    status = ("installed" if not was_installed else
+              f"already installed; layers added: {', '.join(added)}" if added else "already installed")
+    rows.append([release, status, f"{environments.size_of(release) / 1e6:.0f}", seconds])
 
 
 @env.command("list")
@@ -622,7 +614,7 @@ def bisect(good: str | None, bad: str | None, release_list: str | None, moves: b
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2, sort_keys=True))
     else:
-        click.echo(render.bisect_text(report))
+        terminal.show(render.bisect_text(report))
         if report.commits is not None:
             click.echo("\n" + render.commits_text(report.commits))
 
@@ -667,7 +659,7 @@ def nightly(matrix_file: str, out: str, baseline: str, resume: str | None, jobs:
     if as_json:
         click.echo(json.dumps(data, indent=2, sort_keys=True))
     else:
-        click.echo(render.nightly_text(data))
+        terminal.show(render.nightly_text(data))
         click.echo(f"stored in {data['path']}")
     if data["regressions"]:
         sys.exit(EXIT_REGRESSION)

@@ -130,11 +130,8 @@ def summary_text(summary: dict[str, Any], *, width: int = 120, run_path: str | N
     if summary.get("masking"):
         parts.append(masking_line(summary["masking"]))
     if summary["findings"]:
-        rows = [[f["id"], f["kind"], f["field"], f["count"], " ".join(f["smallest"]), f["detail"]]
-                for f in summary["findings"]]
         parts += ["", f"{len(summary['findings'])} findings in passing configurations:",
-                  fitted(["id", "finding", "field", "n", "smallest config seen", "detail"], rows, width,
-                         ratios=[0, 0, 0, 0, 2, 3], right=[3])]
+                  _fitted_findings(summary["findings"], width)]
     if run_path is not None:
         shrunk = [s for s in signatures if (s.get("shrink") or {}).get("reproducers")]
         parts.append("")
@@ -160,23 +157,50 @@ def _failures(count: int) -> str:
 
 
 def _fitted_signatures(signatures: Sequence[dict[str, Any]], width: int) -> str:
-    """Signature rows as a table no wider than ``width``: the message takes what is left."""
-    rows = []
+    """Signatures fitted to ``width`` columns, nothing a reader needs cut: one card each.
+
+    The first line holds id, exception, count and location; then the reproducer and the
+    message, wrapped at spaces so a flag and its value stay together. A table row would
+    have to cut the reproducer to fit, and the reproducer is the one thing to copy.
+    """
+    cards = []
     for sig in signatures:
-        frame = sig.get("example_frame") or {}
-        file = str(frame.get("file") or sig.get("location", "").split("::", 1)[0] or "-")
-        function = frame.get("function") or (sig.get("location", "").rsplit("::", 1)[-1] if sig.get("location") else "")
-        where = f"{function} ({file.rsplit('/', 1)[-1]})" if function else file  # the function first: it says most
-        shrunk = sig.get("shrink")
-        reproducer = ("minimal: " + (" ".join(shrunk["minimal_argv"]) or "(defaults)")) if shrunk else \
-            ("seen: " + (" ".join(sig["smallest"]) or "(defaults)"))
-        message = " ".join(str(sig.get("message") or frame.get("statement") or "").split())
-        variants = sig.get("variant_count") or 0
-        if variants > 1:
-            message = f"[{variants} variants] {message}"
-        rows.append([sig["id"], sig["exc_type"] or sig["kind"], where, str(sig["count"]), reproducer, message])
-    return fitted(["id", "exception", "where", "n", "reproducer", "message"], rows, width,
-                  ratios=[0, 0, 3, 0, 3, 4], right=[3])
+        where, line, reproducer, message = _signature_cells(sig)
+        head = f"{sig['id']}  {sig['exc_type'] or sig['kind']} ×{sig['count']}  {where}{':' + str(line) if line else ''}"
+        label = "minimal:" if sig.get("shrink") else "seen:   "
+        card = [_wrapped(head, width, "    "), _wrapped(f"  {label} {reproducer}", width, " " * 11)]
+        if message:
+            card.append(_wrapped(f"  message: {message}", width, " " * 11))
+        cards.append("\n".join(card))
+    return "\n".join(cards)
+
+
+def _fitted_findings(findings: Sequence[dict[str, Any]], width: int) -> str:
+    """Findings as cards, like signatures: what was found, then the smallest configuration."""
+    return "\n".join(_wrapped(f"{f['id']}  {f['kind']} ×{f['count']}  {f['detail']}", width, "    ") + "\n"
+                     + _wrapped(f"  seen: {' '.join(f['smallest']) or '(defaults)'}", width, " " * 8) for f in findings)
+
+
+def _wrapped(text: str, width: int, indent: str) -> str:
+    import textwrap
+
+    return "\n".join(textwrap.wrap(text, width=width, subsequent_indent=indent, break_on_hyphens=False,
+                                   break_long_words=True)) or text
+
+
+def _signature_cells(sig: dict[str, Any]) -> tuple[str, int | None, str, str]:
+    """Location (function in file), line, reproducer and message of one signature."""
+    frame = sig.get("example_frame") or {}
+    file = str(frame.get("file") or sig.get("location", "").split("::", 1)[0] or "-")
+    function = frame.get("function") or (sig.get("location", "").rsplit("::", 1)[-1] if sig.get("location") else "")
+    where = f"{function} in {file}" if function else file
+    shrunk = sig.get("shrink")
+    reproducer = (" ".join(shrunk["minimal_argv"]) or "(defaults)") if shrunk else (" ".join(sig["smallest"]) or "(defaults)")
+    message = " ".join(str(sig.get("message") or frame.get("statement") or "").split())
+    variants = sig.get("variant_count") or 0
+    if variants > 1:
+        message = f"[{variants} variants] {message}"
+    return where, frame.get("line"), reproducer, message
 
 
 def fitted(headers: Sequence[str], rows: Sequence[Sequence[Any]], width: int, *, ratios: Sequence[int],

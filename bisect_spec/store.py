@@ -26,6 +26,7 @@ import fcntl
 import functools
 import hashlib
 import json
+import logging
 import os
 import sqlite3
 import time
@@ -36,6 +37,8 @@ from typing import IO, Any
 
 from . import __version__
 from .errors import StoreError
+
+logger = logging.getLogger(__name__)
 
 #: Bump when the meaning of a cached outcome changes.
 CACHE_SCHEMA = 2
@@ -271,17 +274,29 @@ def evaluation_digest() -> str:
 
 
 class OutcomeCache:
-    """Outcomes across runs, keyed by target and canonical configuration (SQLite, WAL)."""
+    """Outcomes across runs, keyed by target and canonical configuration (SQLite, WAL).
 
-    def __init__(self, path: Path) -> None:
+    Many bisect-spec commands share one cache (a sweep, a probe, CI jobs of one user), so a
+    writer never holds the database: outcomes wait in memory and are written in one short
+    transaction every :data:`FLUSH_EVERY` records or :data:`FLUSH_SECONDS` seconds, and at
+    close. The cache is an optimisation, the run journal the durable record: when another
+    command holds the lock past SQLite's timeout, the records wait for the next flush, and
+    what cannot be written at close is only left uncached (logged), never an error of the run.
+    """
+
+    FLUSH_EVERY = 100
+    FLUSH_SECONDS = 2.0
+
+    def __init__(self, path: Path, *, timeout: float = 30.0) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        self._db = sqlite3.connect(str(path), timeout=30, check_same_thread=False)
+        self._db = sqlite3.connect(str(path), timeout=timeout, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("CREATE TABLE IF NOT EXISTS outcomes (target TEXT, config TEXT, record TEXT, "
                          "PRIMARY KEY (target, config))")
         self._db.commit()
-        self._pending = 0
+        self._pending: dict[tuple[str, str], str] = {}  # (target, config) -> record, not yet written
+        self._flushed = time.monotonic()
 
     @staticmethod
     def target_key(target: dict[str, Any]) -> str:
@@ -295,30 +310,47 @@ class OutcomeCache:
         return hashlib.sha1(canonical_json(keyed).encode()).hexdigest()
 
     def get_many(self, target: str, configs: list[str]) -> dict[str, dict[str, Any]]:
+        """Cached outcomes of ``configs`` (those the cache has; none when it cannot be read now)."""
         found: dict[str, dict[str, Any]] = {}
-        for start in range(0, len(configs), 500):
-            chunk = configs[start:start + 500]
-            marks = ",".join("?" * len(chunk))
-            for config, record in self._db.execute(
-                    f"SELECT config, record FROM outcomes WHERE target = ? AND config IN ({marks})",
-                    [target, *chunk]):
-                found[config] = json.loads(record)
+        try:
+            for start in range(0, len(configs), 500):
+                chunk = configs[start:start + 500]
+                marks = ",".join("?" * len(chunk))
+                for config, record in self._db.execute(
+                        f"SELECT config, record FROM outcomes WHERE target = ? AND config IN ({marks})",
+                        [target, *chunk]):
+                    found[config] = json.loads(record)
+        except sqlite3.OperationalError as exc:
+            logger.info("outcome cache %s: %s (evaluating instead)", self.path, exc)
+        for config in configs:  # this command's own outcomes, written or not
+            if (target, config) in self._pending:
+                found[config] = json.loads(self._pending[target, config])
         return found
 
     def put(self, target: str, config: str, record: dict[str, Any]) -> None:
-        """Remember an outcome (committed in batches: the run journal is the durable record)."""
+        """Remember an outcome (written in batches, see the class docstring)."""
+        self._pending[target, config] = canonical_json(record)
+        if len(self._pending) >= self.FLUSH_EVERY or time.monotonic() - self._flushed >= self.FLUSH_SECONDS:
+            self.flush()
+
+    def flush(self) -> bool:
+        """Write the waiting outcomes in one short transaction; False when the database stayed locked."""
+        self._flushed = time.monotonic()
+        if not self._pending:
+            return True
         try:
-            self._db.execute("INSERT OR REPLACE INTO outcomes VALUES (?, ?, ?)", (target, config, canonical_json(record)))
-            self._pending += 1
-            if self._pending >= 100:
-                self._db.commit()
-                self._pending = 0
+            with self._db:  # one transaction: committed, or rolled back on error
+                self._db.executemany("INSERT OR REPLACE INTO outcomes VALUES (?, ?, ?)",
+                                     [(target, config, record) for (target, config), record in self._pending.items()])
         except sqlite3.OperationalError as exc:
-            raise StoreError(f"outcome cache {self.path}: {exc}") from exc
+            logger.info("outcome cache %s: %s (%d outcomes wait for the next write)", self.path, exc, len(self._pending))
+            return False
+        self._pending.clear()
+        return True
 
     def close(self) -> None:
-        with contextlib.suppress(sqlite3.Error):
-            self._db.commit()
+        if not self.flush():
+            logger.warning("outcome cache %s stayed locked: %d outcomes were not cached", self.path, len(self._pending))
         self._db.close()
 
 

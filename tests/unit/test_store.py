@@ -245,3 +245,26 @@ def test_outcome_cache_round_trip(tmp_path: Path) -> None:
         cache.put(target, "[]", {"status": "failed"})
         cache.put(target, "[]", {"status": "passed"})
         assert cache.get_many(target, ["[]"]) == {"[]": {"status": "passed"}}
+
+
+def test_a_cache_held_by_another_command_never_fails_a_run(tmp_path: Path) -> None:
+    """Two commands share one cache: a writer that meets the other's lock keeps its outcomes
+    for the next write (and reads them itself meanwhile); nothing raises."""
+    import sqlite3
+
+    path = tmp_path / "outcomes.sqlite"
+    target = store.OutcomeCache.target_key({"release": "0.5.23"})
+    cache = store.OutcomeCache(path, timeout=0.05)
+    other = sqlite3.connect(str(path))
+    other.execute("BEGIN IMMEDIATE")  # the other command is writing
+    records = {f"[{i}]": {"status": "passed", "i": i} for i in range(store.OutcomeCache.FLUSH_EVERY + 5)}
+    for key, record in records.items():
+        cache.put(target, key, record)
+    assert cache.flush() is False  # still locked: kept, not lost, not raised
+    assert cache.get_many(target, list(records)) == records
+    other.rollback()
+    other.close()
+    assert cache.flush() is True
+    cache.close()
+    with store.opened_cache(path) as reader:
+        assert reader.get_many(target, list(records)) == records
