@@ -866,7 +866,7 @@ def report(target_path: str | Path, fmt: str = "md", *, runs_dir: Path = Path("r
     :param target_path: a run id (looked up in ``runs_dir``), a run directory, a nightly directory or its ``nightly.json``.
     :raises UsageError: unknown format, or see :func:`report_input`.
     """
-    from .report import FORMATS, render
+    from .report_formats import FORMATS, render
 
     if fmt not in FORMATS:
         raise UsageError(f"unknown report format '{fmt}': choose one of {', '.join(FORMATS)}")

@@ -38,6 +38,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .summary import speculative_reason
 from .versions import version_key
 
 SCHEMA = "bisect-spec/report/1"
@@ -89,7 +90,14 @@ def _signature_entry(sig: dict[str, Any], change: str | None, has_baseline: bool
             "statement": sig.get("statement") or "", "count": int(sig.get("count") or 0),
             "smallest": list(sig.get("smallest") or []),
             "minimal": list(shrunk["minimal_argv"]) if shrunk.get("minimal_argv") is not None else None,
-            "change": change, "known": has_baseline and change != "new"}
+            "change": change, "known": has_baseline and change != "new",
+            "speculative": bool(sig.get("speculative", speculative_reason(sig)))}
+
+
+def answer_first(signatures: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Speculative-decoding failures first, then the other constraints, each most frequent first
+    (the terminal summary's order: :func:`bisect_spec.render.summary_text`)."""
+    return sorted(signatures, key=lambda s: (not s.get("speculative", speculative_reason(s)), -int(s.get("count") or 0)))
 
 
 def _title_of(sig: dict[str, Any]) -> str:
@@ -106,7 +114,7 @@ def _sweep_model(data: SweepInput) -> dict[str, Any]:
     cell = {"id": f"{release}/{model}/{draft or 'none'}/{hardware}", "release": release, "model": model,
             "draft": draft, "hardware": hardware, "strategy": summary.get("strategy"), "status": "done", "reason": None,
             "run": data.run_id, "evaluated": int(summary.get("evaluated") or 0), "counts": dict(summary.get("counts") or {}),
-            "signatures": [_signature_entry(s, None, False) for s in summary.get("signatures") or []]}
+            "signatures": answer_first([_signature_entry(s, None, False) for s in summary.get("signatures") or []])}
     title = (f"sweep {data.run_id}: SGLang {release} · {model}{' + ' + draft if draft else ''} · {hardware}"
              f" · strategy {summary.get('strategy')} (seed {summary.get('seed')})")
     return _assemble("sweep", data.run_id, title, None, [cell], [], list(summary.get("findings") or []))
@@ -435,24 +443,3 @@ def _junit_case(suite: ET.Element, classname: str, sig: dict[str, Any], cell: di
     tag = "failure" if sig["kind"] in FAILED_KINDS else "error"
     message = f"regression since {baseline}: {where}" if sig["change"] == "new" else where
     ET.SubElement(case, tag, type=str(exc_type), message=message).text = "\n".join(body)
-
-
-# -- dispatch -------------------------------------------------------------------------------------------
-
-
-def to_html(data: ReportInput) -> str:
-    """One self-contained HTML page with SVG pictures (see :mod:`bisect_spec.report_html`)."""
-    from .report_html import page
-
-    return page(report_model(data), data)
-
-
-FORMATS: dict[str, Callable[[ReportInput], str]] = {"md": to_markdown, "json": to_json, "junit": to_junit, "html": to_html}
-
-
-def render(data: ReportInput, fmt: str) -> str:
-    """The report in one of :data:`FORMATS` (``md``, ``json``, ``junit``, ``html``).
-
-    :raises KeyError: unknown format (the API checks it first and raises a usage error).
-    """
-    return FORMATS[fmt](data)

@@ -25,7 +25,7 @@ from typing import Any
 
 from .errors import UsageError
 from .flags import Config
-from .report import SweepInput, against, cell_of, headline
+from .report import SweepInput, against, answer_first, cell_of, headline
 
 #: Okabe–Ito colours (distinguishable with the common colour-vision deficiencies), one per signature.
 #: The most frequent signatures get their own colour; the rest share OTHER_COLOUR.
@@ -330,7 +330,8 @@ def _cells_table(model: dict[str, Any]) -> str:
 
 
 def _colours(cell: dict[str, Any]) -> dict[str, str]:
-    """A colour per signature: the most frequent ones (the summary lists them first) their own, the rest grey."""
+    """A colour per signature: the first ones (speculative first, then most frequent: the model's order)
+    their own, the rest grey."""
     return {sig["id"]: PALETTE[number] if number < len(PALETTE) else OTHER_COLOUR
             for number, sig in enumerate(cell["signatures"])}
 
@@ -343,8 +344,8 @@ def _others(cell: dict[str, Any]) -> list[dict[str, Any]]:
 def _sweep_pictures(model: dict[str, Any], data: SweepInput) -> str:
     cell = model["cells"][0]
     colours = _colours(cell)
-    return "\n".join([el("h2", "Outcomes"), _outcome_bar(cell, colours), el("h2", "Flag pairs"),
-                      _pair_maps(data, cell, colours), el("h2", "Failure signatures"), _signature_table(cell, colours)])
+    return "\n".join([_signature_tables(cell, colours), el("h2", "Outcomes"), _outcome_bar(cell, colours),
+                      el("h2", "Flag pairs"), _pair_maps(data, cell, colours)])
 
 
 def _outcome_bar(cell: dict[str, Any], colours: dict[str, str]) -> str:
@@ -376,11 +377,26 @@ def _outcome_bar(cell: dict[str, Any], colours: dict[str, str]) -> str:
     return svg(width, 36, f"{cell['evaluated']} configurations by outcome", "".join(out), "outcomes")
 
 
-def _signature_table(cell: dict[str, Any], colours: dict[str, str]) -> str:
-    if not cell["signatures"]:
-        return el("p", "No failure signatures: every configuration resolved.")
+def _signature_tables(cell: dict[str, Any], colours: dict[str, str]) -> str:
+    """The answer first, as in the terminal: speculative decoding's failures, then the other constraints."""
+    speculative = [s for s in cell["signatures"] if s.get("speculative")]
+    other = [s for s in cell["signatures"] if not s.get("speculative")]
+    none = "No failure signatures: every configuration resolved." if not other else "No speculative-decoding failure."
+    return "\n".join([el("h2", f"Speculative decoding: {_failures(len(speculative))}"),
+                      _signature_table(speculative, colours, none),
+                      el("h2", f"Other constraints met on the way: {_failures(len(other))}"),
+                      _signature_table(other, colours, "") if other else ""])
+
+
+def _failures(count: int) -> str:
+    return f"{count} failure{'' if count == 1 else 's'}"
+
+
+def _signature_table(signatures: list[dict[str, Any]], colours: dict[str, str], empty: str) -> str:
+    if not signatures:
+        return el("p", esc(empty))
     rows = []
-    for sig in cell["signatures"]:
+    for sig in signatures:
         swatch = el("span", "", class_="swatch", style=f"background:{colours[sig['id']]}")
         rows.append([el("span", swatch + code(sig["id"]), class_="nw"), esc(sig["exc_type"] or sig["kind"]),
                      location_html(sig["location"]), str(sig["count"]), _folded_argv(sig["smallest"]),
@@ -512,7 +528,7 @@ def _chosen_pairs(data: SweepInput, flags: list[str], columns: dict[str, list[st
         return omega_squared(_groups(outcome, *cols), len(outcome), sum(outcome))
 
     chosen: dict[tuple[str, str], str | None] = {}
-    for sig in (data.summary.get("signatures") or []):
+    for sig in answer_first(list(data.summary.get("signatures") or [])):
         if len(chosen) >= MAX_PAIRS:
             break
         argv = (sig.get("shrink") or {}).get("minimal_argv") or sig.get("smallest") or []

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from bisect_spec import api, report
+from bisect_spec import api, report, report_formats
 from bisect_spec.report import NightlyInput, SweepInput
 from bisect_spec.report_html import MAX_PAIRS, MAX_VALUES, omega_squared, pair_grids
 from bisect_spec.versions import version_key
@@ -116,8 +116,8 @@ def test_json_is_byte_stable() -> None:
 
 def test_missing_optional_keys_still_report_in_every_format() -> None:
     bare = {"schema": "bisect-spec/nightly/1", "cells": [{"release": "0.5.23", "signatures": [{"id": "abc", "count": 2}]}]}
-    for fmt in report.FORMATS:
-        assert report.render(NightlyInput(bare), fmt)
+    for fmt in report_formats.FORMATS:
+        assert report_formats.render(NightlyInput(bare), fmt)
     model = model_of(NightlyInput(bare))
     (cell,) = model["cells"]
     assert cell["status"] == "done" and cell["signatures"][0]["title"] == "failure"
@@ -214,7 +214,7 @@ def test_junit_cell_without_failures_is_one_passing_testcase() -> None:
     root = junit_tree(clean)
     assert [root.get(k) for k in ("tests", "failures", "skipped")] == ["1", "0", "0"]
     assert next(root.iter("testcase")).get("name") == "no failure signature (280 configurations)"
-    page = report.to_html(clean)
+    page = report_formats.to_html(clean)
     assert "No failure signatures: every configuration resolved." in page
     assert "No results.jsonl in this run: no flag-pair maps." in page
 
@@ -252,7 +252,7 @@ def assert_self_contained(page: str) -> None:
 
 
 def test_nightly_html_heat_maps() -> None:
-    page = report.to_html(NightlyInput(nightly_data()))
+    page = report_formats.to_html(NightlyInput(nightly_data()))
     assert_self_contained(page)
     elements = parsed(page)
     assert len(elements.with_class("svg", "heatmap")) == 2 and len(elements.with_class("svg", "legend")) == 1
@@ -271,7 +271,7 @@ def test_nightly_html_heat_maps() -> None:
 
 def test_sweep_html_pair_maps_cover_every_pair() -> None:
     data = sweep_input()
-    page = report.to_html(data)
+    page = report_formats.to_html(data)
     assert_self_contained(page)
     elements = parsed(page)
     flags = data.meta["space"]["flags"]
@@ -356,11 +356,11 @@ def test_report_api_reads_every_kind_of_target(tmp_path: Path) -> None:
     assert by_id == api.report(RUN_DIR, "json") == api.report(RUN_DIR / "summary.json", "json")
 
 
-@pytest.mark.parametrize("fmt", sorted(report.FORMATS))
+@pytest.mark.parametrize("fmt", sorted(report_formats.FORMATS))
 def test_every_format_of_a_copy_is_independent_of_input_mutation(fmt: str) -> None:
     data = nightly_data()
     before = copy.deepcopy(data)
-    report.render(NightlyInput(data), fmt)
+    report_formats.render(NightlyInput(data), fmt)
     assert data == before  # rendering does not edit the caller's data
 
 
@@ -383,7 +383,7 @@ def test_a_nightly_the_nightly_command_wrote() -> None:
     assert len(moved) == 2
     assert all("| `0.5.23/deepseek-v3/eagle3/h100x8` vs `0.5.12/deepseek-v3/eagle3/h100x8` |" in line for line in moved)
     assert "| TypeError in _handle_eagle_family `d4b68cd739` | 2 | 2 **new** | 2 (moved) |" in lines
-    page = report.to_html(data)
+    page = report_formats.to_html(data)
     assert_self_contained(page)
     assert len(parsed(page).with_class("g", "regression")) == 1
 
@@ -394,3 +394,19 @@ def test_pending_cells_are_skipped_in_junit() -> None:
     root = junit_tree(NightlyInput(data))
     case = next(c for c in root.iter("testcase") if c.get("name") == "cell pending")
     assert case.find("skipped") is not None and case.find("error") is None
+
+
+def test_the_html_page_puts_speculative_failures_first_like_the_terminal() -> None:
+    data = sweep_input()
+    quant = {"id": "q0q0q0q0q0", "cross_release_key": "qk", "kind": "failed", "exc_type": "ValueError",
+             "location": "srt/configs/model_config.py::_verify_quantization", "message": "Quantization method x ...",
+             "count": 10_000, "smallest": ["--quantization", "fp8"], "speculative": ""}
+    summary = {**data.summary, "signatures": [quant, *data.summary["signatures"]]}
+    mixed = SweepInput(data.run_id, data.meta, summary, data.results)
+    model = model_of(mixed)
+    flags = [s["speculative"] for s in model["cells"][0]["signatures"]]
+    assert flags == sorted(flags, reverse=True) and flags[-1] is False  # the most frequent, unrelated one comes last
+    page = report_formats.to_html(mixed)
+    first_speculative = model["cells"][0]["signatures"][0]["id"]
+    assert page.index("Speculative decoding: ") < page.index(first_speculative) < page.index(
+        "Other constraints met on the way: 1 failure") < page.index("q0q0q0q0q0")
