@@ -1,5 +1,5 @@
 """``python -m bisect_spec``."""
 
-from bisect_spec.cli import run
+from bisect_spec.entry import run
 
 run()
