@@ -65,7 +65,7 @@ class TargetSpec:
         release = self.release or environments.newest_installed()
         if sources.is_source_spec(release):  # git:PATH@REV or path:DIR: its tree over the release at or before it
             release = sources.register(release)
-        environments.get(release)
+        sources.environment_for(release)
         env = {**(inherited_env() if self.inherit_env else {}), **dict(self.env)}
         return Target(release, model, draft, hardware, tuple(sorted(env.items())))
 

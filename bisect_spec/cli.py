@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 import click
 
-from . import __version__, api, environments, profiles, render, terminal
+from . import __version__, api, environments, profiles, render, sources, terminal
 from .errors import BisectSpecError, ReleaseError, ReleaseUnavailable
 from .flags import env_assignment
 from .session import Session
@@ -522,7 +522,7 @@ def env_python(release: str) -> None:
 
         $(bisect-spec env python 0.5.12) repro.py
     """
-    click.echo(environments.get(release).interpreter())
+    click.echo(sources.environment_for(release).interpreter())
 
 
 @env.command("run", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
@@ -539,7 +539,7 @@ def env_run(release: str, command: tuple[str, ...]) -> None:
     """
     from . import worker
 
-    interpreter = environments.get(release).interpreter()
+    interpreter = sources.environment_for(release).interpreter()
     argv = list(command[1:] if command[:1] == ("--",) else command)
     code = worker.run_with_python(argv, interpreter)
     sys.exit(code)

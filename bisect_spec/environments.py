@@ -297,15 +297,13 @@ def describe(release: str) -> dict[str, Any]:
 
 
 def get(release: str) -> Environment:
-    """The environment of an installed release (or the user's own Python for ``current``, or a
-    source tree's label from :func:`bisect_spec.sources.register`).
+    """The environment of an installed release (or the user's own Python for ``current``).
+
+    A source tree's label (:func:`bisect_spec.sources.register`) is the business of
+    :func:`bisect_spec.sources.environment_for`, which takes both.
 
     :raises ReleaseError: the release is not installed, naming the command that installs it.
     """
-    from . import sources
-
-    if sources.is_label(release):  # a commit's or a directory's tree over a release (see sources.py)
-        return sources.environment(release)
     if release != CURRENT and not _VERSION.match(release):
         raise UsageError(f"'{release}' is not an SGLang release: use a version such as 0.5.23, 'current', "
                          "git:PATH@REV (a commit of your clone) or path:DIR (a source tree)")

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import environments
+from . import environments, sources
 from .errors import ArchitectureUnknown, ReleaseError, UsageError, WorkerError
 from .executor import LOCAL, make_pool
 from .flags import DRAFT_FLAGS, Config, is_env
@@ -69,7 +69,7 @@ class Session:
                  environment: environments.Environment | None = None) -> None:
         self.target = target
         #: the release's own environment, unless one is given (a commit's tree over a chosen release)
-        self.environment = environment or environments.get(target.release)
+        self.environment = environment or sources.environment_for(target.release)
         log_path = str(log_dir / f"worker-{target.release}.log") if log_dir else None
         spec = self.environment.worker_spec(hardware=target.hardware.record, gpus=target.hardware.gpus,
                                             log_path=log_path, extra_env=extra_env)

@@ -422,6 +422,15 @@ def summary(label: str) -> str:
     return f"{label}: {what}, version {data['version']}, over the SGLang {data['base']} environment"
 
 
+def environment_for(release: str) -> environments.Environment:
+    """The environment of a release or of a source tree's label (a commit's or a directory's tree
+    over a release): what every caller that takes a user's ``--sglang`` uses.
+
+    :raises ReleaseError: not installed (naming the install command), or the tree is gone.
+    """
+    return environment(release) if is_label(release) else environments.get(release)
+
+
 def environment(label: str, base: environments.Environment | None = None) -> environments.Environment:
     """The environment a label stands for: its tree first on the import path, then the base release's.
 
