@@ -176,9 +176,13 @@ def _fitted_signatures(signatures: Sequence[dict[str, Any]], width: int) -> str:
 
 
 def _fitted_findings(findings: Sequence[dict[str, Any]], width: int) -> str:
-    """Findings as cards, like signatures: what was found, then the smallest configuration."""
-    return "\n".join(_wrapped(f"{f['id']}  {f['kind']} ×{f['count']}  {f['detail']}", width, "    ") + "\n"
-                     + _wrapped(f"  seen: {' '.join(f['smallest']) or '(defaults)'}", width, " " * 8) for f in findings)
+    """Findings one line each (they are not failures: the details are in ``runs show --json`` and
+    the HTML report), cut to ``width`` with an ellipsis."""
+    lines = []
+    for f in findings:
+        line = f"{f['id']}  {f['kind']} ×{f['count']}  {f['detail']}  (seen: {' '.join(f['smallest']) or 'defaults'})"
+        lines.append(line if len(line) <= width else line[:width - 1] + "…")
+    return "\n".join(lines)
 
 
 def _wrapped(text: str, width: int, indent: str) -> str:

@@ -37,12 +37,12 @@ class AnswerHighlighter(RegexHighlighter):
 
     base_style = "bisect."
     highlights = [  # noqa: RUF012 (rich's own API is a class attribute)
-        r"(?P<id>^[0-9a-f]{10}\b)",
+        r"(?m)(?P<id>^[0-9a-f]{10}\b)",
         r"\b(?P<failed>FAILED|CRASHED|TIMEOUT|REPRODUCED|failed|crashed)\b",
         r"\b(?P<passed>PASSED|passed|fixed|minimal)\b",
         r"\b(?P<exception>[A-Z][A-Za-z]*(Error|Exception))\b",
         r"(?P<location>\bsrt/[\w/]+\.py(:\d+)?)",
-        r"(?P<heading>^(speculative decoding|other constraints|findings|verdict|signature|minimal reproducer|why)\b[^\n]*:)",
+        r"(?m)(?P<heading>^(speculative decoding|other constraints|findings|verdict|signature|minimal reproducer|why)\b[^\n]*:)",
     ]
 
 
