@@ -171,6 +171,11 @@ def _fitted_signatures(signatures: Sequence[dict[str, Any]], width: int) -> str:
         card = [_wrapped(head, width, "    "), _wrapped(f"  {label} {reproducer}", width, " " * 11)]
         if message:
             card.append(_wrapped(f"  message: {message}", width, " " * 11))
+        variants = sig.get("variants") or []
+        if len(variants) > 1:  # the values formatted into the message, most frequent first
+            shown = ", ".join(f"{v['values']} ×{v['count']}" for v in variants[:3])
+            total = sig.get("variant_count") or len(variants)
+            card.append(_wrapped(f"  values:  {total} variants: {shown}{', …' if total > 3 else ''}", width, " " * 11))
         cards.append("\n".join(card))
     return "\n".join(cards)
 
@@ -201,9 +206,6 @@ def _signature_cells(sig: dict[str, Any]) -> tuple[str, int | None, str, str]:
     shrunk = sig.get("shrink")
     reproducer = (" ".join(shrunk["minimal_argv"]) or "(defaults)") if shrunk else (" ".join(sig["smallest"]) or "(defaults)")
     message = " ".join(str(sig.get("message") or frame.get("statement") or "").split())
-    variants = sig.get("variant_count") or 0
-    if variants > 1:
-        message = f"[{variants} variants] {message}"
     return where, frame.get("line"), reproducer, message
 
 
