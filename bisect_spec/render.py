@@ -256,7 +256,7 @@ def shrink_text(report: Any) -> str:
     if fixes:
         lines += ["", "nearest working configurations (each verified by an evaluation):"]
         for fix in fixes:
-            lines.append(f"  {'; '.join(fix['edits']):<60} {'' if fix['keeps_intent'] else '(changes your intent)'}")
+            lines.append(f"  {'; '.join(fix['edits']):<60} {fix.get('reason') or ''}")
     elif data["nearest_working"] is not None:
         lines += ["", "no working configuration within two edits"]
     if data["other_signatures"]:
