@@ -695,7 +695,8 @@ def write_reproducers(session: Session, report: ShrinkReport, out_dir: Path, *, 
     environment = session.environment
     rows, simulated = bug_report.simulated_check_env(
         release=target.release, python=str(session.info.get("python")), pythonpath=environment.pythonpath,
-        base_python=environment.python, hardware=hardware, gpus=target.hardware.gpus)
+        base_python=environment.python, hardware=hardware, gpus=target.hardware.gpus,
+        wheel=str(source["base"]) if source else target.release)
     history = history or {}
     local = {str(target.model.path): names.model, str(environments.home()): "bisect-spec's cache"}
     if target.draft and target.draft.path:

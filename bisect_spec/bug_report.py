@@ -306,10 +306,10 @@ def _check_env_packages(pythonpath: Sequence[str]) -> list[str]:
     return list(FALLBACK_PACKAGES)
 
 
-def _wheel_pins(pythonpath: Sequence[str]) -> dict[str, str]:
-    """``name==version`` requirements of the SGLang wheel on the path (what ``pip install sglang==X`` pins)."""
+def _wheel_pins(pythonpath: Sequence[str], wheel: str) -> dict[str, str]:
+    """``name==version`` requirements of the SGLang ``wheel`` on the path (what ``pip install sglang==X`` pins)."""
     for entry in pythonpath:
-        for metadata in sorted(Path(entry).glob("sglang-*.dist-info/METADATA")):
+        for metadata in sorted(Path(entry).glob(f"sglang-{wheel}.dist-info/METADATA")):
             pins = {}
             for line in metadata.read_text(errors="replace").splitlines():
                 match = re.match(r"^Requires-Dist: ([A-Za-z0-9_.\-]+)==([^;,\s]+)\s*(;.*)?$", line)
@@ -333,14 +333,18 @@ def _installed_versions(paths: Sequence[str]) -> dict[str, str]:
 
 
 def simulated_check_env(*, release: str, python: str, pythonpath: Sequence[str], base_python: str,
-                        hardware: dict[str, Any] | None, gpus: int) -> tuple[list[tuple[str, str]], str]:
+                        hardware: dict[str, Any] | None, gpus: int, wheel: str | None = None
+                        ) -> tuple[list[tuple[str, str]], str]:
     """``check_env``'s lines for the simulated box, and one sentence saying what was simulated and how.
 
     GPU name, count and capability come from the hardware profile; package versions are the
     SGLang wheel's own ``==`` pins where it has one (what ``pip install sglang==X`` installs on a
     GPU box), else the version in the evaluation environment.
+
+    :param wheel: the release whose wheel pins the packages (a source tree's: the release it is laid over).
     """
-    pins = _wheel_pins(pythonpath)
+    wheel = wheel or release
+    pins = _wheel_pins(pythonpath, wheel)
     base = Path(base_python).parent.parent
     env_versions = _installed_versions([*pythonpath, *(str(p) for p in base.glob("lib/python*/site-packages"))])
     rows: list[tuple[str, str]] = [("Python", python)]
@@ -365,7 +369,7 @@ def simulated_check_env(*, release: str, python: str, pythonpath: Sequence[str],
                f"'{hardware.get('name', '?')}' hardware profile, presented to SGLang by a simulated torch.cuda")
     else:
         box = "no GPU (SGLang's CPU path)"
-    simulated = (f"the box is {box}; package versions are the `==` pins of the sglang {release} wheel, else the "
+    simulated = (f"the box is {box}; package versions are the `==` pins of the sglang {wheel} wheel, else the "
                  "versions bisect-spec evaluated with (torch there is the CPU build); CUDA_HOME, NVCC, the driver "
                  "version, the topology and ulimit are not simulated and left out.")
     return rows, simulated

@@ -49,3 +49,15 @@ def test_published_drafts_are_named_for_their_target() -> None:
     assert draft is not None and draft.hf_id == "lightseekorg/kimi-k2.6-eagle3"
     standalone = profiles.load_draft("standalone", kimi)
     assert standalone is not None and standalone.hf_id is None
+
+
+def test_a_source_label_is_never_pip_installed_by_version() -> None:
+    from bisect_spec.reproducers import install_hint
+
+    label = "0.5.1.post3+g6cebe0ab130f"
+    git = install_hint(label, {"kind": "git", "commit": "6cebe0ab130f1234", "rev": "v0.5.2~3"})
+    tree = install_hint("0.5.1.post3+path.0123456789ab", {"kind": "path", "version": "0.5.2.dev0"})
+    for hint in (git, tree):
+        assert "pip install sglang==" not in hint and "bisect-spec env run" in hint
+    assert "commit 6cebe0ab130f" in git
+    assert install_hint("0.5.9").startswith("pip install sglang==0.5.9")
