@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from . import environments, profiles, sources
-from .errors import ProfileError, UsageError
+from .errors import BisectSpecError, ProfileError, UsageError
 from .errors import StoreError as BisectSpecStoreError
 from .flags import CONFIG_ENV, Config, inherited_env, parse_command
 from .outcome import Outcome, Status
@@ -181,13 +181,14 @@ def probe(tokens: Sequence[str], spec: TargetSpec | None = None, *,
     :param on_start: called once the worker is up (the CLI announces simulated hardware there).
     :raises UsageError: unknown flag for this release, bad value, not an SGLang command.
     """
-    with _first_evaluation(tokens, spec, jobs=1, timeout=timeout, on_start=on_start) as (session, full, outcome, notes):
+    with _first_evaluation(tokens, spec, jobs=1, timeout=timeout, on_start=on_start) as (session, full, outcome, notes, _):
         return ProbeResult(session.target, full, outcome, session.info, notes)
 
 
 @contextlib.contextmanager
 def _first_evaluation(tokens: Sequence[str], spec: TargetSpec | None, *, jobs: int, timeout: float,
-                      on_start: Callable[[Session], None] | None) -> Iterator[tuple[Session, Config, Outcome, list[str]]]:
+                      on_start: Callable[[Session], None] | None
+                      ) -> Iterator[tuple[Session, Config, Outcome, list[str], TargetSpec]]:
     """Understand the user's flags, start a session and evaluate them once (probe and shrink start so)."""
     config, spec, notes = understand_flags(tokens, spec or TargetSpec())
     target = spec.resolve()
@@ -207,7 +208,7 @@ def _first_evaluation(tokens: Sequence[str], spec: TargetSpec | None, *, jobs: i
             notes.append(f"warning: {missing}")
         outcome = session.evaluate(full)
         check_usage(session, outcome)
-        yield session, full, outcome, notes
+        yield session, full, outcome, notes, spec
     finally:
         session.close()
 
@@ -562,6 +563,8 @@ class ShrinkReport:
     notes: list[str] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)
     worker: dict[str, Any] = field(default_factory=dict)
+    #: the reproducer on other releases (:func:`release_history`), when evaluated
+    history: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         result = self.result.to_dict()
@@ -571,6 +574,8 @@ class ShrinkReport:
                 "evaluations": result["evaluations"], "removal_evaluations": result["removal_evaluations"],
                 "proof": result["proof"], "steps": result["steps"], "other_signatures": result["other_signatures"],
                 "explanation": self.explanation, "nearest_working": self.fixes, "files": self.files,
+                **({"newest": vars(self.history["newest"])} if self.history.get("newest") else {}),
+                **({"bisection": self.history["bisection"]} if self.history.get("bisection") else {}),
                 "failure": self.minimal.to_dict() if self.minimal else self.original.to_dict()}
 
 
@@ -669,33 +674,66 @@ def _explain(result: Any, space: Any, evaluate_many: Callable[[Sequence[Config]]
     return explain(result.minimal, result.signature, space, evaluate_many)
 
 
-def write_reproducers(session: Session, report: ShrinkReport, out_dir: Path) -> dict[str, str]:
-    """Write launch.sh, repro.py, test_regression.py and bug_report.md for one signature."""
-    from . import reproducers, store
+def write_reproducers(session: Session, report: ShrinkReport, out_dir: Path, *, names: Any = None,
+                      history: dict[str, Any] | None = None) -> dict[str, str]:
+    """Write launch.sh, repro.py, test_regression.py and bug_report.md for one signature.
+
+    :param names: how the model and draft are named (:func:`report_names`; default: from the target).
+    :param history: the reproducer on other releases (:func:`release_history`); None when not evaluated.
+    """
+    from . import bug_report, reproducers, store
 
     outcome = report.minimal or report.original
     signature = report.result.signature.to_dict()
     target = session.target
+    names = names or report_names(target)
     draft_config = (json.loads((target.draft.path / "config.json").read_text())
                     if target.draft and target.draft.path else None)
     info = session.pool.request({"op": "info"})
-    config = report.result.minimal
+    config = reported_config(session, report)
     directory = out_dir / signature["id"]
     directory.mkdir(parents=True, exist_ok=True)
     model_args = list(target.model.extra_args)
+    described = target.describe()
+    source = sources.describe(target.release) if sources.is_label(target.release) else None
+    env = dict(target.env)
+    hardware = target.hardware.record if info.get("hardware", "").startswith("simulated") else None
+    environment = session.environment
+    rows, simulated = bug_report.simulated_check_env(
+        release=target.release, python=str(session.info.get("python")), pythonpath=environment.pythonpath,
+        base_python=environment.python, hardware=hardware, gpus=target.hardware.gpus,
+        wheel=str(source["base"]) if source else target.release)
+    history = history or {}
+    local = {str(target.model.path): names.model, str(environments.home()): "bisect-spec's cache"}
+    if target.draft and target.draft.path:
+        local[str(target.draft.path)] = names.draft or target.draft.name
+    for entry in environment.pythonpath:
+        local[entry + os.sep] = ""
+    from . import __version__
+
+    facts = bug_report.Facts(
+        signature=signature, outcome=outcome, release=target.release, config=config, model_args=model_args,
+        names=names, env=env, hardware=target.hardware.label, explanation=report.explanation, fixes=report.fixes,
+        check_env=rows, simulated=simulated, tool_version=__version__,
+        repro_command=f"bisect-spec env run {target.release} -- python repro.py\n"
+                      f"# or, where SGLang {target.release} is importable: python repro.py",
+        newest=history.get("newest"), newest_known=history.get("newest_known"), bisection=history.get("bisection"),
+        notes=list(history.get("notes") or []), local=local)
     files = {
-        "launch.sh": reproducers.launch_script(config, target.describe(), model_args),
-        "repro.py": reproducers.repro_script(config, outcome, target.describe(), target.model.config, draft_config,
-                                             target.hardware.record if info.get("hardware", "").startswith("simulated")
-                                             else None, target.hardware.gpus, model_args, info.get("cpu_imports", [])),
-        "test_regression.py": reproducers.regression_test(signature["id"], outcome, target.describe()),
-        "bug_report.md": reproducers.bug_report(signature, outcome, target.describe(), config, model_args,
-                                                report.explanation, report.fixes, str(session.info.get("python"))),
+        "launch.sh": reproducers.launch_script(bug_report.launch_command(config, names, env, model_args), described),
+        "repro.py": reproducers.repro_script(config, outcome, described, target.model.config, draft_config,
+                                             hardware, target.hardware.gpus, model_args, info.get("cpu_imports", []),
+                                             source),
+        "test_regression.py": reproducers.regression_test(signature["id"], outcome, described),
+        "bug_report.md": bug_report.render(facts),
         "shrink.json": json.dumps(report.to_dict(), indent=2, sort_keys=True) + "\n",
     }
+    if names.draft == LOCAL_DRAFT and draft_config is not None:
+        files[f"{LOCAL_DRAFT[2:]}/config.json"] = json.dumps(draft_config, indent=2, sort_keys=True) + "\n"
     written = {}
     for name, text in files.items():
         path = directory / name
+        path.parent.mkdir(parents=True, exist_ok=True)
         store._atomic_write(path, text)
         if name.endswith((".sh", ".py")):
             path.chmod(0o755)
@@ -703,25 +741,172 @@ def write_reproducers(session: Session, report: ShrinkReport, out_dir: Path) -> 
     return written
 
 
+#: the draft a report names when no published or user draft is known: its config.json next to the report
+LOCAL_DRAFT = "./draft"
+
+
+def report_names(target: Target, pasted_model: str | None = None, pasted_draft: str | None = None,
+                 spec: TargetSpec | None = None) -> Any:
+    """How a bug report names the model and the draft: as the user runs them.
+
+    A Hugging Face id the user typed is kept; a path the user typed that holds a published
+    checkpoint (``/models/Kimi-K2.6``, ``/models/kimi-k2.6-eagle3``) becomes its Hugging Face id (the
+    path is theirs, not the reader's); a draft path naming no published draft is the user's own
+    checkpoint and is kept. Without any, the profile's published id; a draft recipe with none is
+    written next to the report (``./draft/config.json``).
+    """
+    from .bug_report import Names
+    from .model_sources import is_hub_id
+
+    notes: list[str] = []
+    model_path = pasted_model or (spec.model_path if spec else None)
+    if pasted_model and is_hub_id(pasted_model):
+        model = pasted_model
+    elif target.model.hf_id:
+        model = target.model.hf_id
+        notes.append(f"`{model}` is the checkpoint {'your --model-path holds' if model_path else 'evaluated'}: "
+                     "bisect-spec evaluated its published config.json")
+    else:
+        model = model_path or str(target.model.path)
+    draft: str | None = None
+    profile = target.draft
+    draft_path = pasted_draft or (spec.draft_path if spec else None)
+    if profile is not None and (profile.path is not None or draft_path):
+        if draft_path and is_hub_id(draft_path):
+            draft = draft_path
+        elif draft_path and profile.hf_id and Path(draft_path).name.lower() == profile.hf_id.rsplit("/", 1)[-1].lower():
+            draft = profile.hf_id
+            notes.append(f"`{draft}` is the published {profile.algorithm} draft your --speculative-draft-model-path "
+                         "holds; bisect-spec evaluated a draft config of that kind shaped for the model")
+        elif draft_path:
+            draft = draft_path
+            notes.append(f"`{draft}` is your own draft checkpoint; bisect-spec evaluated a draft config for {profile.algorithm} "
+                         "shaped for the model in its place (the failure happens before any weights load)")
+        elif profile.hf_id:
+            draft = profile.hf_id
+            notes.append(f"`{draft}` is a published {profile.algorithm} draft for this model; bisect-spec evaluated a "
+                         "draft config of the same kind shaped for the model")
+        else:
+            draft = LOCAL_DRAFT
+            notes.append(f"`{LOCAL_DRAFT}` holds the {profile.algorithm} draft's config.json bisect-spec evaluated "
+                         "(attached; no weights: the failure happens before any weights load)")
+    return Names(model, draft, tuple(notes))
+
+
+def reported_config(session: Session, report: ShrinkReport) -> Config:
+    """The minimal configuration as a report shows it: with the draft path where the algorithm needs
+    one (a real launch needs it; the shrinker may drop it when the failure does not), if it fails the same way."""
+    minimal: Config = report.result.minimal
+    full = session.with_draft(minimal)
+    if full == minimal:
+        return minimal
+    outcome = session.evaluate(full)
+    same = outcome.signature is not None and outcome.signature.id == report.result.signature.id
+    return full if same else minimal
+
+
+def release_history(config: Config, spec: TargetSpec, session: Session, signature: Signature, *, bisect: bool,
+                    timeout: float = 120.0) -> dict[str, Any]:
+    """The reproducer on the newest installed release and, with ``bisect``, its first bad release.
+
+    The bisection runs over the installed releases with :func:`bisect_spec.timeline.bisect_releases`
+    (verdicts only); the first bad release is where the verdict changes *to this failure* (its
+    cross-release key), which need not be the first verdict change.
+    """
+    from .bug_report import ReleaseVerdict
+    from .timeline import bisect_releases, verdict_key
+
+    key = f"failed:{signature.cross_release_key}"
+    newest = environments.newest_installed()
+    history: dict[str, Any] = {"newest_known": environments.pins().get("newest"), "notes": []}
+    records: dict[str, dict[str, Any]] = {}
+    if bisect:
+        candidates = environments.installed()
+        if not sources.is_label(session.target.release) and session.target.release not in candidates:
+            candidates.append(session.target.release)
+        try:
+            found = bisect_releases(config, spec, candidates=candidates, moves=False, timeout=timeout)
+        except BisectSpecError as exc:
+            history["bisection"] = {"none": f"not bisected ({exc})"}
+        else:
+            records = {d["release"]: d for d in found.evaluated}
+            history["bisection"] = _first_bad(found, key)
+    if newest in records:
+        record = records[newest]
+        history["newest"] = ReleaseVerdict(newest, str(record.get("verdict")), record.get("key") == key,
+                                           str(record.get("headline") or record.get("reason") or ""))
+    elif newest == session.target.release:
+        history["newest"] = ReleaseVerdict(newest, "failed", True, "")
+    else:
+        try:
+            target = TargetSpec(**{**spec.__dict__, "release": newest}).resolve()
+            with Session(target, jobs=1, timeout=timeout) as other:
+                outcome = other.evaluate(other.with_draft(other.canonical(config)))
+        except BisectSpecError as exc:
+            history["notes"].append(f"not evaluated on SGLang {newest}: {exc}")
+        else:
+            history["newest"] = ReleaseVerdict(newest, outcome.status.value, verdict_key(outcome) == key,
+                                               outcome.headline)
+    return history
+
+
+def _first_bad(found: Any, key: str) -> dict[str, Any]:
+    evaluated = [d for d in found.evaluated if d.get("key") is not None]
+    order = {r: i for i, r in enumerate(found.releases)}
+    evaluated.sort(key=lambda d: order[d["release"]])
+    releases = [d["release"] for d in evaluated]
+    for boundary in found.boundaries:
+        if boundary["kind"] == "verdict" and boundary["after"].get("key") == key:
+            before = boundary["before"]
+            return {"first_bad": boundary["first_bad"], "last_good": boundary["last_good"], "releases": releases,
+                    "before": {"verdict": before.get("verdict"), "words": _before_words(before)}}
+    failing = [d["release"] for d in evaluated if d.get("key") == key]
+    if failing and failing[0] == releases[0]:
+        notes = [note[0].upper() + note[1:] + "." for note in found.notes if "needs SGLang" in note]
+        return {"first_bad": failing[0], "oldest": True, "releases": list(found.releases), "notes": notes}
+    return {"none": f"none found among {', '.join(releases) or 'no release'}"}
+
+
+def _before_words(record: dict[str, Any]) -> str:
+    verdict = record.get("verdict")
+    if verdict == "passed":
+        return "starts without error"
+    if verdict == "unsupported":
+        return "cannot run this model (its architecture is unknown there)"
+    return f"fails differently ({record.get('headline')})"
+
+
 def shrink(tokens: Sequence[str], spec: TargetSpec | None = None, *, budget: Any = None, fix: bool = True,
            out_dir: Path | None = None, on_start: Callable[[Session], None] | None = None,
-           timeout: float = 60.0, progress: Callable[[int], None] | None = None) -> ShrinkReport:
+           timeout: float = 60.0, bisect: bool = False, progress: Callable[[int], None] | None = None) -> ShrinkReport:
     """Shrink a failing configuration (flags or a pasted launch command) to a 1-minimal reproducer.
+
+    The bug report evaluates the reproducer on the newest installed release too and, with
+    ``bisect``, bisects it across the installed releases for its first bad release.
 
     :param progress: called with the number of evaluations so far, after each.
 
     :raises UsageError: bad flags, or the configuration passes (nothing to shrink).
     """
     jobs = max(1, min(os.cpu_count() or 1, 4))
-    with _first_evaluation(tokens, spec, jobs=jobs, timeout=timeout, on_start=on_start) as (session, full, first, notes):
+    with _first_evaluation(tokens, spec, jobs=jobs, timeout=timeout, on_start=on_start) as (
+            session, full, first, notes, spec):
         if first.passed:
             raise UsageError(f"this configuration resolves without error on SGLang {session.target.release}: "
                              "nothing to shrink (use bisect-spec probe to see the resolved values)")
         signature = first.signature
         assert signature is not None
-        report = shrink_in_session(session, full, budget=budget, fix=fix, first=first,
-                                   out_dir=out_dir or Path("runs") / f"shrink-{signature.id}", progress=progress)
+        report = shrink_in_session(session, full, budget=budget, fix=fix, first=first, progress=progress)
         report.notes[:0] = notes
+        found = report.result.signature
+        if report.result.status in ("minimal", "stopped") and found is not None:
+            pasted = parse_command(tokens)
+            names = report_names(session.target, pasted.model_path, pasted.draft_path, spec)
+            history = release_history(reported_config(session, report), spec, session, found, bisect=bisect,
+                                      timeout=max(timeout, 120.0))
+            report.history = history
+            report.files = write_reproducers(session, report, out_dir or Path("runs") / f"shrink-{found.id}",
+                                             names=names, history=history)
         return report
 
 

@@ -374,15 +374,18 @@ def probe(as_json: bool, timeout: float, flags: tuple[str, ...], **kwargs: Any) 
 @click.option("--no-fix", is_flag=True, help="Skip the search for the nearest working configuration.")
 @click.option("--out", type=click.Path(file_okay=False), default=None,
               help="Where reproducers go (default runs/shrink-<signature>).")
+@click.option("--bisect", "bisect_releases", is_flag=True,
+              help="Also bisect the minimal reproducer across the installed releases (first bad release in bug_report.md).")
 @click.argument("flags", nargs=-1, type=click.UNPROCESSED)
 def shrink(as_json: bool, max_evaluations: int, max_seconds: float, no_fix: bool, out: str | None,
-           flags: tuple[str, ...], **kwargs: Any) -> api.ShrinkReport:
+           bisect_releases: bool, flags: tuple[str, ...], **kwargs: Any) -> api.ShrinkReport:
     """Shrink a failing configuration to a 1-minimal reproducer, explain it, and find fixes.
 
     FLAGS may be a whole pasted launch command (python -m sglang.launch_server ...,
     sglang serve ..., a systemd ExecStart= line). Model and draft paths that do not
     exist here are replaced by the --model/--draft profiles. Writes launch.sh, repro.py,
-    test_regression.py and bug_report.md per signature.
+    test_regression.py and bug_report.md (SGLang's bug-report form, filled in; it says whether
+    the newest installed release still fails, and with --bisect the first bad release).
 
     Example:
 
@@ -394,7 +397,7 @@ def shrink(as_json: bool, max_evaluations: int, max_seconds: float, no_fix: bool
     spec = spec_from(kwargs)
     with terminal.Counter(f"shrinking (budget {max_evaluations} evaluations)") as counter:
         report = api.shrink(list(flags), spec, budget=Budget(max_evaluations, max_seconds), fix=not no_fix,
-                            out_dir=Path(out) if out else None, on_start=announce_hardware,
+                            out_dir=Path(out) if out else None, on_start=announce_hardware, bisect=bisect_releases,
                             progress=None if as_json else counter)
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2, sort_keys=True))

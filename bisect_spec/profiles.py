@@ -1,10 +1,12 @@
 """Model, draft and hardware profiles shipped with the package.
 
-A model profile is a real ``config.json`` (no weights, no tokenizer): SGLang's
+A model profile is a real ``config.json`` (no weights, no tokenizer) and a ``profile.json``
+naming the Hugging Face id it was published under (``hf_id``; bug reports name the model so). SGLang's
 resolution reads the architecture, hidden size, MLA/MoE shape and quantization from it,
 and ``model_path="dummy"`` shortcuts would skip most checks. A draft profile is a recipe:
 EAGLE/EAGLE3/standalone drafts are materialised per target (an EAGLE3 head's hidden size
-must match its target), NEXTN uses the target itself and NGRAM has no draft model.
+must match its target); a recipe's ``published`` maps a target to the Hugging Face id of a
+published draft of that kind (a bug report's launch command names it), NEXTN uses the target itself and NGRAM has no draft model.
 Hardware profiles describe a GPU box for ``simulated_gpu``.
 
 Everything materialised goes under ``environments.home()/profiles`` with deterministic
@@ -75,6 +77,8 @@ class ModelProfile:
     path: Path
     config: dict[str, Any]
     extra_args: tuple[str, ...] = ()
+    #: the Hugging Face id of the checkpoint whose config.json this is (``profile.json``'s ``hf_id``)
+    hf_id: str | None = None
 
     @property
     def text_config(self) -> dict[str, Any]:
@@ -94,6 +98,8 @@ class DraftProfile:
     kind: str  # eagle3 | eagle | standalone | nextn | ngram | user
     algorithm: str
     path: Path | None
+    #: the Hugging Face id of a published draft of this kind for the target (the recipe's ``published``)
+    hf_id: str | None = None
 
     @property
     def draft_args(self) -> tuple[str, ...]:
@@ -135,7 +141,7 @@ def load_model(name: str | None = None, *, path: str | None = None) -> ModelProf
     config = _read_json(source.joinpath("config.json"), "model profile")
     target = home() / "profiles" / "models" / name
     _write_if_changed(target / "config.json", json.dumps(config, indent=2, sort_keys=True))
-    return ModelProfile(name, target, config, tuple(meta.get("extra_args", ["--trust-remote-code"])))
+    return ModelProfile(name, target, config, tuple(meta.get("extra_args", ["--trust-remote-code"])), meta.get("hf_id"))
 
 
 def load_draft(name: str | None, model: ModelProfile, *, path: str | None = None) -> DraftProfile | None:
@@ -163,7 +169,7 @@ def load_draft(name: str | None, model: ModelProfile, *, path: str | None = None
     config = draft_config(recipe, model)
     target = home() / "profiles" / "drafts" / f"{model.name}--{name}"
     _write_if_changed(target / "config.json", json.dumps(config, indent=2, sort_keys=True))
-    return DraftProfile(name, kind, str(recipe["algorithm"]), target)
+    return DraftProfile(name, kind, str(recipe["algorithm"]), target, (recipe.get("published") or {}).get(model.name))
 
 
 def draft_config(recipe: dict[str, Any], model: ModelProfile) -> dict[str, Any]:

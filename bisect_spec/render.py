@@ -286,12 +286,20 @@ def shrink_text(report: Any) -> str:
     if fixes:
         lines += ["", "nearest working configurations (each verified by an evaluation):"]
         for fix in fixes:
-            lines.append(f"  {'; '.join(fix['edits']):<60} {'' if fix['keeps_intent'] else '(changes your intent)'}")
+            lines.append(f"  {'; '.join(fix['edits']):<60} {fix.get('reason') or ''}")
     elif data["nearest_working"] is not None:
         lines += ["", "no working configuration within two edits"]
     if data["other_signatures"]:
         lines += ["", f"{len(data['other_signatures'])} other signature(s) met on the way: "
                   + ", ".join(o["signature"]["id"] for o in data["other_signatures"])]
+    newest, bisection = data.get("newest"), data.get("bisection")
+    if newest:
+        said = "fails the same way" if newest["same"] else f"{newest['verdict']} ({newest['headline']})"
+        lines += ["", f"newest release: SGLang {newest['release']} {said}"]
+    if bisection:
+        lines.append(f"first bad release: SGLang {bisection['first_bad']}"
+                     + (" (the oldest evaluated)" if bisection.get("oldest") else f" (last good {bisection['last_good']})")
+                     if bisection.get("first_bad") else f"first bad release: {bisection.get('none')}")
     if data["files"]:
         lines += ["", "reproducers:"] + [f"  {path}" for path in data["files"].values()]
     return "\n".join(lines)

@@ -10,6 +10,15 @@ caller) and start no processes themselves.
   (remove / change / add a flag, then pairs of edits to the core speculative flags) that
   make it pass, ranked so that what the user evidently wants (algorithm, draft path,
   number of draft tokens) is kept where possible. Every suggestion was evaluated.
+
+Ranking, in the words each fix carries as its ``reason``: first the fixes that keep what the
+user asked for and only *add* flags; then those that keep the intent but change a value the
+user typed (``--speculative-eagle-topk 1`` to ``2``: a tree of drafts instead of a chain);
+then those that change the algorithm, the draft or the number of draft tokens. A configuration
+that resolves with speculative decoding switched off is never offered: it does not do what the
+user is trying to do. Besides the strategy's values, a count flag is also tried with the values
+next to the user's own counts (``--speculative-num-steps 15`` for 16 draft tokens): with top-k 1,
+SGLang drafts ``num_steps + 1`` tokens, so that is the edit that keeps a chain of 16 drafts.
 """
 
 from __future__ import annotations
@@ -74,30 +83,76 @@ class Fix:
     keeps_intent: bool
     outcome: Outcome
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, original: Config | None = None) -> dict[str, Any]:
         return {"edits": list(self.edits), "argv": self.config.argv(), "keeps_intent": self.keeps_intent,
-                "verified": self.outcome.passed, "resolved": self.outcome.resolved}
+                "verified": self.outcome.passed, "resolved": self.outcome.resolved,
+                **({"reason": _reason(original, self)} if original is not None else {})}
+
+
+#: Count flags whose user-typed values suggest values for each other (``num_steps + 1`` draft tokens).
+COUNTS = ("--speculative-num-steps", "--speculative-num-draft-tokens")
+
+
+def _near_user_counts(config: Config, flag: str) -> list[Value]:
+    """Values of ``flag`` next to the user's own counts: 15 and 16 steps for 16 draft tokens."""
+    if flag not in COUNTS:
+        return []
+    numbers = []
+    for other in COUNTS:
+        value = config.get(other)
+        if other != flag and value and value[0].isdigit():
+            numbers.append(int(value[0]))
+    return [(str(n),) for base in numbers for n in (base - 1, base, base + 1) if n >= 1]
+
+
+def _values(config: Config, space: FlagSpace, flag: str) -> list[Value]:
+    spec = space.spec(flag)
+    tried = [v for v in (spec.values[1:] if spec else ()) if v is not None]
+    return list(dict.fromkeys([*tried, *_near_user_counts(config, flag)]))
 
 
 def _single_edits(config: Config, space: FlagSpace) -> list[tuple[str, Config]]:
     edits: list[tuple[str, Config]] = []
     for flag, value in config.items:
         edits.append((f"remove {flag}", config.without(flag)))
-        spec = space.spec(flag)
-        for other in spec.values[1:] if spec else ():
-            if other is not None and other != value:
+        for other in _values(config, space, flag):
+            if other != value:
                 edits.append((f"set {flag} {_show(other)}", config.with_(flag, other)))
     for spec in space.specs:
         if spec.flag not in config.as_dict():
-            for other in spec.values[1:]:
-                if other is not None:
-                    edits.append((f"add {spec.flag} {_show(other)}", config.with_(spec.flag, other)))
+            for other in _values(config, space, spec.flag):
+                edits.append((f"add {spec.flag} {_show(other)}", config.with_(spec.flag, other)))
     return edits
 
 
-def _sound(outcome: Outcome) -> bool:
-    """Passes, and passes for real: no nonsense value accepted, no speculative field left None."""
+def _sound(outcome: Outcome, original: Config) -> bool:
+    """Passes, and passes for real: no nonsense value accepted, no speculative field left None, and
+    speculative decoding still on when the user had it on (switching it off is no workaround)."""
+    if original.get("--speculative-algorithm") is not None and not outcome.resolved.get("speculative_algorithm"):
+        return False
     return outcome.passed and not any(f.kind in ("nonsense", "left-none") for f in findings_of(outcome))
+
+
+def _typed_changes(original: Config, candidate: Config) -> list[str]:
+    """Flags the user typed whose value the fix changes or removes."""
+    return [flag for flag, value in original.items if candidate.get(flag) != value]
+
+
+def _reason(original: Config, fix: Fix) -> str:
+    """Why the fix ranks where it does, in plain words."""
+    changed = _typed_changes(original, fix.config)
+    if not fix.keeps_intent:
+        lost = [flag for flag in INTENT if original.get(flag) is not None and original.get(flag) != fix.config.get(flag)]
+        tokens = original.get("--speculative-num-draft-tokens")
+        resolved = fix.outcome.resolved.get("speculative_num_draft_tokens")
+        if not lost and tokens and resolved is not None and resolved != int(tokens[0]):
+            return (f"ranked lower: SGLang then drafts {resolved} tokens instead of your {tokens[0]} "
+                    "(it overrides --speculative-num-draft-tokens for this combination)")
+        return "ranked lower: it changes " + ", ".join(f"{flag} (you gave {_show(original.get(flag))})" for flag in lost)
+    if not changed:
+        return "keeps every flag and value you gave and only adds what SGLang needs"
+    return ("keeps your algorithm, draft and number of draft tokens, but changes "
+            + ", ".join(f"{flag} from {_show(original.get(flag))} to {_show(fix.config.get(flag))}" for flag in changed))
 
 
 def _keeps_intent(original: Config, candidate: Config, outcome: Outcome | None = None) -> bool:
@@ -121,7 +176,7 @@ def nearest_working(original: Config, space: FlagSpace, evaluate: BatchPredicate
         by_config = {o.config: o for o in evaluate([c for c, _ in unique])}
         for candidate, labels in unique:
             outcome = by_config[candidate]
-            if _sound(outcome) and candidate not in found:
+            if _sound(outcome, original) and candidate not in found:
                 found[candidate] = Fix(labels, candidate, _keeps_intent(original, candidate, outcome), outcome)
         return len(unique)
 
@@ -138,5 +193,7 @@ def nearest_working(original: Config, space: FlagSpace, evaluate: BatchPredicate
             if _keeps_intent(original, merged):
                 pairs.append(((la, lb), merged))
         evaluations += verify(pairs)
-    ranked = sorted(found.values(), key=lambda f: (not f.keeps_intent, len(f.edits), simplicity_key(f.config, space)))
-    return {"fixes": [f.to_dict() for f in ranked[:limit]], "evaluations": evaluations, "candidates_passing": len(found)}
+    ranked = sorted(found.values(), key=lambda f: (not f.keeps_intent, len(_typed_changes(original, f.config)),
+                                                   len(f.edits), simplicity_key(f.config, space)))
+    return {"fixes": [f.to_dict(original) for f in ranked[:limit]], "evaluations": evaluations,
+            "candidates_passing": len(found)}

@@ -55,7 +55,7 @@ def test_episode1_on_0_5_9_shrinks_to_two_speculative_flags_proven_minimal(tmp_p
     assert run.returncode == 1, run.stderr[-2000:]  # git bisect run: 1 = the failure reproduces
     assert "reproduced: AssertionError in _handle_speculative_decoding" in run.stderr
     report_md = Path(files["bug_report.md"]).read_text()
-    assert "## Minimal reproducer" in report_md and "## Verified workarounds" in report_md
+    assert "## Reproduction" in report_md and "Workarounds, best first" in report_md  # SGLang's form (test_bug_report.py)
 
 
 @pytest.mark.parametrize("release", ["0.5.12", "0.5.23"])

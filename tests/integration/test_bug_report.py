@@ -1,0 +1,123 @@
+"""``shrink`` writes SGLang's bug-report form, filled in, for both seed episodes (real releases).
+
+One shrink per episode (``--bisect``: the first bad release too) serves every check; the
+checker reads the Markdown as a maintainer would: the form's sections in order, its checklist,
+no path of this machine, no placeholder, the user's model and draft, the newest release's
+verdict and the first bad release.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from bisect_spec import api, environments
+from bisect_spec.shrink import Budget
+from tests.conftest import require_release
+from tests.integration.test_shrink_seeds import EPISODE1, EPISODE2
+
+pytestmark = pytest.mark.sglang
+
+#: SGLang's .github/ISSUE_TEMPLATE/1-bug-report.yml: its sections and checklist, in order
+SECTIONS = ["## Checklist", "## Describe the bug", "## Reproduction", "## Environment"]
+CHECKLIST = ["I searched related issues but found no solution.", "The bug persists in the latest version.",
+             "Issues without environment info and a minimal reproducible demo are hard to resolve",
+             "If this is not a bug report but a general question", "Please use English."]
+LOCAL = ["/root", "/work", "/tmp", ".cache/bisect-spec", 'File "<string>"', "site-packages"]
+PLACEHOLDERS = ["@draft", "@model", "<model>", "<draft>", "/path/to", "TODO", "<your"]
+NEWEST = "0.5.23"
+EPISODES = {
+    "episode1": (EPISODE1, api.TargetSpec(release="0.5.9", model="kimi-k2.5", draft="eagle3", hardware="rtx-pro-6000"),
+                 "moonshotai/Kimi-K2.5", "/data/eagle3/output_100k_sglang/4"),
+    "episode2": ([EPISODE2], api.TargetSpec(release="0.5.12", model="kimi-k2.6", draft="eagle3", hardware="rtx-pro-6000"),
+                 "moonshotai/Kimi-K2.6", "lightseekorg/kimi-k2.6-eagle3"),
+}
+
+
+@pytest.fixture(scope="module", params=sorted(EPISODES))
+def shrunk(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, api.ShrinkReport, str]:
+    tokens, spec, _, _ = EPISODES[request.param]
+    for release in (str(spec.release), NEWEST):
+        require_release(release)
+    report = api.shrink(tokens, spec, budget=Budget(400, 300), out_dir=tmp_path_factory.mktemp(request.param),
+                        bisect=True)
+    return request.param, report, Path(report.files["bug_report.md"]).read_text()
+
+
+def section(text: str, title: str) -> str:
+    start = text.index(title)
+    following = [text.index(s) for s in SECTIONS if text.index(s) > start]
+    return text[start: min(following) if following else len(text)]
+
+
+def test_the_form_sections_and_checklist_in_order(shrunk: tuple[str, api.ShrinkReport, str]) -> None:
+    _, _, text = shrunk
+    assert text.splitlines()[1].startswith("# [Bug] ")
+    positions = [text.index(s) for s in SECTIONS]
+    assert positions == sorted(positions)
+    checklist = section(text, "## Checklist")
+    ticks = [re.search(rf"^- \[([ x])\] {re.escape(label)}", checklist, re.MULTILINE) for label in CHECKLIST]
+    assert all(ticks), checklist
+    assert ticks[0] is not None and ticks[0][1] == " "  # bisect-spec never searched SGLang's issues
+
+
+def test_no_local_path_and_no_placeholder(shrunk: tuple[str, api.ShrinkReport, str]) -> None:
+    _, report, text = shrunk
+    for word in [*LOCAL, *PLACEHOLDERS, str(environments.home())]:
+        assert word not in text, f"{word!r} in bug_report.md"
+    assert "@draft" not in Path(report.files["launch.sh"]).read_text()
+
+
+def test_the_users_model_and_draft_in_every_command(shrunk: tuple[str, api.ShrinkReport, str]) -> None:
+    name, report, text = shrunk
+    _, _, model, draft = EPISODES[name]
+    commands = [line.strip() for line in section(text, "## Reproduction").splitlines()
+                if "sglang.launch_server" in line]
+    assert len(commands) >= 2, "the minimal command and at least one workaround"
+    for command in commands:
+        assert f"--model-path {model}" in command and f"--speculative-draft-model-path {draft}" in command, command
+        assert "--speculative-algorithm" in command  # switching speculation off is never a workaround
+    launch = Path(report.files["launch.sh"]).read_text()
+    assert model in launch and draft in launch
+
+
+def test_the_failing_statement_and_its_guard_are_quoted(shrunk: tuple[str, api.ShrinkReport, str]) -> None:
+    _, report, text = shrunk
+    frame = (report.minimal or report.original).frame
+    described = section(text, "## Describe the bug")
+    assert str(frame["statement"]) in described
+    assert str(frame["guard"]["text"]).strip() in described
+    assert f"sglang/{frame['file']}" in described
+
+
+def test_newest_release_verdict_and_first_bad_release(shrunk: tuple[str, api.ShrinkReport, str]) -> None:
+    _, report, text = shrunk
+    newest = report.history["newest"]
+    assert newest.release == NEWEST
+    persists = re.search(r"^- \[([ x])\] The bug persists in the latest version\. \*\((.*)\)\*$", text, re.MULTILINE)
+    assert persists is not None and f"SGLang {NEWEST}" in persists[2]
+    assert (persists[1] == "x") == newest.same
+    bisection = report.history["bisection"]
+    assert bisection.get("first_bad"), bisection
+    assert f"First bad release: SGLang {bisection['first_bad']}" in section(text, "## Describe the bug")
+
+
+def test_environment_is_check_env_of_the_simulated_box(shrunk: tuple[str, api.ShrinkReport, str]) -> None:
+    name, _, text = shrunk
+    environment = section(text, "## Environment")
+    release = str(EPISODES[name][1].release)
+    assert "Simulated, not measured" in environment and "python3 -m sglang.check_env" in environment
+    assert "GPU 0,1,2,3,4,5,6,7: NVIDIA RTX PRO 6000 Blackwell Server Edition" in environment
+    assert f"\nsglang: {release}\n" in environment and "bisect-spec" in environment
+
+
+def test_workarounds_keep_intent_first_with_reasons(shrunk: tuple[str, api.ShrinkReport, str]) -> None:
+    name, report, text = shrunk
+    fixes = (report.fixes or {})["fixes"]
+    assert fixes and all(f["verified"] and f.get("reason") for f in fixes)
+    assert fixes[0]["keeps_intent"]
+    if name == "episode1":  # the user's chain of 16 drafts (top-k 1) is kept: the natural fix comes first
+        assert fixes[0]["edits"] == ["add --speculative-num-steps 15"]
+        assert "keeps every flag and value you gave" in section(text, "## Reproduction")
