@@ -7,6 +7,9 @@ and ``model_path="dummy"`` shortcuts would skip most checks. A draft profile is 
 EAGLE/EAGLE3/standalone drafts are materialised per target (an EAGLE3 head's hidden size
 must match its target); a recipe's ``published`` maps a target to the Hugging Face id of a
 published draft of that kind (a bug report's launch command names it), NEXTN uses the target itself and NGRAM has no draft model.
+A draft profile that names a ``target`` is a published draft's own ``config.json`` (no
+``@target`` values): it belongs to that one model profile and is refused for any other, since
+a head trained for one target does not describe a draft for another.
 Hardware profiles describe a GPU box for ``simulated_gpu``.
 
 Everything materialised goes under ``environments.home()/profiles`` with deterministic
@@ -53,6 +56,19 @@ def model_names() -> list[str]:
 
 def draft_names() -> list[str]:
     return _names("drafts")
+
+
+def published_drafts() -> dict[str, str]:
+    """Draft profiles that are one published draft's ``config.json``: name -> its model profile."""
+    recipes = {name: _read_json(_data("drafts", f"{name}.json"), "draft profile") for name in draft_names()}
+    return {name: str(recipe["target"]) for name, recipe in recipes.items() if "target" in recipe}
+
+
+def draft_recipe(name: str) -> dict[str, Any]:
+    """A shipped draft profile's recipe as written (``config`` may hold ``@target.X`` values)."""
+    if name not in draft_names():
+        raise _unknown("draft", name, draft_names())
+    return _read_json(_data("drafts", f"{name}.json"), "draft profile")
 
 
 def hardware_names() -> list[str]:
@@ -147,7 +163,7 @@ def load_model(name: str | None = None, *, path: str | None = None) -> ModelProf
 def load_draft(name: str | None, model: ModelProfile, *, path: str | None = None) -> DraftProfile | None:
     """A draft profile materialised for ``model`` (or a user's draft directory).
 
-    :raises ProfileError: unknown name or unreadable directory.
+    :raises ProfileError: unknown name, unreadable directory, or a published draft of another model.
     """
     if path is not None:
         directory = Path(path).expanduser().resolve()
@@ -159,10 +175,13 @@ def load_draft(name: str | None, model: ModelProfile, *, path: str | None = None
         return DraftProfile(directory.name, "user", algorithm, directory)
     if name is None or name == "none":
         return None
-    names = draft_names()
-    if name not in names:
-        raise _unknown("draft", name, names, "; or pass --draft-path DIR")
-    recipe = _read_json(_data("drafts", f"{name}.json"), "draft profile")
+    if name not in draft_names():
+        raise _unknown("draft", name, draft_names(), "; or pass --draft-path DIR")
+    recipe = draft_recipe(name)
+    target_name = recipe.get("target")
+    if target_name is not None and target_name != model.name:
+        raise ProfileError(f"draft '{name}' is the published draft of the '{target_name}' profile, not of "
+                           f"'{model.name}': pass --model {target_name}, or --draft eagle3 for {model.name}")
     kind = str(recipe["kind"])
     if kind in ("nextn", "ngram"):
         return DraftProfile(name, kind, str(recipe["algorithm"]), None)

@@ -45,6 +45,26 @@ def test_eagle3_draft_matches_its_target() -> None:
         assert config["vocab_size"] == model.text_config["vocab_size"]
 
 
+def test_a_published_draft_is_its_own_config_for_its_own_target() -> None:
+    published = profiles.published_drafts()
+    assert len(published) >= 5
+    for name, target in published.items():
+        assert target in profiles.model_names(), name
+        recipe = profiles.draft_recipe(name)
+        assert "@target." not in json.dumps(recipe["config"]), name  # nothing borrowed from the target
+        draft = profiles.load_draft(name, profiles.load_model(target))
+        assert draft is not None and draft.path is not None and draft.algorithm == "EAGLE3"
+        assert json.loads((draft.path / "config.json").read_text()) == recipe["config"]
+        # an EAGLE3 head reads the target's hidden states: its hidden size is the target's
+        assert recipe["config"]["hidden_size"] == profiles.load_model(target).text_config["hidden_size"], name
+
+
+def test_a_published_draft_refuses_another_target() -> None:
+    with pytest.raises(ProfileError, match=r"draft 'specforge-eagle3-qwen3-32b' is the published draft of the "
+                                           r"'qwen3-32b' profile, not of 'llama-3.1-8b': pass --model qwen3-32b"):
+        profiles.load_draft("specforge-eagle3-qwen3-32b", profiles.load_model("llama-3.1-8b"))
+
+
 def test_nextn_and_ngram_have_no_draft_path() -> None:
     model = profiles.load_model("deepseek-v3")
     for name in ("nextn", "ngram"):
