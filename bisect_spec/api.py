@@ -737,16 +737,22 @@ def _bisect_config(tokens: Sequence[str], spec: TargetSpec) -> tuple[Config, Tar
     return config, spec, notes
 
 
-def bisect(tokens: Sequence[str], spec: TargetSpec | None = None, *, good: str | None = None, bad: str | None = None,
+def bisect(tokens: Sequence[str], spec: TargetSpec | None = None, *, old: str | None = None, new: str | None = None,
            releases: Sequence[str] | None = None, moves: bool = True, progress: Callable[[str], None] | None = None,
-           timeout: float = 120.0, repo: str | Path | None = None) -> Any:
-    """Find the first release where a configuration's verdict changes, and where its failure moved.
+           timeout: float = 120.0, repo: str | Path | None = None, terms: tuple[str, str] = ("old", "new"),
+           scan: bool = False, end_names: tuple[str, str] = ("--old", "--new")) -> Any:
+    """Find the first release whose verdict for a configuration differs from the ``old`` release's,
+    and where its failure moved (``git bisect``'s old/new: a regression or a fix alike).
 
     Speculative flags without ``--speculative-algorithm`` get the draft's algorithm (EAGLE3 for
     ``--draft eagle3``): without one, SGLang switches speculation off and checks nothing.
     With ``repo`` (a local SGLang clone), the first verdict change is then bisected down to the
     commit, between the two releases' tags (:func:`bisect_commits`): the report's ``commits``.
 
+    :param old: the older end (default: the oldest known release); ``new`` the newer end.
+    :param terms: what the old and the new verdict are called (``("good", "bad")``, ``("broken", "fixed")``).
+    :param scan: evaluate every installed release of the range, for histories that are not monotone.
+    :param end_names: the options that named the ends, for messages.
     :return: a :class:`~bisect_spec.timeline.BisectReport`.
     :raises UsageError: no flags, unknown release, ends in the wrong order, ``repo`` not a clone.
     """
@@ -757,8 +763,8 @@ def bisect(tokens: Sequence[str], spec: TargetSpec | None = None, *, good: str |
     spec = spec or TargetSpec()
     clone = sources.Repo(repo) if repo is not None else None  # a bad path fails now, not after the releases
     config, spec, notes = _bisect_config(tokens, spec)
-    report = bisect_releases(config, spec, good=good, bad=bad, candidates=releases, moves=moves, progress=progress,
-                             timeout=timeout)
+    report = bisect_releases(config, spec, old=old, new=new, candidates=releases, moves=moves, progress=progress,
+                             timeout=timeout, terms=terms, scan=scan, end_names=end_names)
     report.notes[:0] = notes
     if clone is not None:
         if report.last_good is None or report.first_bad is None:
@@ -770,6 +776,11 @@ def bisect(tokens: Sequence[str], spec: TargetSpec | None = None, *, good: str |
             except SourceError as exc:  # keep what the releases found
                 report.notes.append(f"commits not bisected: {exc}")
     return report
+
+
+def is_release_name(value: str) -> bool:
+    """Whether ``value`` names an SGLang release this tool knows (pinned or installed), not a git revision."""
+    return value in set(environments.known_releases()) | set(environments.installed())
 
 
 def bisect_commits(tokens: Sequence[str], spec: TargetSpec | None = None, *, repo: str | Path, old: str, new: str,
