@@ -831,6 +831,8 @@ def report_input(target: str | Path, *, runs_dir: Path = Path("runs")) -> Any:
     from .report import NightlyInput, SweepInput
 
     path = Path(target)
+    if not path.exists() and not path.is_absolute() and "/" not in str(target) and runs_dir.is_dir():
+        path = runs_dir / store.resolve_run_id(runs_dir, str(target))  # an id, latest, or a unique prefix
     if not path.exists() and not path.is_absolute() and (runs_dir / path).is_dir():
         path = runs_dir / path
     if not path.exists():

@@ -297,6 +297,37 @@ def sweep(**kwargs: Any) -> api.SweepResult:
 
 
 @main.group()
+def strategies() -> None:
+    """Sweep strategies: the flag spaces --strategy names.
+
+    Example:
+
+        bisect-spec strategies list
+    """
+
+
+@strategies.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable list (schema bisect-spec/strategies/1).")
+def strategies_list(as_json: bool) -> None:
+    """List the shipped strategies with what each sweeps (a .toml file of your own works too).
+
+    Example:
+
+        bisect-spec strategies list --json
+    """
+    from .plan import load_strategy, strategy_names
+
+    rows = [load_strategy(name) for name in strategy_names()]
+    if as_json:
+        click.echo(json.dumps({"schema": "bisect-spec/strategies/1", "strategies": [
+            {"name": r.name, "description": r.description, "strength": r.strength, "core_strength": r.core_strength,
+             "random_budget": r.random_budget} for r in rows]}, indent=2, sort_keys=True))
+        return
+    click.echo(render.table(["strategy", "what it sweeps", "random budget"],
+                            [[r.name, r.description, r.random_budget] for r in rows], max_width=100))
+
+
+@main.group()
 def runs() -> None:
     """Read stored runs.
 
@@ -307,7 +338,8 @@ def runs() -> None:
 
 
 @runs.command("list")
-@click.option("--runs-dir", type=click.Path(file_okay=False), default="runs", show_default=True)
+@click.option("--runs-dir", type=click.Path(file_okay=False), default="runs", show_default=True,
+              help="Where runs are stored.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable list (schema bisect-spec/runs/1).")
 def runs_list(runs_dir: str, as_json: bool) -> None:
     """List runs: target, strategy, progress, signatures.
@@ -331,17 +363,24 @@ def runs_list(runs_dir: str, as_json: bool) -> None:
 
 @runs.command("show")
 @click.argument("run")
-@click.option("--runs-dir", type=click.Path(file_okay=False), default="runs", show_default=True)
+@click.option("--runs-dir", type=click.Path(file_okay=False), default="runs", show_default=True,
+              help="Where runs are stored.")
 @click.option("--json", "as_json", is_flag=True, help="The stored summary as JSON.")
 def runs_show(run: str, runs_dir: str, as_json: bool) -> None:
     """Show a stored run's summary (or its progress if it did not finish).
 
+    RUN is a run id, latest (the newest run), or the unique beginning of an id or of
+    its last part (20261130-17, ab12).
+
     Example:
+
+        bisect-spec runs show latest
 
         bisect-spec runs show 20261130-171500-kimi-k2.6-0.5.23-ab12
     """
     from . import store
 
+    run = store.resolve_run_id(Path(runs_dir), run)
     meta, entries, summary = store.read_run(Path(runs_dir), run)
     if as_json:
         click.echo(json.dumps({"schema": "bisect-spec/run-show/1", "run": run, "meta": meta, "recorded": len(entries),
@@ -606,12 +645,15 @@ def bisect(old: str | None, new: str | None, good: str | None, bad: str | None, 
 
     Example:
 
+    \b
         bisect-spec bisect --model deepseek-v3 --draft eagle3 --old 0.4.6 -- \\
             --speculative-num-steps 1 --speculative-num-draft-tokens 3
 
+    \b
         bisect-spec bisect --model deepseek-v3 --fixed --old 0.5.3 --new 0.5.23 --scan -- \\
             --speculative-num-steps 1 --speculative-num-draft-tokens 3
 
+    \b
         bisect-spec bisect --model deepseek-v3 --repo ~/sglang --old v0.5.1.post3 --new v0.5.2 -- \\
             --speculative-num-steps 1 --speculative-num-draft-tokens 3
     """
