@@ -699,8 +699,10 @@ def write_reproducers(session: Session, report: ShrinkReport, out_dir: Path) -> 
 
 def shrink(tokens: Sequence[str], spec: TargetSpec | None = None, *, budget: Any = None, fix: bool = True,
            out_dir: Path | None = None, on_start: Callable[[Session], None] | None = None,
-           timeout: float = 60.0) -> ShrinkReport:
+           timeout: float = 60.0, runs_dir: Path = Path("runs")) -> ShrinkReport:
     """Shrink a failing configuration (flags or a pasted launch command) to a 1-minimal reproducer.
+
+    :param out_dir: where the reproducers go (default ``runs_dir/shrink-<signature>``).
 
     :raises UsageError: bad flags, or the configuration passes (nothing to shrink).
     """
@@ -712,7 +714,7 @@ def shrink(tokens: Sequence[str], spec: TargetSpec | None = None, *, budget: Any
         signature = first.signature
         assert signature is not None
         report = shrink_in_session(session, full, budget=budget, fix=fix, first=first,
-                                   out_dir=out_dir or Path("runs") / f"shrink-{signature.id}")
+                                   out_dir=out_dir or runs_dir / f"shrink-{signature.id}")
         report.notes[:0] = notes
         return report
 

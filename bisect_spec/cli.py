@@ -131,6 +131,35 @@ def announce_hardware(session: Session) -> None:
                        f"({hardware.record.get('gpu_name')}); choose with --hardware", err=True)
 
 
+def deprecated_option(old: str, new: str, note: str = "") -> Callable[[F], F]:
+    """A hidden option ``old`` kept for scripts written before it became ``new``: it still works,
+    says so in one line on stderr, and is refused together with ``new`` (one name per meaning).
+
+    Checked when the command runs, not in an option callback: callbacks run in command-line
+    order, so ``new`` may not be parsed yet when ``old`` is.
+    """
+    import functools
+
+    old_name, new_name = (name.lstrip("-").replace("-", "_") for name in (old, new))
+
+    def decorator(func: F) -> F:
+        @functools.wraps(func)
+        def checked(*args: Any, **kwargs: Any) -> Any:
+            from click.core import ParameterSource
+
+            if kwargs.get(old_name) is not None:
+                if click.get_current_context().get_parameter_source(new_name) is ParameterSource.COMMANDLINE:
+                    raise _UsageFailure(f"{old} is the old name of {new}: give only {new}")
+                click.echo(f"warning: {old} is deprecated: use {new}{f' ({note})' if note else ''}", err=True)
+            return func(*args, **kwargs)
+
+        option = click.option(old, type=click.Path(file_okay=False), default=None, hidden=True,
+                              help=f"Deprecated: use {new}.")
+        return option(checked)  # type: ignore[return-value]
+
+    return decorator
+
+
 def sweep_options(func: F) -> F:
     """Options of a sweep (shared by the bare command and ``sweep``)."""
     options = [
@@ -428,11 +457,13 @@ def probe(as_json: bool, timeout: float, flags: tuple[str, ...], **kwargs: Any) 
 @click.option("--json", "as_json", is_flag=True, help="Print the documented JSON (schema bisect-spec/shrink/1).")
 @click.option("--max-evaluations", type=int, default=2000, show_default=True, help="Evaluation budget.")
 @click.option("--max-seconds", type=float, default=600.0, show_default=True, help="Time budget.")
-@click.option("--no-fix", is_flag=True, help="Skip the search for the nearest working configuration.")
-@click.option("--out", type=click.Path(file_okay=False), default=None,
-              help="Where reproducers go (default runs/shrink-<signature>).")
+@click.option("--fix/--no-fix", default=True, show_default=True,
+              help="Also search the nearest working configuration.")
+@click.option("--runs-dir", type=click.Path(file_okay=False), default="runs", show_default=True,
+              help="Where runs are stored: reproducers go to RUNS_DIR/shrink-<signature>.")
+@deprecated_option("--out", "--runs-dir", "reproducers go to RUNS_DIR/shrink-<signature>")
 @click.argument("flags", nargs=-1, type=click.UNPROCESSED)
-def shrink(as_json: bool, max_evaluations: int, max_seconds: float, no_fix: bool, out: str | None,
+def shrink(as_json: bool, max_evaluations: int, max_seconds: float, fix: bool, runs_dir: str, out: str | None,
            flags: tuple[str, ...], **kwargs: Any) -> api.ShrinkReport:
     """Shrink a failing configuration to a 1-minimal reproducer, explain it, and find fixes.
 
@@ -449,8 +480,8 @@ def shrink(as_json: bool, max_evaluations: int, max_seconds: float, no_fix: bool
     from .shrink import Budget
 
     spec = spec_from(kwargs)
-    report = api.shrink(list(flags), spec, budget=Budget(max_evaluations, max_seconds), fix=not no_fix,
-                        out_dir=Path(out) if out else None, on_start=announce_hardware)
+    report = api.shrink(list(flags), spec, budget=Budget(max_evaluations, max_seconds), fix=fix,
+                        out_dir=Path(out) if out else None, runs_dir=Path(runs_dir), on_start=announce_hardware)
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2, sort_keys=True))
         return report
@@ -722,16 +753,17 @@ EXIT_REGRESSION = 3
 @main.command()
 @click.option("--matrix", "matrix_file", required=True, type=click.Path(dir_okay=False), metavar="FILE",
               help="Matrix file (TOML): releases × models × drafts × hardware; see examples/nightly-matrix.toml.")
-@click.option("--out", type=click.Path(file_okay=False), default="nightlies", show_default=True,
-              help="Where nightlies are stored (and the baseline is looked up).")
+@click.option("--runs-dir", type=click.Path(file_okay=False), default="nightlies", show_default=True,
+              help="Where nightlies are stored, each with its cells' runs (and the baseline is looked up).")
+@deprecated_option("--out", "--runs-dir")
 @click.option("--baseline", default="latest", show_default=True, metavar="ID|PATH|latest|none",
               help="Nightly to compare against; latest = the newest finished one of the same matrix name.")
 @click.option("--resume", metavar="ID", default=None, help="Continue an interrupted nightly.")
 @click.option("--jobs", "-j", type=int, default=None, help="Parallel workers per cell (default: CPU cores).")
 @click.option("--no-install", is_flag=True, help="Skip cells whose release is not installed instead of building it.")
 @click.option("--json", "as_json", is_flag=True, help="Print nightly.json (schema bisect-spec/nightly/1).")
-def nightly(matrix_file: str, out: str, baseline: str, resume: str | None, jobs: int | None, no_install: bool,
-            as_json: bool, executor: str = "local", address: str | None = None) -> None:
+def nightly(matrix_file: str, runs_dir: str, out: str | None, baseline: str, resume: str | None, jobs: int | None,
+            no_install: bool, as_json: bool, executor: str = "local", address: str | None = None) -> None:
     """Run the compatibility matrix and compare it with the previous nightly.
 
     Each cell (release × model × draft × hardware) is a sweep with the matrix's
@@ -741,14 +773,14 @@ def nightly(matrix_file: str, out: str, baseline: str, resume: str | None, jobs:
 
     Example:
 
-        bisect-spec nightly --matrix examples/nightly-matrix.toml --out nightlies
+        bisect-spec nightly --matrix examples/nightly-matrix.toml --runs-dir nightlies
 
         bisect-spec nightly --matrix examples/nightly-matrix.toml --executor ray --address auto
     """
     def progress(message: str) -> None:
         click.echo(f"… {message}", err=True)
 
-    data = api.nightly(matrix_file, out=Path(out), resume=resume, baseline=baseline, jobs=jobs,
+    data = api.nightly(matrix_file, out=Path(out or runs_dir), resume=resume, baseline=baseline, jobs=jobs,
                        progress=None if as_json else progress, install=not no_install, executor=executor,
                        address=address)
     if as_json:
