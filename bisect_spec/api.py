@@ -199,7 +199,12 @@ def _first_evaluation(tokens: Sequence[str], spec: TargetSpec | None, *, jobs: i
         session.start()
         if on_start:
             on_start(session)
-        full = session.with_draft(config)
+        merged = session.merge_config_file(config)
+        if merged != config:
+            given = config.get("--config") or ("",)
+            notes.append(f"--config {given[0]}: its options merged as SGLang {target.release} merges them "
+                         f"(the command line wins): {' '.join(merged.without(*config.flags()).argv()) or 'nothing new'}")
+        full = session.with_draft(merged)
         if full != config:
             notes.append(f"added --speculative-draft-model-path for the '{target.draft.name if target.draft else ''}' draft")
         missing = session.missing_draft(full)
@@ -731,7 +736,8 @@ def _bisect_config(tokens: Sequence[str], spec: TargetSpec) -> tuple[Config, Tar
         raise UsageError("no flags to bisect: pass SGLang flags after --, "
                          "e.g. bisect-spec bisect -- --speculative-algorithm EAGLE3 --speculative-num-draft-tokens 3")
     flags = config.flags()
-    if "--speculative-algorithm" not in flags and any(f.startswith(SPECULATIVE_PREFIX) for f in flags) and spec.draft:
+    if "--speculative-algorithm" not in flags and any(f.startswith(SPECULATIVE_PREFIX) for f in flags) and spec.draft \
+            and "--config" not in flags:  # the file may name the algorithm: a flag added here would override it
         draft = profiles.load_draft(spec.draft, profiles.load_model(spec.model, path=spec.model_path), path=spec.draft_path)
         if draft is not None and draft.algorithm:
             config = config.with_("--speculative-algorithm", draft.algorithm)

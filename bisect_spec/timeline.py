@@ -203,7 +203,7 @@ class _Prober:
         record["built"] = release in self.built
         try:
             try:
-                config = session.with_draft(session.canonical(self.config))
+                config = session.with_draft(session.merge_config_file(session.canonical(self.config)))
             except UsageError as exc:
                 record.update(key=refusal_key(str(exc)), verdict="usage", headline=str(exc))
             else:
