@@ -131,7 +131,7 @@ def announce_hardware(session: Session) -> None:
                        f"({hardware.record.get('gpu_name')}); choose with --hardware", err=True)
 
 
-def deprecated_option(old: str, new: str, note: str = "") -> Callable[[F], F]:
+def deprecated_option(old: str, new: str, note: str = "", *, kind: Any = None) -> Callable[[F], F]:
     """A hidden option ``old`` kept for scripts written before it became ``new``: it still works,
     says so in one line on stderr, and is refused together with ``new`` (one name per meaning).
 
@@ -153,7 +153,7 @@ def deprecated_option(old: str, new: str, note: str = "") -> Callable[[F], F]:
                 click.echo(f"warning: {old} is deprecated: use {new}{f' ({note})' if note else ''}", err=True)
             return func(*args, **kwargs)
 
-        option = click.option(old, type=click.Path(file_okay=False), default=None, hidden=True,
+        option = click.option(old, type=kind or click.Path(file_okay=False), default=None, hidden=True,
                               help=f"Deprecated: use {new}.")
         return option(checked)  # type: ignore[return-value]
 
@@ -865,7 +865,7 @@ executor_options(nightly)
 
 def _launch_options(func: F) -> F:
     options = [
-        click.option("--timeout", default=600.0, show_default=True,
+        click.option("--launch-timeout", default=600.0, show_default=True,
                      help="Seconds a launch may take to become ready before it counts as timed-out."),
         click.option("--runs-dir", type=click.Path(file_okay=False), default="runs", show_default=True,
                      help="Where launch logs and reports are stored."),
@@ -877,7 +877,8 @@ def _launch_options(func: F) -> F:
     ]
     for option in reversed(options):
         func = option(func)
-    return func
+    # --timeout is the evaluation's time limit in probe and bisect: a launch's is --launch-timeout everywhere
+    return deprecated_option("--timeout", "--launch-timeout", kind=float)(func)
 
 
 def _server_command(value: str | None) -> list[str] | None:
@@ -897,8 +898,8 @@ def _launch_header(target: dict[str, Any], mode: str) -> str:
 @click.option("--repeat", default=1, show_default=True, help="Launch this many times; differing ends are reported as flaky.")
 @click.option("--json", "as_json", is_flag=True, help="Print the documented JSON (schema bisect-spec/launch/1).")
 @click.argument("flags", nargs=-1, type=click.UNPROCESSED)
-def launch_command(flags: tuple[str, ...], timeout: float, runs_dir: str, launch_without_gpu: bool,
-                   server_command: str | None, repeat: int, as_json: bool, **kwargs: Any) -> None:
+def launch_command(flags: tuple[str, ...], launch_timeout: float, timeout: float | None, runs_dir: str,
+                   launch_without_gpu: bool, server_command: str | None, repeat: int, as_json: bool, **kwargs: Any) -> None:
     """Really start SGLang's server with FLAGS; report ready / resolution-failed / failed-later / timed-out.
 
     The server runs on 127.0.0.1 on a free port, its whole process tree is stopped
@@ -913,7 +914,7 @@ def launch_command(flags: tuple[str, ...], timeout: float, runs_dir: str, launch
             --tp 8 --speculative-algorithm EAGLE3 --speculative-draft-model-path /models/eagle3
     """
     spec = spec_from(kwargs)
-    report = api.launch(list(flags), spec, repeat=repeat, timeout=timeout, runs_dir=Path(runs_dir),
+    report = api.launch(list(flags), spec, repeat=repeat, timeout=timeout or launch_timeout, runs_dir=Path(runs_dir),
                         allow_without_gpu=launch_without_gpu, server_command=_server_command(server_command))
     data = report.to_dict()
     if as_json:
@@ -953,8 +954,8 @@ def _crosscheck_table(report: api.CrosscheckReport) -> str:
 @click.option("--passing", default=3, show_default=True, help="With a run id: how many passing configurations to launch too.")
 @click.option("--json", "as_json", is_flag=True, help="Print the documented JSON (schema bisect-spec/crosscheck/1).")
 @click.argument("source")
-def crosscheck_command(source: str, timeout: float, runs_dir: str, launch_without_gpu: bool, server_command: str | None,
-                       passing: int, as_json: bool, **kwargs: Any) -> None:
+def crosscheck_command(source: str, launch_timeout: float, timeout: float | None, runs_dir: str, launch_without_gpu: bool,
+                       server_command: str | None, passing: int, as_json: bool, **kwargs: Any) -> None:
     """Compare the in-process verdict with a real launch for each configuration of SOURCE.
 
     SOURCE is a file with one configuration per line (SGLang flags or a pasted command)
@@ -968,7 +969,7 @@ def crosscheck_command(source: str, timeout: float, runs_dir: str, launch_withou
     """
     spec = spec_from(kwargs)
     configs = api.configs_to_crosscheck(source, Path(runs_dir), passing=passing)
-    report = api.crosscheck(configs, spec, timeout=timeout, runs_dir=Path(runs_dir),
+    report = api.crosscheck(configs, spec, timeout=timeout or launch_timeout, runs_dir=Path(runs_dir),
                             allow_without_gpu=launch_without_gpu, server_command=_server_command(server_command))
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2, sort_keys=True))

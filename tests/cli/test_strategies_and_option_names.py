@@ -66,3 +66,14 @@ def test_shrink_takes_fix_like_sweep() -> None:
         command = main.commands[name]
         assert any(p.opts == ["--fix"] and p.secondary_opts == ["--no-fix"] for p in command.params
                    if isinstance(p, click.Option)), name
+
+
+def test_timeout_is_an_evaluations_limit_and_launch_timeout_a_launchs() -> None:
+    assert commands_with("--timeout") == ["probe", "bisect"]
+    assert commands_with("--launch-timeout") == ["sweep", "shrink", "launch", "crosscheck"]
+
+
+def test_launch_timeout_and_its_old_name_together_are_refused() -> None:
+    code, output = run("crosscheck", "--timeout", "5", "--launch-timeout", "3", "configs.txt")
+    assert code == 2
+    assert error_line(output) == "Error: --timeout is the old name of --launch-timeout: give only --launch-timeout"
