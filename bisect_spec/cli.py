@@ -460,8 +460,8 @@ def probe(as_json: bool, timeout: float, flags: tuple[str, ...], **kwargs: Any) 
 @click.option("--fix/--no-fix", default=True, show_default=True,
               help="Also search the nearest working configuration.")
 @click.option("--runs-dir", type=click.Path(file_okay=False), default="runs", show_default=True,
-              help="Where runs are stored: reproducers go to RUNS_DIR/shrink-<signature>.")
-@deprecated_option("--out", "--runs-dir", "reproducers go to RUNS_DIR/shrink-<signature>")
+              help="Where runs are stored: reproducers go under RUNS_DIR/shrink-<signature>.")
+@deprecated_option("--out", "--runs-dir", "reproducers then go under RUNS_DIR/shrink-<signature>")
 @click.argument("flags", nargs=-1, type=click.UNPROCESSED)
 def shrink(as_json: bool, max_evaluations: int, max_seconds: float, fix: bool, runs_dir: str, out: str | None,
            flags: tuple[str, ...], **kwargs: Any) -> api.ShrinkReport:
