@@ -209,6 +209,9 @@ def open_run(runs_dir: Path, run_id: str) -> Run:
     :raises StoreError: no such run, not a run directory, unreadable metadata, or locked.
     """
     path = Path(run_id) if ("/" in run_id and Path(run_id).is_dir()) else runs_dir / run_id
+    if not path.is_dir() and "/" not in run_id and any(
+            run_id == "latest" or i.startswith(run_id) or i.rsplit("-", 1)[-1].startswith(run_id) for i in run_ids(runs_dir)):
+        path = runs_dir / resolve_run_id(runs_dir, run_id)  # latest, or a unique prefix (an ambiguous one is refused)
     if not path.is_dir():
         known = list_runs(runs_dir)
         hint = f"; recent runs: {', '.join(r['id'] for r in known[-3:])}" if known else ""

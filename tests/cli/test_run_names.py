@@ -57,3 +57,13 @@ def test_report_takes_a_run_prefix_too(runs_dir: Path) -> None:
     code, output = run("report", "5ae9", "--runs-dir", str(runs_dir), "--format", "json")
     assert code == 0, output
     assert json.loads(output)["id"] == IDS[0]
+
+
+def test_resume_takes_run_names_too_and_refuses_an_ambiguous_one(runs_dir: Path) -> None:
+    code, output = run("sweep", "--resume", "3f", "--runs-dir", str(runs_dir))
+    assert code == 2
+    assert error_line(output) == (f"Error: run '3f' is ambiguous in {runs_dir}: it could be {IDS[1]}, {IDS[2]}; "
+                                  "type more of the id")
+    code, output = run("sweep", "--resume", "nope", "--runs-dir", str(runs_dir))  # no match: the message as before
+    assert code == 1
+    assert error_line(output) == f"Error: no run 'nope' in {runs_dir}; recent runs: {', '.join(IDS)}"
