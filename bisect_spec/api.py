@@ -200,7 +200,12 @@ def _first_evaluation(tokens: Sequence[str], spec: TargetSpec | None, *, jobs: i
         session.start()
         if on_start:
             on_start(session)
-        full = session.with_draft(config)
+        merged = session.merge_config_file(config)
+        if merged != config:
+            given = config.get("--config") or ("",)
+            notes.append(f"--config {given[0]}: its options merged as SGLang {target.release} merges them "
+                         f"(the command line wins): {' '.join(merged.without(*config.flags()).argv()) or 'nothing new'}")
+        full = session.with_draft(merged)
         if full != config:
             notes.append(f"added --speculative-draft-model-path for the '{target.draft.name if target.draft else ''}' draft")
         missing = session.missing_draft(full)
@@ -878,12 +883,14 @@ def _before_words(record: dict[str, Any]) -> str:
 
 def shrink(tokens: Sequence[str], spec: TargetSpec | None = None, *, budget: Any = None, fix: bool = True,
            out_dir: Path | None = None, on_start: Callable[[Session], None] | None = None,
-           timeout: float = 60.0, bisect: bool = False, progress: Callable[[int], None] | None = None) -> ShrinkReport:
+           timeout: float = 60.0, bisect: bool = False, progress: Callable[[int], None] | None = None,
+           runs_dir: Path = Path("runs")) -> ShrinkReport:
     """Shrink a failing configuration (flags or a pasted launch command) to a 1-minimal reproducer.
 
     The bug report evaluates the reproducer on the newest installed release too and, with
     ``bisect``, bisects it across the installed releases for its first bad release.
 
+    :param out_dir: where the reproducers go (default ``runs_dir/shrink-<signature>``).
     :param progress: called with the number of evaluations so far, after each.
 
     :raises UsageError: bad flags, or the configuration passes (nothing to shrink).
@@ -905,7 +912,7 @@ def shrink(tokens: Sequence[str], spec: TargetSpec | None = None, *, budget: Any
             history = release_history(reported_config(session, report), spec, session, found, bisect=bisect,
                                       timeout=max(timeout, 120.0))
             report.history = history
-            report.files = write_reproducers(session, report, out_dir or Path("runs") / f"shrink-{found.id}",
+            report.files = write_reproducers(session, report, out_dir or runs_dir / f"shrink-{found.id}",
                                              names=names, history=history)
         return report
 
@@ -922,7 +929,8 @@ def _bisect_config(tokens: Sequence[str], spec: TargetSpec) -> tuple[Config, Tar
         raise UsageError("no flags to bisect: pass SGLang flags after --, "
                          "e.g. bisect-spec bisect -- --speculative-algorithm EAGLE3 --speculative-num-draft-tokens 3")
     flags = config.flags()
-    if "--speculative-algorithm" not in flags and any(f.startswith(SPECULATIVE_PREFIX) for f in flags) and spec.draft:
+    if "--speculative-algorithm" not in flags and any(f.startswith(SPECULATIVE_PREFIX) for f in flags) and spec.draft \
+            and "--config" not in flags:  # the file may name the algorithm: a flag added here would override it
         draft = profiles.load_draft(spec.draft, profiles.load_model(spec.model, path=spec.model_path), path=spec.draft_path)
         if draft is not None and draft.algorithm:
             config = config.with_("--speculative-algorithm", draft.algorithm)
@@ -930,16 +938,22 @@ def _bisect_config(tokens: Sequence[str], spec: TargetSpec) -> tuple[Config, Tar
     return config, spec, notes
 
 
-def bisect(tokens: Sequence[str], spec: TargetSpec | None = None, *, good: str | None = None, bad: str | None = None,
+def bisect(tokens: Sequence[str], spec: TargetSpec | None = None, *, old: str | None = None, new: str | None = None,
            releases: Sequence[str] | None = None, moves: bool = True, progress: Callable[[str], None] | None = None,
-           timeout: float = 120.0, repo: str | Path | None = None) -> Any:
-    """Find the first release where a configuration's verdict changes, and where its failure moved.
+           timeout: float = 120.0, repo: str | Path | None = None, terms: tuple[str, str] = ("old", "new"),
+           scan: bool = False, end_names: tuple[str, str] = ("--old", "--new")) -> Any:
+    """Find the first release whose verdict for a configuration differs from the ``old`` release's,
+    and where its failure moved (``git bisect``'s old/new: a regression or a fix alike).
 
     Speculative flags without ``--speculative-algorithm`` get the draft's algorithm (EAGLE3 for
     ``--draft eagle3``): without one, SGLang switches speculation off and checks nothing.
     With ``repo`` (a local SGLang clone), the first verdict change is then bisected down to the
     commit, between the two releases' tags (:func:`bisect_commits`): the report's ``commits``.
 
+    :param old: the older end (default: the oldest known release); ``new`` the newer end.
+    :param terms: what the old and the new verdict are called (``("good", "bad")``, ``("broken", "fixed")``).
+    :param scan: evaluate every installed release of the range, for histories that are not monotone.
+    :param end_names: the options that named the ends, for messages.
     :return: a :class:`~bisect_spec.timeline.BisectReport`.
     :raises UsageError: no flags, unknown release, ends in the wrong order, ``repo`` not a clone.
     """
@@ -950,8 +964,8 @@ def bisect(tokens: Sequence[str], spec: TargetSpec | None = None, *, good: str |
     spec = spec or TargetSpec()
     clone = sources.Repo(repo) if repo is not None else None  # a bad path fails now, not after the releases
     config, spec, notes = _bisect_config(tokens, spec)
-    report = bisect_releases(config, spec, good=good, bad=bad, candidates=releases, moves=moves, progress=progress,
-                             timeout=timeout)
+    report = bisect_releases(config, spec, old=old, new=new, candidates=releases, moves=moves, progress=progress,
+                             timeout=timeout, terms=terms, scan=scan, end_names=end_names)
     report.notes[:0] = notes
     if clone is not None:
         if report.last_good is None or report.first_bad is None:
@@ -963,6 +977,11 @@ def bisect(tokens: Sequence[str], spec: TargetSpec | None = None, *, good: str |
             except SourceError as exc:  # keep what the releases found
                 report.notes.append(f"commits not bisected: {exc}")
     return report
+
+
+def is_release_name(value: str) -> bool:
+    """Whether ``value`` names an SGLang release this tool knows (pinned or installed), not a git revision."""
+    return value in set(environments.known_releases()) | set(environments.installed())
 
 
 def bisect_commits(tokens: Sequence[str], spec: TargetSpec | None = None, *, repo: str | Path, old: str, new: str,
@@ -1013,6 +1032,8 @@ def report_input(target: str | Path, *, runs_dir: Path = Path("runs")) -> Any:
     from .report import NightlyInput, SweepInput
 
     path = Path(target)
+    if not path.exists() and not path.is_absolute() and "/" not in str(target) and runs_dir.is_dir():
+        path = runs_dir / store.resolve_run_id(runs_dir, str(target))  # an id, latest, or a unique prefix
     if not path.exists() and not path.is_absolute() and (runs_dir / path).is_dir():
         path = runs_dir / path
     if not path.exists():

@@ -131,6 +131,35 @@ def announce_hardware(session: Session) -> None:
                        f"({hardware.record.get('gpu_name')}); choose with --hardware", err=True)
 
 
+def deprecated_option(old: str, new: str, note: str = "", *, kind: Any = None) -> Callable[[F], F]:
+    """A hidden option ``old`` kept for scripts written before it became ``new``: it still works,
+    says so in one line on stderr, and is refused together with ``new`` (one name per meaning).
+
+    Checked when the command runs, not in an option callback: callbacks run in command-line
+    order, so ``new`` may not be parsed yet when ``old`` is.
+    """
+    import functools
+
+    old_name, new_name = (name.lstrip("-").replace("-", "_") for name in (old, new))
+
+    def decorator(func: F) -> F:
+        @functools.wraps(func)
+        def checked(*args: Any, **kwargs: Any) -> Any:
+            from click.core import ParameterSource
+
+            if kwargs.get(old_name) is not None:
+                if click.get_current_context().get_parameter_source(new_name) is ParameterSource.COMMANDLINE:
+                    raise _UsageFailure(f"{old} is the old name of {new}: give only {new}")
+                click.echo(f"warning: {old} is deprecated: use {new}{f' ({note})' if note else ''}", err=True)
+            return func(*args, **kwargs)
+
+        option = click.option(old, type=kind or click.Path(file_okay=False), default=None, hidden=True,
+                              help=f"Deprecated: use {new}.")
+        return option(checked)  # type: ignore[return-value]
+
+    return decorator
+
+
 def sweep_options(func: F) -> F:
     """Options of a sweep (shared by the bare command and ``sweep``)."""
     options = [
@@ -279,6 +308,37 @@ def sweep(**kwargs: Any) -> api.SweepResult:
 
 
 @main.group()
+def strategies() -> None:
+    """Sweep strategies: the flag spaces --strategy names.
+
+    Example:
+
+        bisect-spec strategies list
+    """
+
+
+@strategies.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable list (schema bisect-spec/strategies/1).")
+def strategies_list(as_json: bool) -> None:
+    """List the shipped strategies with what each sweeps (a .toml file of your own works too).
+
+    Example:
+
+        bisect-spec strategies list --json
+    """
+    from .plan import load_strategy, strategy_names
+
+    rows = [load_strategy(name) for name in strategy_names()]
+    if as_json:
+        click.echo(json.dumps({"schema": "bisect-spec/strategies/1", "strategies": [
+            {"name": r.name, "description": r.description, "strength": r.strength, "core_strength": r.core_strength,
+             "random_budget": r.random_budget} for r in rows]}, indent=2, sort_keys=True))
+        return
+    click.echo(render.table(["strategy", "what it sweeps", "random budget"],
+                            [[r.name, r.description, r.random_budget] for r in rows], max_width=100))
+
+
+@main.group()
 def runs() -> None:
     """Read stored runs.
 
@@ -289,7 +349,8 @@ def runs() -> None:
 
 
 @runs.command("list")
-@click.option("--runs-dir", type=click.Path(file_okay=False), default="runs", show_default=True)
+@click.option("--runs-dir", type=click.Path(file_okay=False), default="runs", show_default=True,
+              help="Where runs are stored.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable list (schema bisect-spec/runs/1).")
 def runs_list(runs_dir: str, as_json: bool) -> None:
     """List runs: target, strategy, progress, signatures.
@@ -313,17 +374,24 @@ def runs_list(runs_dir: str, as_json: bool) -> None:
 
 @runs.command("show")
 @click.argument("run")
-@click.option("--runs-dir", type=click.Path(file_okay=False), default="runs", show_default=True)
+@click.option("--runs-dir", type=click.Path(file_okay=False), default="runs", show_default=True,
+              help="Where runs are stored.")
 @click.option("--json", "as_json", is_flag=True, help="The stored summary as JSON.")
 def runs_show(run: str, runs_dir: str, as_json: bool) -> None:
     """Show a stored run's summary (or its progress if it did not finish).
 
+    RUN is a run id, latest (the newest run), or the unique beginning of an id or of
+    its last part (20261130-17, ab12).
+
     Example:
+
+        bisect-spec runs show latest
 
         bisect-spec runs show 20261130-171500-kimi-k2.6-0.5.23-ab12
     """
     from . import store
 
+    run = store.resolve_run_id(Path(runs_dir), run)
     meta, entries, summary = store.read_run(Path(runs_dir), run)
     if as_json:
         click.echo(json.dumps({"schema": "bisect-spec/run-show/1", "run": run, "meta": meta, "recorded": len(entries),
@@ -371,13 +439,15 @@ def probe(as_json: bool, timeout: float, flags: tuple[str, ...], **kwargs: Any) 
 @click.option("--json", "as_json", is_flag=True, help="Print the documented JSON (schema bisect-spec/shrink/1).")
 @click.option("--max-evaluations", type=int, default=2000, show_default=True, help="Evaluation budget.")
 @click.option("--max-seconds", type=float, default=600.0, show_default=True, help="Time budget.")
-@click.option("--no-fix", is_flag=True, help="Skip the search for the nearest working configuration.")
-@click.option("--out", type=click.Path(file_okay=False), default=None,
-              help="Where reproducers go (default runs/shrink-<signature>).")
+@click.option("--fix/--no-fix", default=True, show_default=True,
+              help="Also search the nearest working configuration.")
+@click.option("--runs-dir", type=click.Path(file_okay=False), default="runs", show_default=True,
+              help="Where runs are stored: reproducers go under RUNS_DIR/shrink-<signature>.")
+@deprecated_option("--out", "--runs-dir", "reproducers then go under RUNS_DIR/shrink-<signature>")
 @click.option("--bisect", "bisect_releases", is_flag=True,
               help="Also bisect the minimal reproducer across the installed releases (first bad release in bug_report.md).")
 @click.argument("flags", nargs=-1, type=click.UNPROCESSED)
-def shrink(as_json: bool, max_evaluations: int, max_seconds: float, no_fix: bool, out: str | None,
+def shrink(as_json: bool, max_evaluations: int, max_seconds: float, fix: bool, runs_dir: str, out: str | None,
            bisect_releases: bool, flags: tuple[str, ...], **kwargs: Any) -> api.ShrinkReport:
     """Shrink a failing configuration to a 1-minimal reproducer, explain it, and find fixes.
 
@@ -396,9 +466,9 @@ def shrink(as_json: bool, max_evaluations: int, max_seconds: float, no_fix: bool
 
     spec = spec_from(kwargs)
     with terminal.Counter(f"shrinking (budget {max_evaluations} evaluations)") as counter:
-        report = api.shrink(list(flags), spec, budget=Budget(max_evaluations, max_seconds), fix=not no_fix,
-                            out_dir=Path(out) if out else None, on_start=announce_hardware, bisect=bisect_releases,
-                            progress=None if as_json else counter)
+        report = api.shrink(list(flags), spec, budget=Budget(max_evaluations, max_seconds), fix=fix,
+                            out_dir=Path(out) if out else None, runs_dir=Path(runs_dir), on_start=announce_hardware,
+                            bisect=bisect_releases, progress=None if as_json else counter)
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2, sort_keys=True))
         return report
@@ -552,74 +622,122 @@ def env_run(release: str, command: tuple[str, ...]) -> None:
 
 @main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @target_options
-@click.option("--good", metavar="VER", default=None, help="Oldest release to consider (default: the oldest known).")
-@click.option("--bad", metavar="VER", default=None, help="Newest release to consider (default: the newest known).")
+@click.option("--old", "old", metavar="VER|REV", default=None,
+              help="The older end: a release (default: the oldest known); with --repo, a revision of the clone "
+                   "(a tag, branch or commit) bisects commits only.")
+@click.option("--new", "new", metavar="VER|REV", default=None,
+              help="The newer end: a release (default: the newest known); with --repo, a revision.")
+@click.option("--good", metavar="VER", default=None,
+              help="git bisect's terms: the release that works. Older or newer than --bad: given newer, the "
+                   "search finds when it was fixed.")
+@click.option("--bad", metavar="VER", default=None, help="git bisect's terms: the release that fails.")
+@click.option("--term-old", metavar="TERM", default=None, help="What the old verdict is called (default: old).")
+@click.option("--term-new", metavar="TERM", default=None, help="What the new verdict is called (default: new).")
+@click.option("--fixed", is_flag=True, help="Find when a failure was fixed: the terms become broken (old) and fixed (new).")
+@click.option("--scan", is_flag=True,
+              help="Evaluate every installed release of the range (a failure that exists only in middle releases).")
 @click.option("--releases", "release_list", metavar="A,B,..", default=None,
               help="Consider only these releases (comma-separated), e.g. the installed ones.")
 @click.option("--moves/--no-moves", default=True, show_default=True,
               help="Also find where a failure that stays the same moved to another file or function.")
 @click.option("--json", "as_json", is_flag=True,
-              help="Print the documented JSON (schema bisect-spec/bisect/1; with --old/--new bisect-spec/commits/1).")
+              help="Print the documented JSON (schema bisect-spec/bisect/1; with revisions bisect-spec/commits/1).")
 @click.option("--timeout", default=120.0, show_default=True, help="Seconds before an evaluation counts as hung.")
 @click.option("--repo", type=click.Path(file_okay=False), default=None, metavar="PATH",
               help="Your SGLang clone: bisect the release boundary found down to the commit.")
-@click.option("--old", "old_rev", metavar="REV", default=None,
-              help="With --repo: bisect commits from this revision (a tag, branch or commit) instead of releases.")
-@click.option("--new", "new_rev", metavar="REV", default=None, help="With --repo and --old: ... up to this revision.")
 @click.option("--max-evaluations", type=int, default=None, metavar="N",
-              help="With --old/--new: stop after N evaluations with the range of commits found so far.")
+              help="With revisions: stop after N evaluations with the range of commits found so far.")
 @click.argument("flags", nargs=-1, type=click.UNPROCESSED)
-def bisect(good: str | None, bad: str | None, release_list: str | None, moves: bool, as_json: bool, timeout: float,
-           repo: str | None, old_rev: str | None, new_rev: str | None, max_evaluations: int | None,
-           flags: tuple[str, ...], **kwargs: Any) -> None:
-    """Find the first SGLang release where a configuration's verdict changes, and with --repo the commit.
+def bisect(old: str | None, new: str | None, good: str | None, bad: str | None, term_old: str | None,
+           term_new: str | None, fixed: bool, scan: bool, release_list: str | None, moves: bool, as_json: bool,
+           timeout: float, repo: str | None, max_evaluations: int | None, flags: tuple[str, ...], **kwargs: Any) -> None:
+    """Find the first SGLang release whose verdict differs from the old release's, and with --repo the commit.
 
-    Binary search over the releases from --good to --bad (environments are built on
-    demand; already built ones are preferred), matching failures across releases by
-    their cross-release key, so a failure that moved to another file is still one
-    failure. Each boundary is shown with the code on both sides, side by side.
+    As git bisect: the ends are old (older) and new (newer), and the first release
+    whose verdict differs from the old one's is found, whichever way: a regression or
+    a fix (--fixed names the verdicts broken/fixed; --good/--bad may be given in either
+    order). Binary search over the releases (environments are built on demand; an
+    installed release near the middle is preferred), matching failures across releases
+    by their cross-release key with release numbers normalised, so a failure that moved
+    to another file is still one failure. Binary search evaluates only the ends when
+    they agree: --scan evaluates every installed release in between too.
 
     With --repo PATH (a local clone of SGLang), the first verdict change is then bisected
     down to the commit: the first-parent commits between the two releases' tags that
     touch python/sglang, each commit's tree laid over the older release's environment;
-    a commit that does not import there is skipped, like git bisect skip. --old REV
-    --new REV bisect commits only, between two revisions of the clone.
+    a commit that does not import there is skipped, like git bisect skip. Given
+    revisions that are not release numbers (--old v0.5.1.post3 --new v0.5.2), only
+    commits are bisected.
 
     Example:
 
-        bisect-spec bisect --model deepseek-v3 --draft eagle3 --good 0.4.6 -- \
+    \b
+        bisect-spec bisect --model deepseek-v3 --draft eagle3 --old 0.4.6 -- \\
             --speculative-num-steps 1 --speculative-num-draft-tokens 3
 
-        bisect-spec bisect --model deepseek-v3 --repo ~/sglang --old v0.5.1.post3 --new v0.5.2 -- \
+    \b
+        bisect-spec bisect --model deepseek-v3 --fixed --old 0.5.3 --new 0.5.23 --scan -- \\
+            --speculative-num-steps 1 --speculative-num-draft-tokens 3
+
+    \b
+        bisect-spec bisect --model deepseek-v3 --repo ~/sglang --old v0.5.1.post3 --new v0.5.2 -- \\
             --speculative-num-steps 1 --speculative-num-draft-tokens 3
     """
     spec = spec_from(kwargs)
     releases = [r.strip() for r in release_list.split(",") if r.strip()] if release_list else None
-    if (old_rev or new_rev or max_evaluations is not None) and not repo:
-        raise _UsageFailure("--old, --new and --max-evaluations bisect the commits of a clone: add --repo PATH")
-    if repo and bool(old_rev) != bool(new_rev):
-        raise _UsageFailure("name both ends of the commits to bisect: --old REV --new REV (or neither, to start "
-                            "from the release bisection)")
-    if old_rev and (good or bad or release_list):
-        raise _UsageFailure("--old/--new bisect commits only: drop --good, --bad and --releases")
+    old, new, terms, end_names = _bisect_ends(old, new, good, bad, term_old, term_new, fixed)
+    revisions = bool(repo) and any(v is not None and not api.is_release_name(v) for v in (old, new))
+    if max_evaluations is not None and not revisions:
+        raise _UsageFailure("--max-evaluations bisects the commits between two revisions: add --repo PATH "
+                            "--old REV --new REV")
+    if revisions and (old is None or new is None or not all(v is not None and not api.is_release_name(v)
+                                                             for v in (old, new))):
+        raise _UsageFailure("name both ends of the commits to bisect as revisions: --old REV --new REV (release "
+                            "numbers such as 0.5.9 bisect releases first)")
+    if revisions and (release_list or scan or good or bad):
+        raise _UsageFailure("--old/--new revisions bisect commits only: drop --good, --bad, --scan and --releases")
 
     def progress(message: str) -> None:
         click.echo(f"… {message}", err=True)
 
-    if repo and old_rev and new_rev:
-        commits = api.bisect_commits(list(flags), spec, repo=repo, old=old_rev, new=new_rev,
+    if repo and revisions and old and new:
+        commits = api.bisect_commits(list(flags), spec, repo=repo, old=old, new=new,
                                      progress=None if as_json else progress, timeout=timeout,
                                      max_evaluations=max_evaluations)
         click.echo(json.dumps(commits.to_dict(), indent=2, sort_keys=True) if as_json else render.commits_text(commits))
         return
-    report = api.bisect(list(flags), spec, good=good, bad=bad, releases=releases, moves=moves,
-                        progress=None if as_json else progress, timeout=timeout, repo=repo)
+    report = api.bisect(list(flags), spec, old=old, new=new, releases=releases, moves=moves,
+                        progress=None if as_json else progress, timeout=timeout, repo=repo, terms=terms, scan=scan,
+                        end_names=end_names)
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2, sort_keys=True))
     else:
         terminal.show(render.bisect_text(report))
         if report.commits is not None:
             click.echo("\n" + render.commits_text(report.commits))
+
+
+def _bisect_ends(old: str | None, new: str | None, good: str | None, bad: str | None, term_old: str | None,
+                 term_new: str | None, fixed: bool) -> tuple[str | None, str | None, tuple[str, str], tuple[str, str]]:
+    """The two ends (older first), the terms and the options that named the ends.
+
+    ``--good``/``--bad`` are terms as well as ends: whichever is older is the old end, so
+    ``--good 0.5.23 --bad 0.5.9`` finds the first good release after 0.5.9.
+    """
+    if (good or bad) and (old or new):
+        raise _UsageFailure("--good/--bad and --old/--new both name the ends: use one pair")
+    if (good or bad) and (term_old or term_new or fixed):
+        raise _UsageFailure("--good/--bad name the verdicts good and bad already: drop --term-old, --term-new and --fixed")
+    if fixed and (term_old or term_new):
+        raise _UsageFailure("--fixed means --term-old broken --term-new fixed: drop one of them")
+    if good or bad:
+        if good and bad and environments.version_key(good) > environments.version_key(bad):
+            return bad, good, ("bad", "good"), ("--bad", "--good")
+        return good, bad, ("good", "bad"), ("--good", "--bad")
+    terms = ("broken", "fixed") if fixed else (term_old or "old", term_new or "new")
+    if terms[0] == terms[1]:
+        raise _UsageFailure(f"--term-old and --term-new are both '{terms[0]}': name the two verdicts differently")
+    return old, new, terms, ("--old", "--new")
 
 
 # -- nightly compatibility matrix --------------------------------------------------------
@@ -630,16 +748,17 @@ EXIT_REGRESSION = 3
 @main.command()
 @click.option("--matrix", "matrix_file", required=True, type=click.Path(dir_okay=False), metavar="FILE",
               help="Matrix file (TOML): releases × models × drafts × hardware; see examples/nightly-matrix.toml.")
-@click.option("--out", type=click.Path(file_okay=False), default="nightlies", show_default=True,
-              help="Where nightlies are stored (and the baseline is looked up).")
+@click.option("--runs-dir", type=click.Path(file_okay=False), default="nightlies", show_default=True,
+              help="Where nightlies are stored, each with its cells' runs (and the baseline is looked up).")
+@deprecated_option("--out", "--runs-dir")
 @click.option("--baseline", default="latest", show_default=True, metavar="ID|PATH|latest|none",
               help="Nightly to compare against; latest = the newest finished one of the same matrix name.")
 @click.option("--resume", metavar="ID", default=None, help="Continue an interrupted nightly.")
 @click.option("--jobs", "-j", type=int, default=None, help="Parallel workers per cell (default: CPU cores).")
 @click.option("--no-install", is_flag=True, help="Skip cells whose release is not installed instead of building it.")
 @click.option("--json", "as_json", is_flag=True, help="Print nightly.json (schema bisect-spec/nightly/1).")
-def nightly(matrix_file: str, out: str, baseline: str, resume: str | None, jobs: int | None, no_install: bool,
-            as_json: bool, executor: str = "local", address: str | None = None) -> None:
+def nightly(matrix_file: str, runs_dir: str, out: str | None, baseline: str, resume: str | None, jobs: int | None,
+            no_install: bool, as_json: bool, executor: str = "local", address: str | None = None) -> None:
     """Run the compatibility matrix and compare it with the previous nightly.
 
     Each cell (release × model × draft × hardware) is a sweep with the matrix's
@@ -649,14 +768,14 @@ def nightly(matrix_file: str, out: str, baseline: str, resume: str | None, jobs:
 
     Example:
 
-        bisect-spec nightly --matrix examples/nightly-matrix.toml --out nightlies
+        bisect-spec nightly --matrix examples/nightly-matrix.toml --runs-dir nightlies
 
         bisect-spec nightly --matrix examples/nightly-matrix.toml --executor ray --address auto
     """
     def progress(message: str) -> None:
         click.echo(f"… {message}", err=True)
 
-    data = api.nightly(matrix_file, out=Path(out), resume=resume, baseline=baseline, jobs=jobs,
+    data = api.nightly(matrix_file, out=Path(out or runs_dir), resume=resume, baseline=baseline, jobs=jobs,
                        progress=None if as_json else progress, install=not no_install, executor=executor,
                        address=address)
     if as_json:
@@ -741,7 +860,7 @@ executor_options(nightly)
 
 def _launch_options(func: F) -> F:
     options = [
-        click.option("--timeout", default=600.0, show_default=True,
+        click.option("--launch-timeout", default=600.0, show_default=True,
                      help="Seconds a launch may take to become ready before it counts as timed-out."),
         click.option("--runs-dir", type=click.Path(file_okay=False), default="runs", show_default=True,
                      help="Where launch logs and reports are stored."),
@@ -753,7 +872,8 @@ def _launch_options(func: F) -> F:
     ]
     for option in reversed(options):
         func = option(func)
-    return func
+    # --timeout is the evaluation's time limit in probe and bisect: a launch's is --launch-timeout everywhere
+    return deprecated_option("--timeout", "--launch-timeout", kind=float)(func)
 
 
 def _server_command(value: str | None) -> list[str] | None:
@@ -773,8 +893,8 @@ def _launch_header(target: dict[str, Any], mode: str) -> str:
 @click.option("--repeat", default=1, show_default=True, help="Launch this many times; differing ends are reported as flaky.")
 @click.option("--json", "as_json", is_flag=True, help="Print the documented JSON (schema bisect-spec/launch/1).")
 @click.argument("flags", nargs=-1, type=click.UNPROCESSED)
-def launch_command(flags: tuple[str, ...], timeout: float, runs_dir: str, launch_without_gpu: bool,
-                   server_command: str | None, repeat: int, as_json: bool, **kwargs: Any) -> None:
+def launch_command(flags: tuple[str, ...], launch_timeout: float, timeout: float | None, runs_dir: str,
+                   launch_without_gpu: bool, server_command: str | None, repeat: int, as_json: bool, **kwargs: Any) -> None:
     """Really start SGLang's server with FLAGS; report ready / resolution-failed / failed-later / timed-out.
 
     The server runs on 127.0.0.1 on a free port, its whole process tree is stopped
@@ -789,7 +909,7 @@ def launch_command(flags: tuple[str, ...], timeout: float, runs_dir: str, launch
             --tp 8 --speculative-algorithm EAGLE3 --speculative-draft-model-path /models/eagle3
     """
     spec = spec_from(kwargs)
-    report = api.launch(list(flags), spec, repeat=repeat, timeout=timeout, runs_dir=Path(runs_dir),
+    report = api.launch(list(flags), spec, repeat=repeat, timeout=timeout or launch_timeout, runs_dir=Path(runs_dir),
                         allow_without_gpu=launch_without_gpu, server_command=_server_command(server_command))
     data = report.to_dict()
     if as_json:
@@ -829,8 +949,8 @@ def _crosscheck_table(report: api.CrosscheckReport) -> str:
 @click.option("--passing", default=3, show_default=True, help="With a run id: how many passing configurations to launch too.")
 @click.option("--json", "as_json", is_flag=True, help="Print the documented JSON (schema bisect-spec/crosscheck/1).")
 @click.argument("source")
-def crosscheck_command(source: str, timeout: float, runs_dir: str, launch_without_gpu: bool, server_command: str | None,
-                       passing: int, as_json: bool, **kwargs: Any) -> None:
+def crosscheck_command(source: str, launch_timeout: float, timeout: float | None, runs_dir: str, launch_without_gpu: bool,
+                       server_command: str | None, passing: int, as_json: bool, **kwargs: Any) -> None:
     """Compare the in-process verdict with a real launch for each configuration of SOURCE.
 
     SOURCE is a file with one configuration per line (SGLang flags or a pasted command)
@@ -844,7 +964,7 @@ def crosscheck_command(source: str, timeout: float, runs_dir: str, launch_withou
     """
     spec = spec_from(kwargs)
     configs = api.configs_to_crosscheck(source, Path(runs_dir), passing=passing)
-    report = api.crosscheck(configs, spec, timeout=timeout, runs_dir=Path(runs_dir),
+    report = api.crosscheck(configs, spec, timeout=timeout or launch_timeout, runs_dir=Path(runs_dir),
                             allow_without_gpu=launch_without_gpu, server_command=_server_command(server_command))
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2, sort_keys=True))

@@ -347,8 +347,8 @@ def bisect_text(report: Any) -> str:
     out = [f"bisect: {' '.join(data['config'])}",
            f"target: {target.get('model')} + {target.get('draft') or 'no draft'} · hardware {target.get('hardware')}"
            f"{' x' + str(target.get('gpus')) if target.get('gpus') else ''}",
-           f"releases {data['releases'][0]} … {data['releases'][-1]} ({len(data['releases'])}); evaluated "
-           f"{sum(1 for e in data['evaluated'] if e.get('key'))}, skipped "
+           f"releases {data['releases'][0]} … {data['releases'][-1]}: evaluated {data['evaluated_count']} of "
+           f"{len(data['releases'])} releases{' (--scan: every installed one)' if data.get('scan') else ''}, skipped "
            f"{sum(1 for e in data['evaluated'] if not e.get('key'))}, environments built {len(data['environments_built'])}"
            f" in {data['seconds']} s", ""]
     rows = []
@@ -361,11 +361,11 @@ def bisect_text(report: Any) -> str:
     out += [table(["releases", "probed", "verdict", "key"], rows, max_width=90), ""]
     verdict_changes = [b for b in data["boundaries"] if b["kind"] == "verdict"]
     moves = [b for b in data["boundaries"] if b["kind"] == "moved"]
+    old, new = data["terms"]["old"], data["terms"]["new"]
     if data["first_bad"]:
         first = verdict_changes[0]
-        out.append(f"verdict changes between {first['last_good']} (last with the earlier verdict) and "
-                   f"{first['first_bad']} (first with the new one): {first['before'].get('headline')} → "
-                   f"{first['after'].get('headline')}")
+        out.append(f"first {new} release: {first['first_bad']} (last {old}: {first['last_good']}): "
+                   f"{first['before'].get('headline')} → {first['after'].get('headline')}")
         if first["skipped_between"]:
             out.append(f"  (releases in between could not be evaluated: {', '.join(first['skipped_between'])})")
     else:
@@ -385,6 +385,8 @@ def bisect_text(report: Any) -> str:
                 side_by_side(boundary.get("code_before"), boundary.get("code_after"))]
     for note in data["notes"]:
         out.append(f"note: {note}")
+    for warning in data.get("warnings", []):
+        out.append(f"warning: {warning}")
     return "\n".join(out)
 
 

@@ -33,6 +33,10 @@ DRAFTLESS_ALGORITHMS = frozenset({"NGRAM"})
 NEEDS_DRAFT = frozenset({"EAGLE", "EAGLE3", "STANDALONE", "DFLASH", "DSPARK"})
 
 
+#: SGLang's option naming a YAML file of options (0.5.3 and newer)
+CONFIG_FLAG = "--config"
+
+
 @dataclass(frozen=True)
 class Target:
     """What configurations are evaluated against."""
@@ -176,6 +180,11 @@ class Session:
                     where = f"; as an exact flag it exists in {environments.spans(others)}" if others else ""
                     raise UsageError(f"flag {flag} is ambiguous in SGLang {self.target.release}: "
                                      f"it could be {', '.join(sorted(matches)[:4])}{where}")
+            if entry is None and flag == CONFIG_FLAG:
+                others = environments.releases_with_flag(flag, exclude=self.target.release)
+                where = f"{environments.spans(others)} do" if others else "no installed release does"
+                raise UsageError(f"SGLang {self.target.release} does not read config files: {CONFIG_FLAG} is new "
+                                 f"({where}); write the file's options as flags instead")
             if entry is None:
                 close = difflib.get_close_matches(flag, list(table), n=2, cutoff=0.75)
                 hint = f"did you mean {' or '.join(close)}? " if close else ""
@@ -184,6 +193,39 @@ class Session:
                 raise UsageError(f"SGLang {self.target.release} has no flag {flag}: {hint}{where}")
             mapping[entry["option"]] = value
         return Config(tuple(mapping.items()))
+
+    def merge_config_file(self, config: Config) -> Config:
+        """``config`` with ``--config FILE`` replaced by the file's options, merged as this release's
+        ``prepare_server_args`` merges them (the command line wins), in canonical spelling.
+
+        The release's own code reads the file (in the worker), so YAML keys, booleans and lists
+        mean what they mean to that release; the result is explicit flags, which is what is
+        evaluated, shrunk and written into reproducers. Needs a started session.
+        :raises UsageError: the file is not on this machine, or the release refuses it (one line).
+        """
+        value = config.get(CONFIG_FLAG)
+        if value is None:
+            return config
+        if len(value) != 1:
+            raise UsageError(f"{CONFIG_FLAG} takes one file: {CONFIG_FLAG} FILE")
+        path = Path(value[0]).expanduser().absolute()  # the worker's working directory may differ
+        if not path.is_file():
+            raise UsageError(f"{CONFIG_FLAG} {value[0]}: no such file here: give the path of the YAML file the command reads")
+        argv = [*config.without(CONFIG_FLAG).flag_argv(), CONFIG_FLAG, str(path)]
+        reply = self.pool.request({"op": "merged_argv", "argv": argv})
+        if "error" in reply:
+            raise UsageError(f"SGLang {self.target.release} cannot read {CONFIG_FLAG} {value[0]}: {reply['error']}")
+        merged: dict[str, tuple[str, ...]] = dict(item for item in config.items if is_env(item[0]))
+        flag = None
+        for token in reply["argv"]:  # argparse's reading: a flag repeated later wins
+            if token.startswith("--"):
+                flag, eq, inline = token.partition("=")
+                merged.pop(flag, None)
+                merged[flag] = (inline,) if eq else ()
+                flag = None if eq else flag
+            elif flag is not None:
+                merged[flag] = (*merged[flag], token)
+        return self.canonical(Config(tuple(merged.items())))
 
     # -- evaluation ------------------------------------------------------------
 

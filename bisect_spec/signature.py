@@ -13,6 +13,11 @@ whatever ``x`` was; the values that triggered it are its *variant* (:func:`varia
 shown in reports but never part of the id. Numbers, paths and addresses become
 placeholders in every position (also a number that ends a sentence: ``got 0.``).
 
+Release numbers (``0.5.23``, ``v0.5.1.post3``) in a message become ``<version>`` in the
+:attr:`Signature.cross_release_key` (:func:`normalise_versions`): "not in SGLang 0.5.9" and
+"not in SGLang 0.5.11" are one failure across releases. The :attr:`Signature.id` keeps them:
+within one release they never vary.
+
 The :attr:`Signature.cross_release_key` drops file and function, so a failure that moved
 from ``server_args.py::_handle_speculative_decoding`` to
 ``arg_groups/speculative_hook.py::_handle_eagle_family`` keeps its key. Where the statement
@@ -43,6 +48,13 @@ _PATH = re.compile(r"(?<![\w.])(?:/[^\s'\",:)]+)+")
 _QUOTED_ASSIGNMENT = re.compile(r"""\b(\w+)=(['"])[^'"]*\2""")
 _NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?(?![\w]|\.\d)")
 _SPACE = re.compile(r"\s+")
+#: A release number: three or more dotted parts, an optional ``v`` and suffix (``0.5.1.post3``, ``0.4.6rc1``).
+_VERSION = re.compile(r"(?<![\w.])v?\d+(?:\.\d+){2,}(?:\.?(?:post|rc|dev|a|b)\d*)*(?:\+[\w.]+)?(?![\w.]*\d)")
+
+
+def normalise_versions(text: str) -> str:
+    """``text`` with every release number replaced by ``<version>`` (what differs by release)."""
+    return _VERSION.sub("<version>", text)
 
 
 def normalise_statement(statement: str) -> str:
@@ -256,9 +268,10 @@ class Signature:
         (:func:`header_skeleton`): moves that rename receivers or turn a backend list into a
         constant keep the key; two headers of one function never share it.
         """
+        message = normalise_versions(self.message)
         if self.statement.startswith(("if ", "elif ", "while ")) and self.expression:
-            return _short(self.kind, self.exc_type, self.expression, header_skeleton(self.statement), self.message)
-        return _short(self.kind, self.exc_type, self.statement, self.message)
+            return _short(self.kind, self.exc_type, self.expression, header_skeleton(self.statement), message)
+        return _short(self.kind, self.exc_type, self.statement, message)
 
     @property
     def title(self) -> str:

@@ -13,6 +13,10 @@ Layout of ``runs/<run-id>/`` (the location is configurable with ``--runs-dir``):
 A torn last journal line (the process died mid-write) is dropped on reading and its
 configuration evaluated again; the caller is told how many.
 
+A run is named by its id (``<time>-<model>-<release>-<salt>``), by ``latest`` (ids begin with
+the time, so the greatest id is the newest run), or by the unique beginning of its id or of
+its salt (``runs show 3fa2``): :func:`resolve_run_id`.
+
 :class:`OutcomeCache` is the cross-run cache (SQLite under ``environments.home()``):
 outcomes keyed by target (release, profile contents, hardware, tool version) and
 canonical configuration key, so a configuration is never evaluated twice across runs.
@@ -36,7 +40,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from . import __version__
-from .errors import StoreError
+from .errors import StoreError, UsageError
 
 logger = logging.getLogger(__name__)
 
@@ -208,6 +212,9 @@ def open_run(runs_dir: Path, run_id: str) -> Run:
     :raises StoreError: no such run, not a run directory, unreadable metadata, or locked.
     """
     path = Path(run_id) if ("/" in run_id and Path(run_id).is_dir()) else runs_dir / run_id
+    if not path.is_dir() and "/" not in run_id and any(
+            run_id == "latest" or i.startswith(run_id) or i.rsplit("-", 1)[-1].startswith(run_id) for i in run_ids(runs_dir)):
+        path = runs_dir / resolve_run_id(runs_dir, run_id)  # latest, or a unique prefix (an ambiguous one is refused)
     if not path.is_dir():
         known = list_runs(runs_dir)
         hint = f"; recent runs: {', '.join(r['id'] for r in known[-3:])}" if known else ""
@@ -235,6 +242,38 @@ def read_run(runs_dir: Path, run_id: str) -> tuple[dict[str, Any], list[dict[str
             entries.append(json.loads(line))
     summary = json.loads((path / "summary.json").read_text()) if (path / "summary.json").is_file() else None
     return run.meta, entries, summary
+
+
+def run_ids(runs_dir: Path) -> list[str]:
+    """Ids of the runs under ``runs_dir``, oldest first."""
+    if not runs_dir.is_dir():
+        return []
+    return sorted(p.name for p in runs_dir.iterdir() if (p / "run.json").is_file())
+
+
+def resolve_run_id(runs_dir: Path, name: str) -> str:
+    """The run ``name`` means: an id, ``latest``, or the unique beginning of an id or of its salt.
+
+    A path to a run directory is returned unchanged.
+    :raises UsageError: no run matches, or several do (listed).
+    """
+    if "/" in name and Path(name).is_dir():
+        return name
+    ids = run_ids(runs_dir)
+    if name in ids:
+        return name
+    if name == "latest":
+        if not ids:
+            raise UsageError(f"no runs in {runs_dir}: 'latest' names the newest run there (see --runs-dir)")
+        return ids[-1]
+    matches = [i for i in ids if i.startswith(name) or i.rsplit("-", 1)[-1].startswith(name)]
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        shown = ", ".join(matches[:5]) + (f" and {len(matches) - 5} more" if len(matches) > 5 else "")
+        raise UsageError(f"run '{name}' is ambiguous in {runs_dir}: it could be {shown}; type more of the id")
+    recent = f"; recent runs: {', '.join(ids[-3:])}" if ids else f"; {runs_dir} has no runs"
+    raise UsageError(f"no run '{name}' in {runs_dir}{recent}")
 
 
 def list_runs(runs_dir: Path) -> list[dict[str, Any]]:

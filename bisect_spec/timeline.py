@@ -12,11 +12,27 @@ on demand and reused), in two phases:
 Every boundary comes with the code around the failing statement in the release on each
 side, side by side: for a failure that appeared, the same expression found in the older
 release (or the function of the same name); for a move, the old and the new place.
+
+Terms, as in ``git bisect``: the two ends are *old* and *new* (the older and the newer
+release), and the search finds the first release whose verdict differs from the old one, in
+whichever direction — a regression or a fix. The terms only name the two verdicts in what is
+printed (``--good/--bad``, ``--fixed`` = broken/fixed, ``--term-old/--term-new``).
+
+Verdicts are compared release-neutrally: a failure by its cross-release key (release numbers in
+its message normalised, :func:`bisect_spec.signature.normalise_versions`), a refusal of the flags
+by its first clause with release numbers normalised ("SGLang <version> has no flag --x"; the
+advice after the colon names other releases and close names, which vary by release).
+
+Binary search evaluates two releases when the ends agree, so a failure that exists only in
+middle releases is invisible to it; ``scan`` evaluates every installed release of the range
+first, and the report always says how many releases were evaluated, with a warning when the
+ends agreed and the releases between them were not evaluated.
 """
 
 from __future__ import annotations
 
 import difflib
+import math
 import re
 import textwrap
 import time
@@ -29,7 +45,7 @@ from .bisection import Change, Observation, find_changes
 from .errors import ArchitectureUnknown, BisectSpecError, ReleaseError, ReleaseUnavailable, UsageError
 from .flags import Config
 from .outcome import Outcome, Status
-from .signature import normalise_message
+from .signature import normalise_message, normalise_versions
 
 ProgressFn = Callable[[str], None]
 
@@ -40,7 +56,17 @@ def verdict_key(outcome: Outcome) -> str:
         return "passed"
     if outcome.signature is not None and outcome.status is not Status.USAGE:
         return f"{outcome.status.value}:{outcome.signature.cross_release_key}"
-    return f"{outcome.status.value}:{normalise_message(str(outcome.exception.get('message', '')))}"
+    return f"{outcome.status.value}:{normalise_message(normalise_versions(str(outcome.exception.get('message', ''))))}"
+
+
+def refusal_key(message: str) -> str:
+    """The verdict key of flags a release refuses before evaluating them: the first clause,
+    release numbers normalised (``usage:SGLang <version> has no flag --x``)."""
+    return f"usage:{normalise_message(normalise_versions(message.split(': ', 1)[0]))}"
+
+
+#: What the two ends' verdicts are called when the user names no terms.
+DEFAULT_TERMS = ("old", "new")
 
 
 @dataclass
@@ -60,33 +86,59 @@ class BisectReport:
     seconds: float = 0.0
     #: the commit bisection between ``last_good`` and ``first_bad`` (``bisect --repo``), a CommitReport
     commits: Any = None
+    #: what the old and the new verdict are called (``git bisect``'s terms)
+    terms: tuple[str, str] = DEFAULT_TERMS
+    #: every installed release of the range was evaluated (``--scan``)
+    scan: bool = False
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def evaluated_count(self) -> int:
+        """Releases evaluated (not skipped)."""
+        return sum(1 for e in self.evaluated if e.get("key") is not None)
 
     def to_dict(self) -> dict[str, Any]:
+        """``last_good``/``first_bad`` are the last release with the old verdict and the first with
+        another one, whatever the terms (``last_old``/``first_new`` say the same)."""
         return {"schema": "bisect-spec/bisect/1", "config": self.config.argv(), "target": self.target,
                 "releases": self.releases, "last_good": self.last_good, "first_bad": self.first_bad,
+                "last_old": self.last_good, "first_new": self.first_bad,
+                "terms": {"old": self.terms[0], "new": self.terms[1]}, "scan": self.scan,
+                "evaluated_count": self.evaluated_count, "releases_count": len(self.releases),
                 "evaluated": self.evaluated, "segments": self.segments, "boundaries": self.boundaries,
                 "environments_built": self.built, "environments_built_count": len(self.built),
-                "notes": self.notes, "seconds": round(self.seconds, 1),
+                "notes": self.notes, "warnings": self.warnings, "seconds": round(self.seconds, 1),
                 **({"commits": self.commits.to_dict()} if self.commits is not None else {})}
 
 
-def release_range(good: str | None, bad: str | None, candidates: Sequence[str]) -> list[str]:
-    """Releases from ``good`` to ``bad`` (both included), oldest first.
+def release_range(old: str | None, new: str | None, candidates: Sequence[str], *,
+                  names: tuple[str, str] = ("--old", "--new")) -> list[str]:
+    """Releases from ``old`` to ``new`` (both included), oldest first.
 
+    :param names: how the caller named the two ends, for messages.
     :raises UsageError: an end that is not a known release, or ends in the wrong order.
     """
     ordered = sorted(set(candidates), key=environments.version_key)
-    for name, value in (("--good", good), ("--bad", bad)):
+    for name, value in zip(names, (old, new), strict=True):
         if value is not None and value not in ordered:
             close = difflib.get_close_matches(value, ordered, n=3, cutoff=0.6)
             hint = f" (closest: {', '.join(close)})" if close else ""
             raise UsageError(f"{name} {value} is not a known SGLang release{hint}; known: {ordered[0]} … {ordered[-1]}"
                              if ordered else f"{name} {value}: no SGLang release is known")
-    lo = ordered.index(good) if good else 0
-    hi = ordered.index(bad) if bad else len(ordered) - 1
-    if lo >= hi:
-        raise UsageError(f"--good {ordered[lo]} must be older than --bad {ordered[hi]}")
+    lo = ordered.index(old) if old else 0
+    hi = ordered.index(new) if new else len(ordered) - 1
+    if lo == hi:
+        raise UsageError(f"{names[0]} and {names[1]} are both {ordered[lo]}: name two different releases")
+    if lo > hi:
+        raise UsageError(f"{names[0]} {ordered[lo]} is newer than {names[1]} {ordered[hi]}: {names[0]} is the older end "
+                         "(also when looking for a fix: add --fixed to call the verdicts broken and fixed)")
     return ordered[lo: hi + 1]
+
+
+def _steps(left: int) -> str:
+    """``git bisect``'s "(roughly N steps)" for ``left`` releases still to test."""
+    steps = math.ceil(math.log2(left + 1)) if left else 0
+    return f"{left} release{'s' if left != 1 else ''} left (roughly {steps} step{'s' if steps != 1 else ''})"
 
 
 class _Prober:
@@ -151,9 +203,9 @@ class _Prober:
         record["built"] = release in self.built
         try:
             try:
-                config = session.with_draft(session.canonical(self.config))
+                config = session.with_draft(session.merge_config_file(session.canonical(self.config)))
             except UsageError as exc:
-                record.update(key=f"usage:{normalise_message(str(exc))}", verdict="usage", headline=str(exc))
+                record.update(key=refusal_key(str(exc)), verdict="usage", headline=str(exc))
             else:
                 outcome = session.evaluate(config)
                 record.update(key=verdict_key(outcome), verdict=outcome.status.value, headline=outcome.headline)
@@ -274,19 +326,23 @@ def _boundary(change: Change, kind: str, releases: list[str], prober: _Prober) -
             "diff": side_by_side_diff(before_block, after_block)}
 
 
-def bisect_releases(config: Config, spec: Any, *, good: str | None = None, bad: str | None = None,
+def bisect_releases(config: Config, spec: Any, *, old: str | None = None, new: str | None = None,
                     candidates: Sequence[str] | None = None, moves: bool = True, progress: ProgressFn | None = None,
-                    timeout: float = 120.0) -> BisectReport:
-    """Find the releases where ``config``'s verdict changes between ``good`` and ``bad``.
+                    timeout: float = 120.0, terms: tuple[str, str] = DEFAULT_TERMS, scan: bool = False,
+                    end_names: tuple[str, str] = ("--old", "--new")) -> BisectReport:
+    """Find the releases where ``config``'s verdict changes between ``old`` and ``new``.
 
     :param spec: a :class:`~bisect_spec.api.TargetSpec` (its release is ignored).
     :param candidates: releases to consider (default: every release with recorded pins, plus installed ones).
     :param moves: also find where a failure that stays the same moved (file/function).
+    :param terms: what the old and the new verdict are called in the report.
+    :param scan: evaluate every installed release of the range first (histories that are not monotone).
+    :param end_names: the options that named ``old`` and ``new``, for messages.
     """
     started = time.perf_counter()
     pool = list(candidates) if candidates is not None else sorted(
         set(environments.known_releases()) | set(environments.installed()), key=environments.version_key)
-    releases = release_range(good, bad, pool)
+    releases = release_range(old, new, pool, names=end_names)
     notes: list[str] = []
     model = profiles.load_model(spec.model, path=spec.model_path)
     first_known = environments.first_release_knowing(model.architecture) if model.architecture else None
@@ -297,9 +353,23 @@ def bisect_releases(config: Config, spec: Any, *, good: str | None = None, bad: 
                      f"{len(older)} older release(s) not evaluated ({older[0]} … {older[-1]})")
         if len(releases) < 2:
             raise UsageError(f"{model.name} ({model.architecture}) is first known in SGLang {first_known}: "
-                             f"pick --bad {first_known} or newer, or another --model")
+                             f"pick {end_names[1]} {first_known} or newer, or another --model")
     prober = _Prober(config, spec, progress=progress, timeout=timeout)
-    search = find_changes(releases, prober.observe_verdict, free=prober.free)
+
+    def on_probe(observation: Observation, left: int) -> None:
+        if progress:
+            said = observation.detail.get("verdict") or "skipped"
+            progress(f"{observation.release}: {said}; {_steps(left)}")
+
+    known: list[Observation] = []
+    if scan:
+        installed = [r for r in releases if prober.free(r)]
+        for number, release in enumerate(installed, 1):
+            known.append(prober.observe_verdict(release))
+            if progress:
+                progress(f"{release}: {known[-1].detail.get('verdict')}; scanning installed releases, "
+                         f"{len(installed) - number} left")
+    search = find_changes(releases, prober.observe_verdict, free=prober.free, known=known, on_probe=on_probe)
     changes = [(c, "verdict") for c in search.changes]
     segments = search.segments()
     places: list[tuple[list[str], Observation]] = []
@@ -320,6 +390,11 @@ def bisect_releases(config: Config, spec: Any, *, good: str | None = None, bad: 
     boundaries = [_boundary(change, kind, releases, prober) for change, kind in changes]
     verdict_changes = [b for b in boundaries if b["kind"] == "verdict"]
     notes += [f"skipped {r}: {d['reason']}" for r, d in prober.details.items() if d.get("key") is None]
+    warnings: list[str] = []
+    evaluated = sum(1 for d in prober.details.values() if d.get("key") is not None)
+    if not verdict_changes and not scan and evaluated < len(releases):
+        warnings.append(f"the ends agree, so only {evaluated} of {len(releases)} releases were evaluated: a verdict "
+                        "that differs only in middle releases would be missed; --scan evaluates every installed release")
     return BisectReport(
         config=config, target={k: v for k, v in spec.__dict__.items() if k != "release"}, releases=releases,
         evaluated=[{k: v for k, v in d.items() if k != "block"} for d in prober.details.values()],
@@ -328,4 +403,5 @@ def bisect_releases(config: Config, spec: Any, *, good: str | None = None, bad: 
         boundaries=boundaries,
         last_good=verdict_changes[0]["last_good"] if verdict_changes else None,
         first_bad=verdict_changes[0]["first_bad"] if verdict_changes else None,
-        built=prober.built, notes=notes, seconds=time.perf_counter() - started)
+        built=prober.built, notes=notes, seconds=time.perf_counter() - started, terms=terms, scan=scan,
+        warnings=warnings)

@@ -47,7 +47,7 @@ def main() -> int:
                 and (args.bad is None or environments.version_key(r) <= environments.version_key(args.bad))]
     started = time.perf_counter()
     report = api.bisect(args.flags, api.TargetSpec(model="deepseek-v3", draft="eagle3", hardware="rtx-pro-6000"),
-                        good=args.good, bad=args.bad, moves=args.moves,
+                        old=args.good, new=args.bad, moves=args.moves,
                         progress=lambda m: print(f"[{time.perf_counter() - started:6.1f}s] {m}", file=sys.stderr))
     seconds = time.perf_counter() - started
     data = report.to_dict()

@@ -14,6 +14,10 @@ Invariants:
 * **Independence.** Each evaluation starts from the same process state: ``os.environ``
   is restored, logging handlers are restored, every ``lru_cache`` in SGLang is cleared
   and the platform singleton reset. Evaluating A then B gives B's result as if alone.
+* **Config files the release's way.** ``--config FILE`` is merged by the release itself:
+  :meth:`Evaluator.merged_argv` runs ``prepare_server_args`` up to its ``parse_args`` call
+  and returns the argv that call receives (the file's options, then the command line's),
+  so the orchestrator evaluates, shrinks and reports explicit flags.
 * **Facts, not judgements.** The result is a plain dict of what happened (exception,
   innermost SGLang frame, failing statement with its guard, resolved values). Signatures
   and findings are computed by the orchestrator, which can be upgraded without
@@ -129,6 +133,21 @@ class _RecordingParser:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._parser, name)
+
+
+class _ArgvReached(Exception):
+    """Raised by :class:`_ArgvRecorder` with the argv ``prepare_server_args`` was about to parse."""
+
+    def __init__(self, argv: list[str]) -> None:
+        super().__init__("argv reached parse_args")
+        self.argv = argv
+
+
+class _ArgvRecorder(_RecordingParser):
+    """Stops ``prepare_server_args`` at its ``parse_args`` call, handing back the argv it was given."""
+
+    def parse_args(self, args: Any = None, namespace: Any = None) -> argparse.Namespace:
+        raise _ArgvReached([str(a) for a in (sys.argv[1:] if args is None else args)])
 
 
 class _ParserFactory:
@@ -593,6 +612,23 @@ class Evaluator:
     def block_at(self, relative_file: str, line: int) -> dict[str, Any]:
         """The code around ``line`` for a cross-release diff: see :func:`block_at`."""
         return block_at(os.path.join(self.package_root, relative_file), relative_file, line)
+
+    def merged_argv(self, argv: list[str]) -> dict[str, Any]:
+        """The argv this release's ``prepare_server_args`` parses for ``argv``: with ``--config
+        FILE``, the file's options merged by the release's own code. ``{"argv": [...]}`` or
+        ``{"error": "one line"}`` (the release refused the file)."""
+        output = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(output), contextlib.redirect_stdout(output):
+                self._construct(list(argv), _ArgvRecorder(self.parser))
+        except _ArgvReached as reached:
+            return {"argv": reached.argv}
+        except SystemExit as exc:
+            errors = [ln.split("error:", 1)[1].strip() for ln in output.getvalue().splitlines() if "error:" in ln]
+            return {"error": errors[-1] if errors else f"sys.exit({exc.code!r})"}
+        except Exception as exc:
+            return {"error": f"{type(exc).__name__}: {exc}"}
+        return {"error": "prepare_server_args returned without parsing the flags"}
 
     def find_code(self, pattern: str, limit: int = 20) -> dict[str, Any]:
         """Where a regular expression matches SGLang's ``srt`` sources (for "where was this before?")."""

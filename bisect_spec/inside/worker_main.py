@@ -150,6 +150,8 @@ def main() -> int:
             from bisect_spec.inside.launch_path import speculative_env_vars
 
             reply = {"env_vars": speculative_env_vars(evaluator.package_root)}
+        elif op == "merged_argv":
+            reply = evaluator.merged_argv(request["argv"])
         elif op == "find":
             reply = evaluator.find_code(request["pattern"], int(request.get("limit", 20)))
         elif op == "exit":

@@ -199,7 +199,7 @@ def test_shrink_with_no_flags() -> None:
 def test_matrix_file_with_an_error_names_file_line_and_what(tmp_path: Path) -> None:
     matrix = tmp_path / "nightly.toml"
     matrix.write_text('name = "n"\nreleases = ["0.5.23"]\nmodels = ["deepseek-v4"]\n')
-    exit_code, output = run("nightly", "--matrix", str(matrix), "--out", str(tmp_path / "out"))
+    exit_code, output = run("nightly", "--matrix", str(matrix), "--runs-dir", str(tmp_path / "out"))
     assert exit_code == 2
     assert assert_one_clear_line(output).startswith(
         f"Error: {matrix}:3: unknown model 'deepseek-v4' in models (closest: deepseek-v3, deepseek-v3.2); valid: ")
@@ -208,14 +208,14 @@ def test_matrix_file_with_an_error_names_file_line_and_what(tmp_path: Path) -> N
 def test_matrix_file_that_is_not_toml(tmp_path: Path) -> None:
     matrix = tmp_path / "nightly.toml"
     matrix.write_text('name = "n"\nreleases = ["0.5.23"\n')
-    exit_code, output = run("nightly", "--matrix", str(matrix), "--out", str(tmp_path / "out"))
+    exit_code, output = run("nightly", "--matrix", str(matrix), "--runs-dir", str(tmp_path / "out"))
     assert exit_code == 2
     assert assert_one_clear_line(output) == f"Error: {matrix}:2: not valid TOML: Unclosed array"
 
 
 def test_resume_of_a_nightly_that_does_not_exist(tmp_path: Path) -> None:
     matrix = Path(__file__).parents[2] / "examples" / "nightly-matrix.toml"
-    exit_code, output = run("nightly", "--matrix", str(matrix), "--out", str(tmp_path), "--resume", "yesterday")
+    exit_code, output = run("nightly", "--matrix", str(matrix), "--runs-dir", str(tmp_path), "--resume", "yesterday")
     assert exit_code == 1
     assert assert_one_clear_line(output) == f"Error: {tmp_path / 'yesterday'} is not a nightly (no nightly.json)"
 
@@ -224,7 +224,7 @@ def test_corrupt_nightly_json_on_resume(tmp_path: Path) -> None:
     (tmp_path / "n1").mkdir()
     (tmp_path / "n1" / "nightly.json").write_text("{not json")
     matrix = Path(__file__).parents[2] / "examples" / "nightly-matrix.toml"
-    exit_code, output = run("nightly", "--matrix", str(matrix), "--out", str(tmp_path), "--resume", "n1")
+    exit_code, output = run("nightly", "--matrix", str(matrix), "--runs-dir", str(tmp_path), "--resume", "n1")
     assert exit_code == 1
     line = assert_one_clear_line(output)
     assert line == (f"Error: {tmp_path / 'n1' / 'nightly.json'} is corrupt (line 1: Expecting property name enclosed "

@@ -61,7 +61,7 @@ def test_a_nightly_that_cannot_reach_ray_stops_instead_of_skipping_every_cell(tm
     matrix.write_text('name = "ray-check"\nstrategy = "quick"\nreleases = ["0.5.23"]\nmodels = ["llama-3.1-8b"]\n'
                       'drafts = ["none"]\nhardware = ["h100"]\n')
     address = f"127.0.0.1:{closed_port()}"
-    result = CliRunner().invoke(main, ["nightly", "--matrix", str(matrix), "--out", str(tmp_path / "nightlies"),
+    result = CliRunner().invoke(main, ["nightly", "--matrix", str(matrix), "--runs-dir", str(tmp_path / "nightlies"),
                                        "--no-install", "--executor", "ray", "--address", address])
     assert result.exit_code == 1
     assert one_error_line(result.output).startswith(f"Error: cannot connect to Ray at {address}")

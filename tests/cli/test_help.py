@@ -24,3 +24,42 @@ def test_every_command_has_help_with_an_example(path: tuple[str, ...]) -> None:
     result = CliRunner().invoke(main, [*path, "--help"])
     assert result.exit_code == 0
     assert "Example:" in result.output
+
+
+def examples(help_text: str) -> list[list[str]]:
+    """The example command lines after ``Example:`` (continuation lines joined), as argv lists."""
+    import shlex
+
+    text = help_text.split("Example:", 1)[1].replace("\\\n", " ")
+    lines = [line.strip() for line in text.splitlines()]
+    return [shlex.split(line) for line in lines if line.startswith(("bisect-spec", "$(bisect-spec"))]
+
+
+def parse_only(argv: list[str]) -> click.Context:
+    """Parse ``argv`` (after ``bisect-spec``) down to its command, as click would, without running it."""
+    ctx = main.make_context("bisect-spec", list(argv), resilient_parsing=False)
+    while isinstance(ctx.command, click.Group) and [*getattr(ctx, "_protected_args", []), *ctx.args]:
+        name, command, rest = ctx.command.resolve_command(ctx, [*getattr(ctx, "_protected_args", []), *ctx.args])
+        assert command is not None, argv
+        ctx = command.make_context(name, rest, parent=ctx)
+    return ctx
+
+
+@pytest.mark.parametrize("path", all_commands(main), ids=lambda p: " ".join(p) or "main")
+def test_every_example_parses_with_the_cli(path: tuple[str, ...]) -> None:
+    command: click.Command = main
+    for name in path:
+        assert isinstance(command, click.Group)
+        command = command.commands[name]
+    found = examples(command.help or "")
+    assert found, f"{' '.join(path) or 'main'} has no example command line"
+    for argv in found:
+        if argv[0] == "$(bisect-spec":  # $(bisect-spec env python 0.5.12) repro.py: the part inside
+            end = next(i for i, a in enumerate(argv) if a.endswith(")"))
+            argv = [*argv[:end], argv[end].removesuffix(")")]
+        ctx: click.Context | None = parse_only(argv[1:])
+        chain = []
+        while ctx is not None:
+            chain.append(ctx.command)
+            ctx = ctx.parent
+        assert command in chain, argv  # the example runs this command (or, for a group, one of its commands)

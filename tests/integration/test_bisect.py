@@ -74,7 +74,7 @@ def test_the_type_error_appears_at_a_release_found_by_bisection_with_the_code_th
 
 
 @pytest.mark.parametrize(("args", "expected"), [
-    (["--good", "0.5.23", "--bad", "0.5.9"], "Error: --good 0.5.23 must be older than --bad 0.5.9"),
+    (["--old", "0.5.23", "--new", "0.5.9"], "Error: --old 0.5.23 is newer than --new 0.5.9: --old is the older end"),
     (["--good", "0.5.90"], "Error: --good 0.5.90 is not a known SGLang release (closest: 0.5.9"),
     ([], "Error: no SGLang flags given: pass them after --, e.g. -- --speculative-algorithm EAGLE3"),
 ])
@@ -83,3 +83,32 @@ def test_bisect_usage_errors(args: list[str], expected: str) -> None:
     result = CliRunner().invoke(main, ["bisect", "--releases", ",".join(INSTALLED), *args, *flags])
     assert result.exit_code == 2, result.output
     assert result.output.startswith(expected), result.output
+
+
+TYPE_ERROR = ["--", "--speculative-num-steps", "1", "--speculative-num-draft-tokens", "3"]
+
+
+def test_good_newer_than_bad_finds_the_first_good_release_and_scan_evaluates_every_release() -> None:
+    """git bisect's terms in reverse order (the search for a fix): the old end is the --bad one."""
+    result = CliRunner().invoke(main, ["bisect", "--model", "deepseek-v3", "--hardware", "rtx-pro-6000", "--no-moves",
+                                       "--releases", "0.5.1.post3,0.5.3,0.5.9", "--good", "0.5.9", "--bad", "0.5.1.post3",
+                                       "--scan", *TYPE_ERROR])
+    assert result.exit_code == 0, result.output
+    assert "releases 0.5.1.post3 … 0.5.9: evaluated 3 of 3 releases (--scan: every installed one)" in result.stdout
+    change = next(line for line in result.stdout.splitlines() if line.startswith("first "))
+    assert change.startswith("first good release: 0.5.3 (last bad: 0.5.1.post3): passed → TypeError: ")
+    progress = [line for line in result.stderr.splitlines() if "left" in line]
+    assert progress[:3] == ["… 0.5.1.post3: passed; scanning installed releases, 2 left",
+                            "… 0.5.3: failed; scanning installed releases, 1 left",
+                            "… 0.5.9: failed; scanning installed releases, 0 left"]
+    assert "warning:" not in result.stdout
+
+
+def test_agreeing_ends_say_how_few_releases_were_evaluated() -> None:
+    result = CliRunner().invoke(main, ["bisect", "--model", "deepseek-v3", "--hardware", "rtx-pro-6000", "--no-moves",
+                                       "--releases", "0.5.3,0.5.9,0.5.12", "--json", *TYPE_ERROR])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert (data["evaluated_count"], data["releases_count"], data["first_new"]) == (2, 3, None)
+    assert data["warnings"] == ["the ends agree, so only 2 of 3 releases were evaluated: a verdict that differs only "
+                                "in middle releases would be missed; --scan evaluates every installed release"]

@@ -122,7 +122,7 @@ def test_fake_server_tree_is_gone_after_the_tool_is_interrupted(command: str, mo
     configs = tmp_path / "configs.txt"
     configs.write_text("--tp 8\n")
     what = ["--", "--tp", "8"] if command == "launch" else [str(configs)]
-    tool = Tool([str(BISECT_SPEC), command, "--sglang", "0.5.23", "--launch-without-gpu", "--timeout", "600",
+    tool = Tool([str(BISECT_SPEC), command, "--sglang", "0.5.23", "--launch-without-gpu", "--launch-timeout", "600",
                  "--runs-dir", str(tmp_path / "runs"), "--server-command", server, *what],
                 janitor, terminal=how == "terminal-closed")
     started = tree_is_up(pidfile, mode)

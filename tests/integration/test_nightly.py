@@ -70,7 +70,7 @@ def test_same_results_as_the_baseline_is_no_change_and_exit_0(first: dict[str, A
     out = tmp_path / "n"
     out.mkdir()
     baseline = edited_baseline(first, out, lambda data: None)
-    result = CliRunner().invoke(main, ["nightly", "--matrix", str(MATRIX), "--out", str(out), "--no-install"])
+    result = CliRunner().invoke(main, ["nightly", "--matrix", str(MATRIX), "--runs-dir", str(out), "--no-install"])
     assert result.exit_code == 0, result.output
     assert f"baseline {baseline}" in result.output and f"no change against {baseline}" in result.output
 
@@ -84,7 +84,7 @@ def test_a_new_signature_is_a_regression_and_exits_3(first: dict[str, Any], tmp_
         cell["signatures"] = [s for s in cell["signatures"] if s["cross_release_key"] != TYPE_ERROR_KEY]
 
     edited_baseline(first, out, forget_the_type_error)
-    result = CliRunner().invoke(main, ["nightly", "--matrix", str(MATRIX), "--out", str(out), "--no-install", "--json"])
+    result = CliRunner().invoke(main, ["nightly", "--matrix", str(MATRIX), "--runs-dir", str(out), "--no-install", "--json"])
     assert result.exit_code == 3, result.output
     data = json.loads(result.output)
     assert data["regressions"] == 1
@@ -103,7 +103,7 @@ def test_a_release_new_since_the_baseline_is_compared_with_the_release_before(fi
         data["cells"] = [c for c in data["cells"] if c["release"] != "0.5.23"]
 
     edited_baseline(first, out, before_0_5_23)
-    result = CliRunner().invoke(main, ["nightly", "--matrix", str(MATRIX), "--out", str(out), "--no-install"])
+    result = CliRunner().invoke(main, ["nightly", "--matrix", str(MATRIX), "--runs-dir", str(out), "--no-install"])
     assert result.exit_code == 0, result.output  # both failures only moved: no regression
     data = json.loads((sorted(p for p in out.iterdir() if not p.name.startswith("baseline"))[-1] / "nightly.json")
                       .read_text())

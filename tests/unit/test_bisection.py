@@ -101,3 +101,43 @@ def test_builds_stay_within_log2_n_plus_one_when_the_newest_is_built() -> None:
         find_changes(RELEASES, observe, free=lambda r: r == RELEASES[-1])  # type: ignore[arg-type]
         worst = max(worst, len([c for c in calls if c != 63]))
     assert worst <= math.ceil(math.log2(len(RELEASES))) + 1
+
+
+def test_a_failure_only_in_middle_releases_is_found_once_the_middle_is_known() -> None:
+    """A→B→A: the ends agree, so bisection alone sees no change; known middle observations split it (--scan)."""
+    calls, _observe = step([20, 40])
+    middle = {i: 1 if 20 <= i < 40 else 0 for i in range(64)}
+
+    def non_monotone(release: str) -> Observation:
+        calls.append(RELEASES.index(release))
+        return Observation(release, middle[RELEASES.index(release)])
+
+    assert find_changes(RELEASES, non_monotone).changes == []  # two probes, no change seen
+    known = [non_monotone(RELEASES[i]) for i in (0, 16, 32, 48, 63)]  # say, the installed releases
+    search = find_changes(RELEASES, non_monotone, known=known)
+    assert [(c.before.release, c.after.release) for c in search.changes] == [
+        (RELEASES[19], RELEASES[20]), (RELEASES[39], RELEASES[40])]
+
+
+def test_releases_left_shrink_to_zero_at_the_change() -> None:
+    _calls, observe = step([37])
+    reported: list[tuple[str, int]] = []
+    find_changes(RELEASES, observe, on_probe=lambda o, left: reported.append((o.release, left)))  # type: ignore[arg-type]
+    lefts = [left for _, left in reported]
+    assert reported[0] == (RELEASES[0], 63)  # one end known: every other release is still in question
+    assert reported[1] == (RELEASES[63], 62)  # both ends known, and they differ: all between
+    assert lefts == sorted(lefts, reverse=True) and lefts[-1] == 0
+    assert all(b <= a // 2 + 1 for a, b in itertools.pairwise(lefts[1:]))  # halves each step
+
+
+def test_an_installed_neighbour_of_the_middle_is_probed_instead_of_building_the_middle() -> None:
+    """0.5.15 … 0.5.20 with 0.5.16 installed: 0.5.17 (the middle) would need a build; 0.5.16 is one step away."""
+    releases = [f"0.5.{n}" for n in range(15, 21)]
+    probed: list[str] = []
+
+    def observe(release: str) -> Observation:
+        probed.append(release)
+        return Observation(release, release >= "0.5.18")
+
+    find_changes(releases, observe, free=lambda r: r in {"0.5.15", "0.5.16", "0.5.20"})
+    assert probed[:3] == ["0.5.15", "0.5.20", "0.5.16"]

@@ -52,7 +52,8 @@ def test_the_example_matrix_parses() -> None:
      "rtx-pro-6000, none"),
     (GOOD.replace('drafts = ["eagle3", "none"]', 'drafts = ["eagel3"]'),
      "m.toml:5: unknown draft 'eagel3' in drafts (closest: eagle3, eagle); valid: eagle, eagle3, nextn, ngram, "
-     "standalone, none"),
+     "specforge-eagle3-deepseek-v3, specforge-eagle3-kimi-k2, specforge-eagle3-llama-3.3-70b, "
+     "specforge-eagle3-qwen3-235b-a22b, specforge-eagle3-qwen3-32b, standalone, none"),
     (GOOD.replace('strategy = "quick"', 'strategy = quick'),
      "m.toml:2: not valid TOML: Invalid value"),
     (GOOD.replace('name = "n"', 'name = "n"\nseeds = 3'),

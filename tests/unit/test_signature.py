@@ -140,3 +140,29 @@ def test_a_stored_outcome_is_grouped_by_this_versions_signature() -> None:
             "signature": {"id": "stale", "kind": "failed", "exc_type": "ValueError", "location": "x::y",
                           "statement": "s", "message": "got <n>."}}
     assert Outcome.from_dict(data).signature == signature_of(data)
+
+
+def test_release_numbers_in_a_message_never_change_the_cross_release_key() -> None:
+    from bisect_spec.signature import normalise_versions
+
+    def raised(message: str) -> Signature:
+        signature = signature_of({"status": "failed", "exception": {"type": "ValueError", "message": message},
+                                  "frame": {"file": "srt/server_args.py", "function": "check", "line": 1,
+                                            "statement": "raise ValueError(msg)"}})
+        assert signature is not None
+        return signature
+
+    nine, eleven = raised("not supported before SGLang 0.5.9"), raised("not supported before SGLang 0.5.11.post1")
+    assert nine.cross_release_key == eleven.cross_release_key and nine.id != eleven.id
+    assert raised("needs 2 GPUs").cross_release_key != raised("needs a GPU").cross_release_key
+    assert normalise_versions("v0.5.1.post3, 0.4.6rc1 and 2.9.1+cpu; 1.5 and 3 stay") == (
+        "<version>, <version> and <version>; 1.5 and 3 stay")
+
+
+def test_a_refused_flag_is_one_verdict_on_every_release_that_lacks_it() -> None:
+    from bisect_spec.timeline import refusal_key
+
+    assert refusal_key("SGLang 0.5.3 has no flag --speculative-moe-runner-backend: it exists in 0.5.9 … 0.5.23") == \
+        refusal_key("SGLang 0.5.1.post3 has no flag --speculative-moe-runner-backend: did you mean --moe-runner-backend? "
+                    "it exists in 0.5.9 … 0.5.23") == "usage:SGLang <version> has no flag --speculative-moe-runner-backend"
+    assert refusal_key("SGLang 0.5.3 has no flag --x: it exists in 0.5.9") != refusal_key("SGLang 0.5.3 has no flag --y")
