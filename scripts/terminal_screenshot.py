@@ -5,7 +5,7 @@ The summary is the CLI's own: :func:`bisect_spec.render.summary_text` at 100 col
 :mod:`bisect_spec.terminal` as on a real terminal. rich records it as SVG (a terminal window);
 headless chromium turns that into the PNG (the SVG is kept next to it).
 
-Usage: python scripts/terminal_screenshot.py RUN_DIR [--out docs] [--columns 100]
+Usage: python scripts/terminal_screenshot.py RUN_DIR [--out docs] [--columns 100] [--lines 44]
 """
 
 from __future__ import annotations
@@ -30,11 +30,16 @@ def main() -> int:
     parser.add_argument("run", type=Path, help="a finished run's directory (holding summary.json)")
     parser.add_argument("--out", type=Path, default=ROOT / "docs")
     parser.add_argument("--columns", type=int, default=100)
+    parser.add_argument("--lines", type=int, default=44,
+                        help="show the first LINES lines and the last two (where the files are), with … between")
     parser.add_argument("--command", default="bisect-spec --model kimi-k2.6 --draft eagle3",
                         help="the command line shown above the output")
     args = parser.parse_args()
     summary = json.loads((args.run / "summary.json").read_text())
     text = render.summary_text(summary, width=args.columns, run_path=f"runs/{args.run.name}")
+    lines = text.splitlines()
+    if len(lines) > args.lines + 3:
+        text = "\n".join([*lines[:args.lines], f"… ({len(lines) - args.lines - 2} more lines)", *lines[-2:]])
     console = Console(record=True, width=args.columns, force_terminal=True, color_system="truecolor",
                       theme=terminal.THEME, highlighter=terminal.AnswerHighlighter(), markup=False, emoji=False,
                       soft_wrap=True, file=open("/dev/null", "w"))  # noqa: SIM115 (rich keeps the file)
@@ -49,12 +54,12 @@ def main() -> int:
     if chromium is None:
         print("chromium is not installed (apt-get install -y chromium): only the SVG was written", file=sys.stderr)
         return 0
-    lines = text.count("\n") + 3
+    height = text.count("\n") + 3
     with tempfile.TemporaryDirectory() as scratch:
         png = args.out / f"{name}.png"
         subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
                         f"--user-data-dir={Path(scratch) / 'profile'}", f"--screenshot={png}",
-                        f"--window-size={args.columns * 12 + 60},{lines * 24 + 110}", svg.resolve().as_uri()],
+                        f"--window-size={args.columns * 12 + 60},{height * 24 + 110}", svg.resolve().as_uri()],
                        capture_output=True, check=True, timeout=180)
         print(f"{png}: {png.stat().st_size / 1024:.0f} KB")
     return 0

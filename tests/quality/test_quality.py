@@ -92,6 +92,55 @@ def test_the_inside_imports_nothing_from_the_orchestrator() -> None:
     assert {"worker_main", "evaluator", "launch_path", "simulated_gpu", "version_shims", "launch_main"} <= modules
 
 
+def _package_imports() -> dict[str, set[str]]:
+    """Module -> the package modules it imports, at any depth of its code (lazy imports count;
+    ``if TYPE_CHECKING:`` blocks do not)."""
+    package = ROOT / "bisect_spec"
+    modules = {".".join(f.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__"): f
+               for f in package.rglob("*.py")}
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text())
+        base = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        typing_only = {id(sub) for node in ast.walk(tree) if isinstance(node, ast.If)
+                       and "TYPE_CHECKING" in ast.unparse(node.test) for sub in ast.walk(node)}
+        for node in ast.walk(tree):
+            if id(node) in typing_only:
+                continue
+            if isinstance(node, ast.ImportFrom):
+                parts = base.split(".")
+                target = (".".join(parts[:len(parts) - node.level + 1] + ([node.module] if node.module else []))
+                          if node.level else node.module or "")
+                for candidate in [target, *(f"{target}.{alias.name}" for alias in node.names)]:
+                    if candidate in modules and candidate != name:
+                        graph[name].add(candidate)
+            elif isinstance(node, ast.Import):
+                graph[name].update(a.name for a in node.names if a.name in modules and a.name != name)
+    return graph
+
+
+def test_no_import_cycles() -> None:
+    """One idea per module, layered: no module reaches itself through imports, lazy ones included."""
+    graph = _package_imports()
+
+    def reaches(start: str) -> list[str] | None:
+        stack = [(start, [start])]
+        seen: set[str] = set()
+        while stack:
+            node, path = stack.pop()
+            for nxt in graph[node]:
+                if nxt == start:
+                    return [*path, start]
+                if nxt not in seen:
+                    seen.add(nxt)
+                    stack.append((nxt, [*path, nxt]))
+        return None
+
+    cycles = {name: cycle for name in graph if name != "bisect_spec" and (cycle := reaches(name)) is not None
+              and "bisect_spec" not in cycle}
+    assert cycles == {}
+
+
 def test_ci_runs_the_readme_test_command() -> None:
     readme = (ROOT / "README.md").read_text().splitlines()
     commands = [line.strip() for line in readme[:40] if line.strip().startswith(("python", "bash", "./"))]
