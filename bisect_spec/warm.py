@@ -221,6 +221,16 @@ def _wait_for_socket(directory: Path) -> Connection:
         time.sleep(0.02)
 
 
+def _wait_until_stopped(directory: Path, timeout: float = 60.0) -> None:
+    """Wait until the daemon of ``directory`` has ended (an event: its lock is free)."""
+    deadline = time.monotonic() + timeout
+    while running(directory):
+        if time.monotonic() > deadline:
+            raise WorkerError(f"the warm worker in {directory} neither serves nor stops; "
+                              f"bisect-spec workers stop {directory.name}")
+        time.sleep(0.05)
+
+
 def connect_or_start(spec: WorkerSpec, *, label: str, timeout: float, start: bool = True,
                      notify: Notify | None = None) -> tuple[Connection, dict[str, Any]] | None:
     """A connection to the warm worker of ``spec``, started when none runs (unless not ``start``); its hello.
@@ -253,7 +263,11 @@ def connect_or_start(spec: WorkerSpec, *, label: str, timeout: float, start: boo
                 started_here = True
                 conn = _wait_for_socket(directory)
             else:
-                conn = Connection(directory)
+                try:
+                    conn = Connection(directory)
+                except (FileNotFoundError, ConnectionRefusedError):  # it is stopping: wait, then start afresh
+                    _wait_until_stopped(directory)
+                    continue
         try:
             if not started_here and notify:
                 state = conn.call({"op": "status"})

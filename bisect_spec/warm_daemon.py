@@ -40,6 +40,10 @@ import psutil
 from .errors import WorkerError
 from .worker import WorkerPool, WorkerSpec
 
+#: requests whose answer depends only on the release (asked by every session: the architecture
+#: check, the flag table), answered from memory after the first time
+CACHED = frozenset({"architecture", "flags", "env_vars"})
+
 
 def spec_from_record(record: dict[str, Any], log_path: Path) -> WorkerSpec:
     """The :class:`WorkerSpec` a ``daemon.json`` names (JSON has lists where the spec has tuples)."""
@@ -68,6 +72,7 @@ class Daemon:
         self.served = 0
         self._lock = threading.Lock()
         self._grow_lock = threading.Lock()
+        self._answers: dict[str, dict[str, Any]] = {}
 
     # -- life --------------------------------------------------------------------
 
@@ -76,7 +81,7 @@ class Daemon:
             self.pool.start()
         except WorkerError as exc:
             self.error = str(exc)
-        except BaseException as exc:  # noqa: BLE001 - said to every client, then the daemon stops
+        except BaseException as exc:  # said to every client, then the daemon stops
             self.error = f"{type(exc).__name__}: {exc}"
         finally:
             self.ready.set()
@@ -107,9 +112,6 @@ class Daemon:
                     if self.stopping.is_set():
                         break
                     raise
-                with self._lock:
-                    self.connections += 1
-                    self._touch()
                 threading.Thread(target=self._client, args=(conn,), daemon=True).start()
         finally:
             listener.close()
@@ -119,10 +121,15 @@ class Daemon:
     # -- clients -----------------------------------------------------------------
 
     def _client(self, conn: socket.socket) -> None:
+        engaged = False  # a connection that only asks for the status (workers list) keeps nothing up
         try:
             with conn, conn.makefile("rb") as reader:
                 for line in reader:
                     request = json.loads(line)
+                    if request.get("op") != "status" and not engaged:
+                        engaged = True
+                        with self._lock:
+                            self.connections += 1
                     reply = self.answer(request)
                     conn.sendall(json.dumps(reply, default=repr).encode() + b"\n")
                     if request.get("op") == "stop":
@@ -131,9 +138,10 @@ class Daemon:
         except (OSError, ValueError):
             pass  # a client that went away or wrote garbage: its connection ends, nothing else
         finally:
-            with self._lock:
-                self.connections -= 1
-                self._touch()
+            if engaged:
+                with self._lock:
+                    self.connections -= 1
+                    self._touch()
 
     def _wait_ready(self) -> str | None:
         while not self.ready.wait(0.5):
@@ -158,10 +166,17 @@ class Daemon:
                 self.served += 1
             return {"ok": True, "reply": record}
         if op == "request":
+            payload = request["payload"]
+            cached = json.dumps(payload, sort_keys=True) if payload.get("op") in CACHED else None
+            if cached is not None and cached in self._answers:
+                return {"ok": True, "reply": self._answers[cached]}
             try:
-                return {"ok": True, "reply": self.pool.request(request["payload"], float(request.get("timeout", 60.0)))}
+                reply = self.pool.request(payload, float(request.get("timeout", 60.0)))
             except WorkerError as exc:
                 return {"ok": False, "error": str(exc)}
+            if cached is not None:
+                self._answers[cached] = reply
+            return {"ok": True, "reply": reply}
         if op == "grow":
             threading.Thread(target=self._grow, args=(int(request["jobs"]),), daemon=True).start()
             return {"ok": True}
