@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from . import environments
-from .errors import ArchitectureUnknown, ReleaseError, UsageError, WorkerError
+from .errors import ArchitectureUnknown, ReleaseError, UsageError, WarmWorkerError, WorkerError
 from .executor import LOCAL, EvaluationPool, make_pool
 from .flags import DRAFT_FLAGS, Config, is_env
 from .outcome import Outcome
@@ -107,6 +107,8 @@ class Session:
             self.notify(f"starting an evaluation worker for {self.label}: importing SGLang")
         try:
             self.info = self.pool.start()
+        except WarmWorkerError:
+            raise  # its own fix; nothing wrong with the release
         except WorkerError as exc:
             fix = ("reinstall it: bisect-spec env remove {r} && bisect-spec env install {r}"
                    if self.target.release != environments.CURRENT

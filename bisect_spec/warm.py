@@ -52,7 +52,7 @@ from typing import Any
 import psutil
 
 from . import environments
-from .errors import UsageError, WorkerError
+from .errors import UsageError, WarmWorkerError, WorkerError
 from .worker import WORKER_SCRIPT, WorkerSpec, start_daemon
 
 log = logging.getLogger(__name__)
@@ -119,12 +119,12 @@ def private_dir(path: Path, *, create: bool) -> Path:
         path.mkdir(mode=0o700, parents=True, exist_ok=True)
     info = path.lstat()
     if not stat.S_ISDIR(info.st_mode):
-        raise WorkerError(f"{path} is not a folder; remove it (bisect-spec keeps its warm workers' sockets there)")
+        raise WarmWorkerError(f"{path} is not a folder; remove it (bisect-spec keeps its warm workers' sockets there)")
     if info.st_uid != os.getuid():
-        raise WorkerError(f"refusing warm worker folder {path}: it belongs to uid {info.st_uid}, not you "
+        raise WarmWorkerError(f"refusing warm worker folder {path}: it belongs to uid {info.st_uid}, not you "
                           f"({os.getuid()}); remove it or set BISECT_SPEC_HOME to a folder of yours")
     if info.st_mode & 0o077:
-        raise WorkerError(f"refusing warm worker folder {path}: mode {stat.S_IMODE(info.st_mode):o} lets others in; "
+        raise WarmWorkerError(f"refusing warm worker folder {path}: mode {stat.S_IMODE(info.st_mode):o} lets others in; "
                           f"run: chmod 700 {path}")
     return path
 
@@ -144,13 +144,13 @@ class Connection:
         private_dir(directory, create=False)
         info = address.lstat()
         if not stat.S_ISSOCK(info.st_mode) or info.st_uid != os.getuid():
-            raise WorkerError(f"refusing {address}: not a socket of yours; remove it")
+            raise WarmWorkerError(f"refusing {address}: not a socket of yours; remove it")
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             self.sock.settimeout(timeout)
             self.sock.connect(str(address))
             if _peer_uid(self.sock) != os.getuid():
-                raise WorkerError(f"refusing {address}: served by another user's process")
+                raise WarmWorkerError(f"refusing {address}: served by another user's process")
         except BaseException:
             self.sock.close()
             raise
@@ -226,7 +226,7 @@ def _wait_until_stopped(directory: Path, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while running(directory):
         if time.monotonic() > deadline:
-            raise WorkerError(f"the warm worker in {directory} neither serves nor stops; "
+            raise WarmWorkerError(f"the warm worker in {directory} neither serves nor stops; "
                               f"bisect-spec workers stop {directory.name}")
         time.sleep(0.05)
 
@@ -244,7 +244,7 @@ def connect_or_start(spec: WorkerSpec, *, label: str, timeout: float, start: boo
     directory = private_dir(workers_dir(), create=True) / key(spec)
     private_dir(directory, create=True)
     if len(str(directory / "sock")) > MAX_ADDRESS:
-        raise WorkerError(f"the warm worker socket path {directory / 'sock'} is longer than {MAX_ADDRESS} bytes: "
+        raise WarmWorkerError(f"the warm worker socket path {directory / 'sock'} is longer than {MAX_ADDRESS} bytes: "
                           f"set a shorter BISECT_SPEC_HOME, or {IDLE_ENV}=0")
     for _attempt in range(3):
         started_here = False
@@ -290,7 +290,7 @@ def connect_or_start(spec: WorkerSpec, *, label: str, timeout: float, start: boo
             raise WorkerError(str(hello.get("error")))
         hello["started_here"] = started_here
         return conn, hello
-    raise WorkerError("the warm worker kept stopping as it was reached; run again, or set "
+    raise WarmWorkerError("the warm worker kept stopping as it was reached; run again, or set "
                       f"{IDLE_ENV}=0 to start a worker of its own")
 
 
@@ -389,7 +389,7 @@ class WarmPool:
         found = connect_or_start(self.spec, label=self.label, timeout=self.timeout, start=self.start_if_missing,
                                  notify=self.notify)
         if found is None:
-            raise WorkerError(f"no warm worker runs for {self.label}")
+            raise WarmWorkerError(f"no warm worker runs for {self.label}")
         self._conn, self.hello = found
         self._directory = self._conn.directory
         self.info = {**self.hello["info"], "warm_worker": {"pid": self.hello["pid"],
@@ -404,7 +404,7 @@ class WarmPool:
             return conn.call(request)
         except (ConnectionError, OSError) as exc:
             pid = self.hello.get("pid")
-            raise WorkerError(f"the warm evaluation worker (pid {pid}) for {self.label} stopped mid-way ({exc}); "
+            raise WarmWorkerError(f"the warm evaluation worker (pid {pid}) for {self.label} stopped mid-way ({exc}); "
                               "run the command again") from exc
 
     def _main(self) -> Connection:
