@@ -21,6 +21,7 @@ import psutil
 import pytest
 
 from bisect_spec import api, environments, warm
+from bisect_spec.session import Session
 from bisect_spec.worker import WorkerSpec
 from tests.conftest import require_release
 from tests.processes import BISECT_SPEC, Janitor, Tool, evaluation_workers, wait_for
@@ -71,6 +72,11 @@ def test_a_second_probe_reuses_the_warm_worker_and_workers_stop_ends_it(home: Pa
     assert by_cli.returncode == 3, by_cli.stderr  # this configuration fails in SGLang 0.5.23
     assert json.loads(by_cli.stdout)["worker"]["warm_worker"]["pid"] == pid
     assert "starting a warm evaluation worker" not in by_cli.stderr
+    bisecting = Session(SPEC.resolve(), warm="reuse")  # as bisect's sessions are: it takes the one that runs
+    try:
+        assert bisecting.start()["warm_worker"]["pid"] == pid
+    finally:
+        bisecting.close()
     [entry] = listed()
     assert (entry["pid"], entry["served"], entry["state"]) == (pid, 3, "ready")
     assert entry["label"] == "SGLang 0.5.23 on rtx-pro-6000x8" and int(str(entry["memory"])) > 0
