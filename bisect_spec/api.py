@@ -6,6 +6,12 @@ Example::
     result = api.probe(["--speculative-algorithm", "EAGLE3", "--speculative-num-draft-tokens", "3"],
                        release="0.5.23", model="kimi-k2.6", draft="eagle3", hardware="rtx-pro-6000")
     print(result.outcome.headline)
+
+Many evaluations: :class:`ProbeSession` (one warm worker, each probe a few milliseconds once it is up)::
+
+    with api.ProbeSession(api.TargetSpec(release="0.5.23", hardware="rtx-pro-6000")) as session:
+        for tokens in (["--speculative-num-steps", "1"], ["--speculative-num-steps", "2"]):
+            print(session.probe(["--speculative-algorithm", "EAGLE3", *tokens]).outcome.headline)
 """
 
 from __future__ import annotations

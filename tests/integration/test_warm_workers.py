@@ -191,3 +191,11 @@ def _readable(proc: psutil.Process) -> bool:
         return True
     except psutil.Error:
         return False
+
+
+def test_a_bad_idle_time_is_refused_in_one_line(home: Path) -> None:
+    done = cli("probe", *TARGET, "--", *FLAGS, env={warm.IDLE_ENV: "soon"})
+    assert done.returncode == 2
+    assert done.stderr.strip() == ("Error: BISECT_SPEC_WORKER_IDLE=soon is not a number of seconds: "
+                                   "set e.g. BISECT_SPEC_WORKER_IDLE=300, or 0 for no warm workers")
+    assert not (home / "workers").exists() or listed() == []
