@@ -6,6 +6,12 @@ Example::
     result = api.probe(["--speculative-algorithm", "EAGLE3", "--speculative-num-draft-tokens", "3"],
                        release="0.5.23", model="kimi-k2.6", draft="eagle3", hardware="rtx-pro-6000")
     print(result.outcome.headline)
+
+Many evaluations: :class:`ProbeSession` (one warm worker, each probe a few milliseconds once it is up)::
+
+    with api.ProbeSession(api.TargetSpec(release="0.5.23", hardware="rtx-pro-6000")) as session:
+        for tokens in (["--speculative-num-steps", "1"], ["--speculative-num-steps", "2"]):
+            print(session.probe(["--speculative-algorithm", "EAGLE3", *tokens]).outcome.headline)
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import contextlib
 import json
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -174,45 +181,130 @@ def check_usage(session: Session, outcome: Outcome) -> None:
 
 
 def probe(tokens: Sequence[str], spec: TargetSpec | None = None, *,
-          on_start: Callable[[Session], None] | None = None, timeout: float = 120.0) -> ProbeResult:
+          on_start: Callable[[Session], None] | None = None, timeout: float = 120.0, warm: bool = True,
+          notify: Callable[[str], None] | None = None) -> ProbeResult:
     """Evaluate one configuration (flags or a pasted launch command) on one target.
 
     :param tokens: SGLang flags, or a pasted ``python -m sglang.launch_server ...`` command.
     :param on_start: called once the worker is up (the CLI announces simulated hardware there).
+    :param warm: evaluate on the target's warm worker (:mod:`bisect_spec.warm`), started if none
+        runs and left up for the next call until its idle stop; False: a worker of its own.
+    :param notify: told at once, in a line, when a worker has to be started (SGLang loading).
     :raises UsageError: unknown flag for this release, bad value, not an SGLang command.
     """
-    with _first_evaluation(tokens, spec, jobs=1, timeout=timeout, on_start=on_start) as (session, full, outcome, notes, _):
+    with _first_evaluation(tokens, spec, jobs=1, timeout=timeout, on_start=on_start, warm=warm,
+                           notify=notify) as (session, full, outcome, notes, _):
         return ProbeResult(session.target, full, outcome, session.info, notes)
+
+
+class ProbeSession:
+    """Many probes on one target's warm worker: the Python API's session for many evaluations.
+
+    A probe costs one evaluation (milliseconds) once the worker is up; the first one waits
+    for it to start (SGLang imports once), unless a warm worker of an earlier command or
+    session still runs. The worker outlives the session until its idle stop
+    (``BISECT_SPEC_WORKER_IDLE``, default 300 s; ``warm=False``: a worker of the session's
+    own, stopped on :meth:`close`). Safe to use from several threads.
+
+    Example::
+
+        from bisect_spec import api
+
+        spec = api.TargetSpec(release="0.5.23", model="kimi-k2.6", draft="eagle3", hardware="rtx-pro-6000")
+        with api.ProbeSession(spec) as session:
+            for steps in (1, 2, 3):
+                result = session.probe(["--speculative-algorithm", "EAGLE3", "--speculative-num-steps", str(steps)])
+                print(steps, result.outcome.headline)
+
+    :param spec: the target; a pasted command's own model or draft may change it per probe.
+    :param timeout: seconds one evaluation may take.
+    :param notify: told at once, in a line, when a worker has to be started.
+    """
+
+    def __init__(self, spec: TargetSpec | None = None, *, timeout: float = 120.0, warm: bool = True,
+                 notify: Callable[[str], None] | None = None) -> None:
+        self.spec = spec or TargetSpec()
+        self.timeout = timeout
+        self.warm = warm
+        self.notify = notify
+        self._sessions: dict[str, Session] = {}
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> ProbeSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def probe(self, tokens: Sequence[str]) -> ProbeResult:
+        """Evaluate one configuration, as :func:`probe` does.
+
+        :raises UsageError: unknown flag for this release, bad value, not an SGLang command.
+        :raises ReleaseError: the release does not import (the first probe starts its worker).
+        """
+        config, spec, notes = understand_flags(tokens, self.spec)
+        target = spec.resolve()
+        session = self._session(target)
+        full, outcome = _evaluate_first(session, config, notes)
+        return ProbeResult(session.target, full, outcome, session.info, notes)
+
+    def _session(self, target: Target) -> Session:
+        name = json.dumps([target.describe(), str(target.model.path), str(target.draft.path if target.draft else "")],
+                          sort_keys=True)
+        with self._lock:
+            if name not in self._sessions:
+                session = Session(target, jobs=1, timeout=self.timeout, log_dir=environments.home() / "logs",
+                                  warm="start" if self.warm else None, notify=self.notify)
+                session.start()
+                self._sessions[name] = session
+            return self._sessions[name]
+
+    def close(self) -> None:
+        """Disconnect (a warm worker stays up until its idle stop; an own worker stops now)."""
+        with self._lock:
+            for session in self._sessions.values():
+                session.close()
+            self._sessions.clear()
+
+
+def _evaluate_first(session: Session, config: Config, notes: list[str]) -> tuple[Config, Outcome]:
+    """Canonical spelling, the draft added where needed, one evaluation (notes say what was changed)."""
+    config = session.canonical(config)
+    target = session.target
+    merged = session.merge_config_file(config)
+    if merged != config:
+        given = config.get("--config") or ("",)
+        notes.append(f"--config {given[0]}: its options merged as SGLang {target.release} merges them "
+                     f"(the command line wins): {' '.join(merged.without(*config.flags()).argv()) or 'nothing new'}")
+    full = session.with_draft(merged)
+    if full != merged:
+        notes.append(f"added --speculative-draft-model-path for the '{target.draft.name if target.draft else ''}' draft")
+    missing = session.missing_draft(full)
+    if missing:
+        notes.append(f"warning: {missing}")
+    outcome = session.evaluate(full)
+    check_usage(session, outcome)
+    return full, outcome
 
 
 @contextlib.contextmanager
 def _first_evaluation(tokens: Sequence[str], spec: TargetSpec | None, *, jobs: int, timeout: float,
-                      on_start: Callable[[Session], None] | None
+                      on_start: Callable[[Session], None] | None, warm: bool = False,
+                      notify: Callable[[str], None] | None = None,
                       ) -> Iterator[tuple[Session, Config, Outcome, list[str], TargetSpec]]:
     """Understand the user's flags, start a session and evaluate them once (probe and shrink start so)."""
     config, spec, notes = understand_flags(tokens, spec or TargetSpec())
     target = spec.resolve()
     if sources.is_label(target.release):  # say what a git:/path: target was taken as
         notes.append(sources.summary(target.release))
-    session = Session(target, jobs=jobs, timeout=timeout, log_dir=environments.home() / "logs")
+    session = Session(target, jobs=jobs, timeout=timeout, log_dir=environments.home() / "logs",
+                      warm="start" if warm else None, notify=notify)
     try:
-        config = session.canonical(config)
+        session.canonical(config)  # an unknown flag fails before any worker starts (the flag table is cached)
         session.start()
         if on_start:
             on_start(session)
-        merged = session.merge_config_file(config)
-        if merged != config:
-            given = config.get("--config") or ("",)
-            notes.append(f"--config {given[0]}: its options merged as SGLang {target.release} merges them "
-                         f"(the command line wins): {' '.join(merged.without(*config.flags()).argv()) or 'nothing new'}")
-        full = session.with_draft(merged)
-        if full != config:
-            notes.append(f"added --speculative-draft-model-path for the '{target.draft.name if target.draft else ''}' draft")
-        missing = session.missing_draft(full)
-        if missing:
-            notes.append(f"warning: {missing}")
-        outcome = session.evaluate(full)
-        check_usage(session, outcome)
+        full, outcome = _evaluate_first(session, config, notes)
         yield session, full, outcome, notes, spec
     finally:
         session.close()
@@ -884,11 +976,13 @@ def _before_words(record: dict[str, Any]) -> str:
 def shrink(tokens: Sequence[str], spec: TargetSpec | None = None, *, budget: Any = None, fix: bool = True,
            out_dir: Path | None = None, on_start: Callable[[Session], None] | None = None,
            timeout: float = 60.0, bisect: bool = False, progress: Callable[[int], None] | None = None,
-           runs_dir: Path = Path("runs")) -> ShrinkReport:
+           runs_dir: Path = Path("runs"), warm: bool = True, notify: Callable[[str], None] | None = None) -> ShrinkReport:
     """Shrink a failing configuration (flags or a pasted launch command) to a 1-minimal reproducer.
 
     The bug report evaluates the reproducer on the newest installed release too and, with
     ``bisect``, bisects it across the installed releases for its first bad release.
+    ``warm`` and ``notify`` as for :func:`probe` (the warm worker is asked for more workers for
+    the parallel steps, and keeps them until its idle stop).
 
     :param out_dir: where the reproducers go (default ``runs_dir/shrink-<signature>``).
     :param progress: called with the number of evaluations so far, after each.
@@ -896,8 +990,8 @@ def shrink(tokens: Sequence[str], spec: TargetSpec | None = None, *, budget: Any
     :raises UsageError: bad flags, or the configuration passes (nothing to shrink).
     """
     jobs = max(1, min(os.cpu_count() or 1, 4))
-    with _first_evaluation(tokens, spec, jobs=jobs, timeout=timeout, on_start=on_start) as (
-            session, full, first, notes, spec):
+    with _first_evaluation(tokens, spec, jobs=jobs, timeout=timeout, on_start=on_start, warm=warm,
+                           notify=notify) as (session, full, first, notes, spec):
         if first.passed:
             raise UsageError(f"this configuration resolves without error on SGLang {session.target.release}: "
                              "nothing to shrink (use bisect-spec probe to see the resolved values)")

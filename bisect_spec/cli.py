@@ -160,6 +160,11 @@ def deprecated_option(old: str, new: str, note: str = "", *, kind: Any = None) -
     return decorator
 
 
+def say_loading(message: str) -> None:
+    """Say at once, on stderr, that a worker is starting and what it loads (not seconds of silence)."""
+    click.echo(f"{message} ...", err=True)
+
+
 def sweep_options(func: F) -> F:
     """Options of a sweep (shared by the bare command and ``sweep``)."""
     options = [
@@ -423,7 +428,7 @@ def probe(as_json: bool, timeout: float, flags: tuple[str, ...], **kwargs: Any) 
             --tp 8 --speculative-algorithm EAGLE3 --speculative-num-steps 1 --speculative-num-draft-tokens 3
     """
     spec = spec_from(kwargs)
-    result = api.probe(list(flags), spec, on_start=announce_hardware, timeout=timeout)
+    result = api.probe(list(flags), spec, on_start=announce_hardware, timeout=timeout, notify=say_loading)
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2, sort_keys=True))
     else:
@@ -468,7 +473,7 @@ def shrink(as_json: bool, max_evaluations: int, max_seconds: float, fix: bool, r
     with terminal.Counter(f"shrinking (budget {max_evaluations} evaluations)") as counter:
         report = api.shrink(list(flags), spec, budget=Budget(max_evaluations, max_seconds), fix=fix,
                             out_dir=Path(out) if out else None, runs_dir=Path(runs_dir), on_start=announce_hardware,
-                            bisect=bisect_releases, progress=None if as_json else counter)
+                            bisect=bisect_releases, progress=None if as_json else counter, notify=say_loading)
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2, sort_keys=True))
         return report
@@ -974,6 +979,69 @@ def crosscheck_command(source: str, launch_timeout: float, timeout: float | None
         click.echo(_crosscheck_table(report))
     if report.disagreements:
         sys.exit(EXIT_VERDICT_FAILS)
+
+
+@main.group()
+def workers() -> None:
+    """Warm evaluation workers: kept up between commands, stopped when idle.
+
+    probe and shrink start one per target (release, hardware box, GPUs) and leave it up
+    for the next command, which then answers at once; it stops by itself after
+    BISECT_SPEC_WORKER_IDLE seconds unused (default 300; 0 = never keep one).
+
+    Example:
+
+        bisect-spec workers list
+
+        bisect-spec workers stop --all
+    """
+
+
+@workers.command("list")
+@click.option("--json", "as_json", is_flag=True, help="The list as JSON (schema bisect-spec/workers/1).")
+def workers_list(as_json: bool) -> None:
+    """List the warm workers of this BISECT_SPEC_HOME: target, pid, idle time, evaluations served, memory.
+
+    Example:
+
+        bisect-spec workers list
+    """
+    from . import warm
+
+    found = warm.listing()
+    if as_json:
+        click.echo(json.dumps({"schema": "bisect-spec/workers/1", "workers": found}, indent=2, sort_keys=True))
+        return
+    if not found:
+        click.echo("no warm workers")
+        return
+    rows = [[w["key"], w.get("label", "?"), str(w["pid"]), w.get("state", "?"),
+             f"{w['idle_seconds']:.0f}s of {w['idle_limit']:.0f}s", str(w["served"]),
+             f"{w['memory'] / 2**20:.0f} MiB"] for w in found]
+    click.echo(render.table(["key", "target", "pid", "state", "idle", "served", "memory"], rows))
+
+
+@workers.command("stop")
+@click.argument("targets", nargs=-1)
+@click.option("--all", "stop_everything", is_flag=True, help="Stop every warm worker of this BISECT_SPEC_HOME.")
+def workers_stop(targets: tuple[str, ...], stop_everything: bool) -> None:
+    """Stop warm workers: those whose key or target contains TARGET (e.g. 0.5.23), or --all.
+
+    Example:
+
+        bisect-spec workers stop "SGLang 0.5.23"
+
+        bisect-spec workers stop --all
+    """
+    from . import warm
+
+    if bool(targets) == stop_everything:
+        raise click.UsageError("name a warm worker (its key, or part of its target: 0.5.23) or use --all")
+    stopped = warm.stop_all(targets)
+    if not stopped and targets:
+        raise click.ClickException(f"no warm worker matches {' '.join(targets)}; see bisect-spec workers list")
+    for state in stopped:
+        click.echo(f"stopped {state['key']} ({state.get('label')}, pid {state['pid']})")
 
 
 def _confirm_by_launch(command: click.Command, pick: Callable[[Any], list[tuple[str, Any]]]) -> None:

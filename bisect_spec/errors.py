@@ -76,6 +76,10 @@ class WorkerError(BisectSpecError):
     """An evaluation worker could not be started or answered nonsense."""
 
 
+class WarmWorkerError(WorkerError):
+    """A warm worker cannot be used: its folder or socket is not private, or it stopped mid-way."""
+
+
 class StoreError(BisectSpecError):
     """A run directory is missing, not a run, locked or corrupt."""
 

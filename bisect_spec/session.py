@@ -12,17 +12,18 @@ from __future__ import annotations
 import difflib
 import json
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from . import environments, sources
-from .errors import ArchitectureUnknown, ReleaseError, UsageError, WorkerError
-from .executor import LOCAL, make_pool
+from .errors import ArchitectureUnknown, ReleaseError, UsageError, WarmWorkerError, WorkerError
+from .executor import LOCAL, EvaluationPool, make_pool
 from .flags import DRAFT_FLAGS, Config, is_env
 from .outcome import Outcome
 from .profiles import DraftProfile, HardwareProfile, ModelProfile
+from .warm import WarmPool, idle_limit
 
 log = logging.getLogger(__name__)
 
@@ -66,18 +67,27 @@ class Session:
     :param jobs: parallel workers (each imports SGLang once); ``None`` = as many as the executor has CPUs.
     :param timeout: seconds one evaluation may take before the worker is killed.
     :param executor: ``local`` (worker processes here) or ``ray`` (Ray actors; ``address`` says which cluster).
+    :param warm: ``start`` or ``reuse`` a warm worker (:mod:`bisect_spec.warm`) that outlives this
+        session, instead of workers of its own: ``reuse`` only takes one that already runs. Off
+        when ``BISECT_SPEC_WORKER_IDLE=0``; local executor only.
+    :param notify: told at once, in a line, when a worker has to be started (SGLang loading).
     """
 
     def __init__(self, target: Target, *, jobs: int | None = 1, timeout: float = 60.0, log_dir: Path | None = None,
                  extra_env: tuple[tuple[str, str], ...] = (), executor: str = LOCAL, address: str | None = None,
-                 environment: environments.Environment | None = None) -> None:
+                 environment: environments.Environment | None = None, warm: str | None = None,
+                 notify: Callable[[str], None] | None = None) -> None:
         self.target = target
+        self.notify = notify
         #: the release's own environment, unless one is given (a commit's tree over a chosen release)
         self.environment = environment or sources.environment_for(target.release)
         log_path = str(log_dir / f"worker-{target.release}.log") if log_dir else None
         spec = self.environment.worker_spec(hardware=target.hardware.record, gpus=target.hardware.gpus,
                                             log_path=log_path, extra_env=extra_env)
-        self.pool = make_pool(spec, jobs=jobs, timeout=timeout, executor=executor, address=address)
+        self.pool: EvaluationPool = make_pool(spec, jobs=jobs, timeout=timeout, executor=executor, address=address)
+        if warm is not None and executor == LOCAL and idle_limit() > 0:
+            self.pool = WarmPool(spec, jobs=self.pool.jobs, timeout=timeout, label=self.label, start=warm == "start",
+                                 notify=notify)
         self.info: dict[str, Any] = {}
         self._flags: list[dict[str, Any]] | None = None
 
@@ -95,8 +105,14 @@ class Session:
         """
         if self.info:
             return self.info
+        if isinstance(self.pool, WarmPool) and not self.pool.start_if_missing and not self.pool.available():
+            self.pool = make_pool(self.pool.spec, jobs=self.pool.jobs, timeout=self.pool.timeout)  # none to reuse
+        if self.notify and not isinstance(self.pool, WarmPool):
+            self.notify(f"starting an evaluation worker for {self.label}: importing SGLang")
         try:
             self.info = self.pool.start()
+        except WarmWorkerError:
+            raise  # its own fix; nothing wrong with the release
         except WorkerError as exc:
             fix = ("reinstall it: bisect-spec env remove {r} && bisect-spec env install {r}"
                    if self.target.release != environments.CURRENT
@@ -131,6 +147,11 @@ class Session:
 
     def close(self) -> None:
         self.pool.close()
+
+    @property
+    def label(self) -> str:
+        """What its workers load, in words: ``SGLang 0.5.23 on rtx-pro-6000 (8 GPUs)``."""
+        return f"SGLang {self.target.release} on {self.target.hardware.label}"
 
     @property
     def hardware_label(self) -> str:

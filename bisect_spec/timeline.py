@@ -169,7 +169,8 @@ class _Prober:
                 self.built.append(release)  # a build attempt costs the same whether or not it works
             environments.ensure(release, progress=None)
         target = type(self.spec)(**{**self.spec.__dict__, "release": release}).resolve()
-        session = Session(target, jobs=1, timeout=self.timeout)
+        # a warm worker already up for the release is reused; none is started (one per release would stay behind)
+        session = Session(target, jobs=1, timeout=self.timeout, warm="reuse")
         try:
             session.start()
         except BaseException:

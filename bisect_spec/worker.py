@@ -352,11 +352,11 @@ class WorkerPool:
         self.replaced += 1
         return fresh
 
-    def evaluate(self, argv: Sequence[str]) -> dict[str, Any]:
-        """Evaluate one configuration on any idle worker."""
+    def evaluate(self, argv: Sequence[str], timeout: float | None = None) -> dict[str, Any]:
+        """Evaluate one configuration on any idle worker (``timeout`` overrides the pool's)."""
         worker = self._healthy(self._idle.get())
         try:
-            record = worker.evaluate(argv, self.timeout)
+            record = worker.evaluate(argv, self.timeout if timeout is None else timeout)
             if record.get("status") in ("crashed", "timeout"):
                 worker.close()
             return record
@@ -461,6 +461,15 @@ class WorkerPool:
         finally:
             self._idle.put(worker)
 
+    def grow(self, jobs: int) -> None:
+        """Start workers until there are ``jobs`` (a warm worker asked for more by a shrink); blocking."""
+        while len(self._all) < jobs:
+            fresh = WorkerProcess(self.spec)
+            fresh.start()
+            self._all.append(fresh)
+            self._idle.put(fresh)
+        self.jobs = max(self.jobs, jobs)
+
     def _replace(self, worker: WorkerProcess) -> WorkerProcess:
         worker.close()
         return self._healthy(worker)
@@ -480,6 +489,22 @@ class WorkerPool:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def start_daemon(argv: Sequence[str], *, env: dict[str, str], log_path: Path) -> subprocess.Popen[bytes]:
+    """Start a deliberate, managed daemon (a warm worker, ``warm_daemon.py``) in a session of its own.
+
+    The daemon forks once more at start and the first process exits at once (wait for it
+    with ``.wait()``), so it is nobody's child: whoever kills this process's tree does not
+    kill it. It stops itself when idle; ``bisect-spec workers list`` shows it.
+    """
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "ab") as log_file:
+        try:
+            return subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=log_file, stderr=log_file, env=env,
+                                    start_new_session=True, cwd=str(log_path.parent))
+        except OSError as exc:
+            raise WorkerError(f"cannot start a warm worker with {argv[0]}: {exc.strerror}") from exc
 
 
 def run_command(argv: Sequence[str], *, log_path: Path | None = None, env: dict[str, str] | None = None,

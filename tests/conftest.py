@@ -9,19 +9,29 @@ pulled in by ``dev``) is treated the same way: ``BISECT_SPEC_ALLOW_MISSING_RAY=1
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
-from bisect_spec import environments
+from bisect_spec import environments, warm
 from bisect_spec.api import TargetSpec
 from bisect_spec.session import Session
 from tests.processes import Janitor
 
 RESOURCES = Path(__file__).parent / "resources"
+
+#: warm workers the tests start (CLI probes, shrinks) stop soon by themselves, and all are stopped
+#: at the end of the session (``_stop_warm_workers``): the CI leftover check must find none
+os.environ.setdefault(warm.IDLE_ENV, "60")
+#: marks the warm workers this test session starts (they inherit it), wherever their BISECT_SPEC_HOME
+TEST_SESSION_ENV = "BISECT_SPEC_TEST_SESSION"
+os.environ[TEST_SESSION_ENV] = f"{os.getpid()}-{time.time_ns()}"
 FAULT_PLUGIN = RESOURCES / "fault_plugin.py"
 
 _SESSIONS: dict[tuple[object, ...], Session] = {}
@@ -76,6 +86,31 @@ def _close_sessions() -> Iterator[None]:
     for session in _SESSIONS.values():
         session.close()
     _SESSIONS.clear()
+
+
+def warm_daemons() -> list[psutil.Process]:
+    """The warm worker daemons this test session started (they carry its marker), in any BISECT_SPEC_HOME."""
+    found = []
+    for proc in psutil.process_iter():
+        with contextlib.suppress(psutil.Error, OSError):
+            if (warm.DAEMON_MODULE in proc.cmdline()
+                    and proc.environ().get(TEST_SESSION_ENV) == os.environ[TEST_SESSION_ENV]):
+                found.append(proc)
+    return found
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _stop_warm_workers() -> Iterator[None]:
+    """At the end of the session, stop every warm worker it started (SIGTERM: they stop their workers)."""
+    yield
+    daemons = warm_daemons()
+    for proc in daemons:
+        with contextlib.suppress(psutil.Error):
+            proc.terminate()
+    _, alive = psutil.wait_procs(daemons, timeout=15)
+    for proc in alive:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
 
 
 @pytest.fixture
