@@ -10,12 +10,18 @@ Design notes (invariants, in the spirit of Hypothesis' ``Shrinker`` and picire's
   candidate is strictly simpler than the current best (asserted).
 * **Confirm first.** The original is re-checked; if it does not fail the same way every
   time, the result is ``flaky`` and nothing is shrunk.
-* **Informed first guesses.** Flags present in every configuration a sweep saw failing
-  with this signature (``evidence``), and flags named in the failing statement or message
-  (``speculative_num_steps`` in ``assert ... num_steps is None``), are likely necessary:
-  keeping only those is tried first, then ddmin (subsets, then complements) over what is
-  left, then one-at-a-time removal, then value simplification of ordered (numeric) values
-  towards the start of their domain, repeated to a fixpoint.
+* **Informed first guess, then proof.** ``hints`` are flags the failure names (the fields of
+  its statement and guard, mapped to flags through each flag's parser ``dest``, plus flags of
+  reproducers already learnt for the signature: :mod:`bisect_spec.hints`); ``evidence`` are
+  flags present in every configuration a sweep saw failing this way. Before anything else,
+  keeping only a likely set is tried (hinted and seen, seen, hinted, either: at most
+  ``max_guesses`` evaluations). When a guess holds, what is left is mostly necessary, so it
+  goes straight to one-at-a-time removal, which the proof needs anyway; otherwise ddmin
+  (subsets, then complements) runs first. Likely flags are always tried for removal last.
+  Then value simplification of ordered (numeric) values towards the start of their
+  domain, and removal again, to a fixpoint. Hints change the order of work only, never
+  what is accepted: a wrong or empty hint costs evaluations, not the result's signature or
+  1-minimality.
 * **1-minimal, with proof.** At the end, removing any flag and simplifying any value
   loses the signature; :attr:`ShrinkResult.proof` lists those evaluations.
 * **Budgets** (evaluations, seconds) raise :class:`~bisect_spec.errors.BudgetExhausted`
@@ -85,8 +91,7 @@ class Shrinker:
 
     def __init__(self, original: Config, test: Predicate, *, space: FlagSpace | None = None,
                  budget: Budget | None = None, hints: Iterable[str] = (), evidence: Iterable[str] = (),
-                 protected: Iterable[str] = (),
-                 rechecks: int = 1) -> None:
+                 protected: Iterable[str] = (), rechecks: int = 1, max_guesses: int = 2) -> None:
         self.original = original
         self.test = test
         self.space = space
@@ -95,6 +100,7 @@ class Shrinker:
         self.evidence = set(evidence)
         self.protected = set(protected)
         self.rechecks = rechecks
+        self.max_guesses = max_guesses
         self.cache: dict[Config, Signature | None] = {}
         self.evaluations = 0
         self.started = time.monotonic()
@@ -166,11 +172,15 @@ class Shrinker:
                 self.result.stop_reason = f"re-check gave {again.id if again else 'passed'} instead of {first.id}"
                 self.result.evaluations = self.evaluations
                 return self.result
+        spent = self.evaluations
+        blind = not self.guess()
+        self.result.removal_evaluations += self.evaluations - spent
         while True:
             before = self.best
             spent = self.evaluations
-            self.remove_flags()
+            self.remove_flags(blind=blind)
             self.result.removal_evaluations += self.evaluations - spent
+            blind = False  # later passes start from a set that one-at-a-time removal already left
             self.simplify_values()
             if self.best == before:
                 break
@@ -183,37 +193,60 @@ class Shrinker:
     def removable(self) -> list[str]:
         return [f for f in self.best.flags() if f not in self.protected]
 
-    def remove_flags(self) -> None:
-        """Informed guesses first (keep only the likely flags), then ddmin, then one at a time."""
+    def likely(self, flag: str) -> bool:
+        """Whether ``flag`` is hinted or in the evidence: such flags are tried for removal last."""
+        return flag in self.hints or flag in self.evidence
+
+    def guesses(self) -> list[tuple[list[str], str]]:
+        """Sets of flags to keep, most specific first: hinted and seen, seen, hinted, either."""
         flags = self.removable()
-        seen = [f for f in flags if f in self.evidence]
-        hinted = [f for f in flags if _flag_dest(f) in self.hints]
-        guesses = [(seen, "present in every configuration seen failing this way"),
-                   (sorted(set(seen) | set(hinted)), "seen failing this way or named in the failing statement"),
-                   (hinted, "named in the failing statement")]
-        tried: set[tuple[str, ...]] = set()
-        for keep, why in guesses:
-            current = self.removable()
-            keep = [f for f in keep if f in current]
-            if not keep or len(keep) == len(current) or tuple(keep) in tried:
-                continue
-            tried.add(tuple(keep))
-            drop = [f for f in current if f not in keep]
+        hinted = {f for f in flags if f in self.hints}
+        seen = {f for f in flags if f in self.evidence}
+        candidates = [(hinted & seen, "named by the failure and present in every configuration seen failing this way"),
+                      (seen, "present in every configuration seen failing this way"),
+                      (hinted, "named by the failure"),
+                      (hinted | seen, "named by the failure or seen failing this way")]
+        out: list[tuple[list[str], str]] = []
+        for keep, why in candidates:
+            ordered = [f for f in flags if f in keep]
+            if ordered and len(ordered) < len(flags) and ordered not in [k for k, _ in out]:
+                out.append((ordered, why))
+        return out
+
+    def guess(self) -> bool:
+        """Keep only a likely set of flags (:meth:`guesses`); True when one still fails the same way.
+
+        Tried once, before anything else; each wrong guess costs one evaluation.
+        """
+        for keep, why in self.guesses()[: self.max_guesses]:
+            drop = [f for f in self.removable() if f not in keep]
             if self.accept(self.best.without(*drop), f"keep only the {len(keep)} flags {why}"):
-                break
-        self.ddmin()
+                return True
+        return False
+
+    def remove_flags(self, *, blind: bool = True) -> None:
+        """ddmin when ``blind`` (no guess held), then one at a time, likely flags last, to a fixpoint.
+
+        After a right guess most flags left are necessary: ddmin would spend evaluations
+        proving chunks necessary that one-at-a-time removal proves anyway, flag by flag.
+        """
+        if blind:
+            self.ddmin()
         progress = True
         while progress:  # one at a time, until nothing can go: 1-minimal in flags
             progress = False
-            for flag in sorted(self.removable(), key=lambda f: (_flag_dest(f) in self.hints, f)):
+            for flag in sorted(self.removable(), key=lambda f: (self.likely(f), f)):
                 if self.accept(self.best.without(flag), f"remove {flag}"):
                     progress = True
 
     def ddmin(self) -> None:
-        """Delta debugging over the removable flags: keep one chunk (subsets) first, then drop one (complements)."""
+        """Delta debugging over the removable flags: keep one chunk (subsets) first, then drop one (complements).
+
+        Likely flags go last, so the first chunks (dropped first) hold the unlikely ones.
+        """
         n = 2
         while True:
-            flags = self.removable()
+            flags = sorted(self.removable(), key=lambda f: (self.likely(f), self.removable().index(f)))
             if len(flags) < 2:
                 return
             chunks = _split(flags, min(n, len(flags)))
@@ -283,7 +316,3 @@ def _split(items: Sequence[str], n: int) -> list[list[str]]:
         chunks.append(list(items[start:end]))
         start = end
     return [c for c in chunks if c]
-
-
-def _flag_dest(flag: str) -> str:
-    return flag.lstrip("-").replace("-", "_")
