@@ -31,7 +31,7 @@ Design notes (invariants, in the spirit of Hypothesis' ``Shrinker`` and picire's
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -173,14 +173,15 @@ class Shrinker:
                 self.result.evaluations = self.evaluations
                 return self.result
         spent = self.evaluations
-        blind = not self.guess()
+        self.guess()
         self.result.removal_evaluations += self.evaluations - spent
+        first_pass = True
         while True:
             before = self.best
             spent = self.evaluations
-            self.remove_flags(blind=blind)
+            self.remove_flags(isolate=first_pass)
             self.result.removal_evaluations += self.evaluations - spent
-            blind = False  # later passes start from a set that one-at-a-time removal already left
+            first_pass = False  # later passes start from a set that one-at-a-time removal already left
             self.simplify_values()
             if self.best == before:
                 break
@@ -224,48 +225,67 @@ class Shrinker:
                 return True
         return False
 
-    def remove_flags(self, *, blind: bool = True) -> None:
-        """ddmin when ``blind`` (no guess held), then one at a time, likely flags last, to a fixpoint.
+    def rank(self, flag: str) -> tuple[int, str]:
+        """Likelihood order: hinted and seen first, then hinted, then seen, then the rest (by name)."""
+        return (0 if flag in self.hints and flag in self.evidence else 1 if flag in self.hints
+                else 2 if flag in self.evidence else 3, flag)
 
-        After a right guess most flags left are necessary: ddmin would spend evaluations
-        proving chunks necessary that one-at-a-time removal proves anyway, flag by flag.
+    def isolate(self) -> None:
+        """Find the necessary flags one by one, each by binary search over a likelihood-ordered list.
+
+        The list holds the flags not yet known necessary, likely ones first. The search finds
+        the shortest prefix that, with the flags known necessary, still fails the same way; its
+        last flag is necessary (when failing is monotone in the flags), the rest of the list
+        after it goes, and the search repeats on the part before it. k necessary flags of n
+        cost about k * log2(n) evaluations (QuickXplain's bound), where ddmin pays for chunks
+        whose every half fails. Nothing is assumed: a flag wrongly kept here is removed by the
+        one-at-a-time pass that follows, which the proof of 1-minimality needs anyway.
         """
-        if blind:
-            self.ddmin()
+        kept: list[str] = []
+        candidates = sorted(self.removable(), key=self.rank)
+        while candidates:
+            # smallest m such that kept + candidates[:m] fails; m = len(candidates) is the current best.
+            # With nothing kept yet, m = 0 (no flag at all) is not tried: the original needs some flag.
+            lo, hi = (0 if not kept else -1), len(candidates)
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                keep = set(kept) | set(candidates[:mid])
+                drop = [f for f in self.removable() if f not in keep]
+                if self.accept(self.best.without(*drop), f"keep only {' '.join(sorted(keep)) or 'no flag'}"):
+                    hi = mid
+                else:
+                    lo = mid
+            if hi == 0:
+                return
+            kept.append(candidates[hi - 1])
+            candidates = candidates[: hi - 1]
+
+    def remove_flags(self, *, isolate: bool = True) -> None:
+        """:meth:`isolate` (first pass only), then one at a time, likely flags last, to a fixpoint,
+        then each flag alone (:meth:`singles`)."""
+        if isolate:
+            self.isolate()
         progress = True
         while progress:  # one at a time, until nothing can go: 1-minimal in flags
             progress = False
             for flag in sorted(self.removable(), key=lambda f: (self.likely(f), f)):
                 if self.accept(self.best.without(flag), f"remove {flag}"):
                     progress = True
+        if self.singles():
+            self.remove_flags(isolate=False)
 
-    def ddmin(self) -> None:
-        """Delta debugging over the removable flags: keep one chunk (subsets) first, then drop one (complements).
+    def singles(self) -> bool:
+        """Try each flag of a 1-minimal set alone; True when one still fails the same way.
 
-        Likely flags go last, so the first chunks (dropped first) hold the unlikely ones.
+        Failing is not always monotone: ``--kv-cache-dtype fp4_mx_block16`` fails alone, yet
+        with two attention backends set it is one of three flags none of which can go alone.
+        Free for two flags or fewer (each single is the other's removal, already evaluated).
         """
-        n = 2
-        while True:
-            flags = sorted(self.removable(), key=lambda f: (self.likely(f), self.removable().index(f)))
-            if len(flags) < 2:
-                return
-            chunks = _split(flags, min(n, len(flags)))
-            reduced = False
-            if len(chunks) > 2:  # at n=2 a subset is the other chunk's complement
-                for chunk in chunks:
-                    others = [f for f in flags if f not in chunk]
-                    if self.accept(self.best.without(*others), f"keep only {' '.join(chunk)}"):
-                        n, reduced = 2, True
-                        break
-            if not reduced:
-                for chunk in chunks:
-                    if self.accept(self.best.without(*chunk), f"remove {' '.join(chunk)}"):
-                        n, reduced = max(n - 1, 2), True
-                        break
-            if not reduced:
-                if n >= len(flags):
-                    return
-                n = min(2 * n, len(flags))
+        flags = sorted(self.removable(), key=self.rank)
+        for flag in flags if len(flags) > 1 else []:
+            if self.accept(self.best.without(*[f for f in flags if f != flag]), f"keep only {flag}"):
+                return True
+        return False
 
     def simpler_values(self, flag: str, value: Value) -> list[Value]:
         """Values of ``flag`` simpler than ``value``, simplest first (ABSENT excluded: that is removal).
@@ -307,12 +327,3 @@ def shrink(config: Config, test: Predicate, **kwargs: Any) -> ShrinkResult:
     """Shrink ``config`` against ``test``; see :class:`Shrinker` for the keyword arguments."""
     return Shrinker(config, test, **kwargs).run()
 
-
-def _split(items: Sequence[str], n: int) -> list[list[str]]:
-    size, extra = divmod(len(items), n)
-    chunks, start = [], 0
-    for i in range(n):
-        end = start + size + (1 if i < extra else 0)
-        chunks.append(list(items[start:end]))
-        start = end
-    return [c for c in chunks if c]

@@ -46,7 +46,7 @@ from bisect_spec.errors import BudgetExhausted
 from bisect_spec.flags import Config, Value
 from bisect_spec.outcome import Outcome
 from bisect_spec.session import Session
-from bisect_spec.shrink import Budget, Shrinker, ShrinkResult, _split
+from bisect_spec.shrink import Budget, Shrinker, ShrinkResult
 from bisect_spec.signature import Signature
 
 HARDWARE = "rtx-pro-6000"
@@ -148,10 +148,10 @@ class PhaseCounting(Shrinker):
         finally:
             self.flag_removal += self.evaluations - before
 
-    def remove_flags(self, *, blind: bool = True) -> None:
+    def remove_flags(self, *, isolate: bool = True) -> None:
         before = self.evaluations
         try:
-            super().remove_flags(blind=blind)
+            super().remove_flags(isolate=isolate)
         finally:
             self.flag_removal += self.evaluations - before
 
@@ -174,7 +174,7 @@ class OldShrinker(PhaseCounting):
     def guess(self) -> bool:
         return False
 
-    def remove_flags(self, *, blind: bool = True) -> None:
+    def remove_flags(self, *, isolate: bool = True) -> None:
         before = self.evaluations
         try:
             self._old_remove_flags()
@@ -233,6 +233,16 @@ class OldShrinker(PhaseCounting):
 
 def _flag_dest(flag: str) -> str:
     return flag.lstrip("-").replace("-", "_")
+
+
+def _split(items: list[str], n: int) -> list[list[str]]:
+    size, extra = divmod(len(items), n)
+    chunks, start = [], 0
+    for i in range(n):
+        end = start + size + (1 if i < extra else 0)
+        chunks.append(list(items[start:end]))
+        start = end
+    return [c for c in chunks if c]
 
 
 def old_failure_hints(outcome: Outcome) -> set[str]:
