@@ -13,15 +13,22 @@ Design notes (invariants, in the spirit of Hypothesis' ``Shrinker`` and picire's
 * **Informed first guess, then proof.** ``hints`` are flags the failure names (the fields of
   its statement and guard, mapped to flags through each flag's parser ``dest``, plus flags of
   reproducers already learnt for the signature: :mod:`bisect_spec.hints`); ``evidence`` are
-  flags present in every configuration a sweep saw failing this way. Before anything else,
-  keeping only a likely set is tried (hinted and seen, seen, hinted, either: at most
-  ``max_guesses`` evaluations). When a guess holds, what is left is mostly necessary, so it
-  goes straight to one-at-a-time removal, which the proof needs anyway; otherwise ddmin
-  (subsets, then complements) runs first. Likely flags are always tried for removal last.
-  Then value simplification of ordered (numeric) values towards the start of their
-  domain, and removal again, to a fixpoint. Hints change the order of work only, never
-  what is accepted: a wrong or empty hint costs evaluations, not the result's signature or
-  1-minimality.
+  flags present in every configuration a sweep saw failing this way. Phases:
+
+  1. *guess*: keep only a likely set (hinted and seen, seen, hinted, either; at most
+     ``max_guesses`` evaluations, one each);
+  2. *isolate*: find the necessary flags one by one, each by binary search for the shortest
+     failing prefix of a likelihood-ordered list (hinted and seen, hinted, seen, the rest):
+     about k * log2(n) evaluations for k necessary flags of n. It replaced ddmin, which
+     spends most of its evaluations on chunks that all turn out necessary when, as here,
+     reproducers hold one to four flags (``scripts/bench_shrink.py`` measures both);
+  3. *one at a time*, likely flags last, to a fixpoint (the removals the proof needs);
+  4. *singles*: each flag of a 1-minimal set alone (failing is not always monotone);
+  5. value simplification of ordered (numeric) values towards the start of their domain;
+     phases 3-5 again until nothing changes.
+
+  Hints and evidence change the order of work only, never what is accepted: a wrong or
+  empty hint costs evaluations, not the result's signature or 1-minimality.
 * **1-minimal, with proof.** At the end, removing any flag and simplifying any value
   loses the signature; :attr:`ShrinkResult.proof` lists those evaluations.
 * **Budgets** (evaluations, seconds) raise :class:`~bisect_spec.errors.BudgetExhausted`
@@ -265,14 +272,15 @@ class Shrinker:
         then each flag alone (:meth:`singles`)."""
         if isolate:
             self.isolate()
-        progress = True
-        while progress:  # one at a time, until nothing can go: 1-minimal in flags
-            progress = False
-            for flag in sorted(self.removable(), key=lambda f: (self.likely(f), f)):
-                if self.accept(self.best.without(flag), f"remove {flag}"):
-                    progress = True
-        if self.singles():
-            self.remove_flags(isolate=False)
+        while True:
+            progress = True
+            while progress:  # one at a time, until nothing can go: 1-minimal in flags
+                progress = False
+                for flag in sorted(self.removable(), key=lambda f: (self.likely(f), f)):
+                    if self.accept(self.best.without(flag), f"remove {flag}"):
+                        progress = True
+            if not self.singles():
+                return
 
     def singles(self) -> bool:
         """Try each flag of a 1-minimal set alone; True when one still fails the same way.

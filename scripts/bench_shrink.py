@@ -9,22 +9,28 @@ Failure cases, all evaluated for real (SGLang's ServerArgs built in worker proce
   shrunk twice: from the sweep's smallest configuration of that signature, and from the
   first outcome of that signature with the most flags (the largest failing configuration).
 
-For each starting configuration both algorithms reduce the same units (one flag with its
+For each starting configuration three algorithms reduce the same units (one flag with its
 value) under the same predicate, "fails with the original signature":
 
-* bisect-spec: ``Shrinker(config, predicate, space=shrink_space(...), hints=failure_hints(...))``;
-  reported as ``removal_evaluations`` (flag-removal phase, comparable to ddmin) and
-  ``evaluations`` (total: with the re-check of the original and value simplification);
+* new: ``Shrinker(config, predicate, space=shrink_space(...), hints=failure_hints(...),
+  evidence=...)``, the shrinker as the commands run it (hints: flags named by the failing
+  statement, its guard and message through the parser's dests; evidence: flags in every sweep
+  configuration failing this way; the masking rounds' learnt reproducers, which the default
+  command also passes, are left out here);
+* old: the shrinker before statement hints and isolation (:class:`OldShrinker`, kept here):
+  word hints matched to flag names, guesses retried in every pass, ddmin;
 * picire: ``picire.DD`` (ddmin, Zeller split n=2, subsets then complements, ConfigCache);
   reported as the number of distinct configurations it asked for.
 
+bisect-spec's counts are all its evaluations: the original and its re-check, flag removal,
+value simplification and the proof of 1-minimality (picire does none of the last three).
 One outcome cache per (release, target) is shared, so nothing is evaluated twice, but each
-algorithm is charged against its own set of requested configurations only: neither
-profits from the other's work. Counts, not seconds, are compared (timings are noisy).
+algorithm is charged against its own set of requested configurations only: none profits
+from another's work. Counts, not seconds, are compared (timings are noisy).
 
-Goal: bisect-spec needs <= 0.5x picire's evaluations for equal or smaller results.
+Goal: the new shrinker needs <= 0.5x picire's evaluations in total, for equal or smaller results.
 
-Usage: python scripts/bench_shrink.py [--out bench_shrink.json] [--jobs 2]
+Usage: python scripts/bench_shrink.py [--out bench_shrink.json] [--jobs 2] [--outcomes outcomes.json]
 """
 
 from __future__ import annotations
