@@ -562,14 +562,17 @@ def _masking_rounds(session: Session, *, space: Any, plan: Sequence[Config], str
         configs.extend(c for c in batch if c not in configs)
         return [key_of(outcomes[c.key()]) for c in batch]
 
+    learnt: dict[str, list[Config]] = {}  # signature -> minimal reproducers found in earlier rounds
+
     def shrink(config: Config, signature: str) -> Config | None:
         session.start()
         report = shrink_in_session(session, config, budget=Budget(*budget), fix=False,
-                                   first=outcomes.get(config.key()))
+                                   first=outcomes.get(config.key()), learnt=learnt.get(signature, []))
         result = report.result
         if result.signature is None or result.signature.id != signature or result.status != "minimal":
             return None
         minimal: Config = result.minimal
+        learnt.setdefault(signature, []).append(minimal)
         return minimal
 
     first = [row for row in (row_of(c) for c in plan) if row is not None]
@@ -609,11 +612,14 @@ def _shrink_signatures(session: Session, summary: dict[str, Any], out_dir: Path,
 
     failures = [s for s in summary["signatures"] if s["kind"] == "failed"]
     by_config = {o.config: o for o in outcomes}
+    forbidden = (summary.get("masking") or {}).get("forbidden") or {}  # reproducers the masking rounds learnt
     session.start()
     for number, entry in enumerate(failures, 1):
         smallest = Config.from_argv(entry["smallest"])
+        learnt = [Config.from_argv(argv) for argv in forbidden.get(entry["id"], [])]
         report = shrink_in_session(session, smallest, budget=Budget(*budget), fix=fix, out_dir=out_dir,
-                                   evidence=evidence_of(outcomes, entry["id"]), first=by_config.get(smallest))
+                                   evidence=evidence_of(outcomes, entry["id"]), first=by_config.get(smallest),
+                                   learnt=learnt)
         result = report.result
         entry["shrink"] = {"status": result.status, "minimal_argv": result.minimal.argv(),
                            "evaluations": result.evaluations, "stop_reason": result.stop_reason,
@@ -685,20 +691,12 @@ def shrink_space(session: Session, config: Config) -> Any:
     return build_space(session.flags(), include=[*config.flags(), *CORE], values=values)
 
 
-def failure_hints(outcome: Outcome) -> set[str]:
-    """ServerArgs field names mentioned where the failure happened (the shrinker's first guess)."""
-    import re
+def failure_hints(session: Session, outcome: Outcome, learnt: Sequence[Config] = ()) -> set[str]:
+    """Flags the failure names (its statement, guard and message, through the parser's dests) and flags
+    of ``learnt`` reproducers of its signature: the shrinker's first guess (:mod:`bisect_spec.hints`)."""
+    from .hints import failure_flags
 
-    frame = outcome.frame
-    message = str(outcome.exception.get("message") or "")
-    text = " ".join(str(x) for x in (frame.get("statement"), frame.get("expression"),
-                                     (frame.get("guard") or {}).get("text"), message) if x)
-    words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text))
-    # flags the message names (``--speculative-use-rejection-sampling requires ...``)
-    words |= {flag[2:].replace("-", "_") for flag in re.findall(r"--[a-z0-9][a-z0-9-]*", message)}
-    if any(w.startswith("speculative_") for w in words):
-        words |= {"speculative_algorithm", "speculative_draft_model_path"}
-    return words
+    return failure_flags(outcome.record, session.flags(), learnt)
 
 
 def evidence_of(outcomes: Sequence[Outcome], signature_id: str) -> set[str]:
@@ -710,12 +708,14 @@ def evidence_of(outcomes: Sequence[Outcome], signature_id: str) -> set[str]:
 def shrink_in_session(session: Session, config: Config, *, budget: Any = None, fix: bool = True,
                       out_dir: Path | None = None, original: Config | None = None,
                       evidence: set[str] | None = None, first: Outcome | None = None,
-                      progress: Callable[[int], None] | None = None) -> ShrinkReport:
+                      progress: Callable[[int], None] | None = None, learnt: Sequence[Config] = ()) -> ShrinkReport:
     """Shrink one failing configuration with an already started session (used by sweeps too).
 
     :param first: the configuration's outcome if the caller has it (it is not evaluated again for it;
         the shrinker's own re-check still evaluates the original afresh).
     :param progress: called with the number of evaluations so far, after each.
+    :param evidence: flags present in every configuration seen failing this way (tried first).
+    :param learnt: minimal reproducers already known for this failure's signature (their flags are hints).
     """
     from .errors import BudgetExhausted
     from .shrink import Shrinker
@@ -745,7 +745,7 @@ def shrink_in_session(session: Session, config: Config, *, budget: Any = None, f
     first = first or evaluate(config)
     space = shrink_space(session, config)
     shrinker = Shrinker(config, predicate, space=space, budget=budget,
-                        hints=failure_hints(first), evidence=evidence or (), rechecks=1)
+                        hints=failure_hints(session, first, learnt), evidence=evidence or (), rechecks=1)
     notes: list[str] = []
     try:
         result = shrinker.run()

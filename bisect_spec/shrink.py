@@ -10,12 +10,25 @@ Design notes (invariants, in the spirit of Hypothesis' ``Shrinker`` and picire's
   candidate is strictly simpler than the current best (asserted).
 * **Confirm first.** The original is re-checked; if it does not fail the same way every
   time, the result is ``flaky`` and nothing is shrunk.
-* **Informed first guesses.** Flags present in every configuration a sweep saw failing
-  with this signature (``evidence``), and flags named in the failing statement or message
-  (``speculative_num_steps`` in ``assert ... num_steps is None``), are likely necessary:
-  keeping only those is tried first, then ddmin (subsets, then complements) over what is
-  left, then one-at-a-time removal, then value simplification of ordered (numeric) values
-  towards the start of their domain, repeated to a fixpoint.
+* **Informed first guess, then proof.** ``hints`` are flags the failure names (the fields of
+  its statement and guard, mapped to flags through each flag's parser ``dest``, plus flags of
+  reproducers already learnt for the signature: :mod:`bisect_spec.hints`); ``evidence`` are
+  flags present in every configuration a sweep saw failing this way. Phases:
+
+  1. *guess*: keep only a likely set (hinted and seen, seen, hinted, either; at most
+     ``max_guesses`` evaluations, one each);
+  2. *isolate*: find the necessary flags one by one, each by binary search for the shortest
+     failing prefix of a likelihood-ordered list (hinted and seen, hinted, seen, the rest):
+     about k * log2(n) evaluations for k necessary flags of n. It replaced ddmin, which
+     spends most of its evaluations on chunks that all turn out necessary when, as here,
+     reproducers hold one to four flags (``scripts/bench_shrink.py`` measures both);
+  3. *one at a time*, likely flags last, to a fixpoint (the removals the proof needs);
+  4. *singles*: each flag of a 1-minimal set alone (failing is not always monotone);
+  5. value simplification of ordered (numeric) values towards the start of their domain;
+     phases 3-5 again until nothing changes.
+
+  Hints and evidence change the order of work only, never what is accepted: a wrong or
+  empty hint costs evaluations, not the result's signature or 1-minimality.
 * **1-minimal, with proof.** At the end, removing any flag and simplifying any value
   loses the signature; :attr:`ShrinkResult.proof` lists those evaluations.
 * **Budgets** (evaluations, seconds) raise :class:`~bisect_spec.errors.BudgetExhausted`
@@ -25,7 +38,7 @@ Design notes (invariants, in the spirit of Hypothesis' ``Shrinker`` and picire's
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -85,8 +98,7 @@ class Shrinker:
 
     def __init__(self, original: Config, test: Predicate, *, space: FlagSpace | None = None,
                  budget: Budget | None = None, hints: Iterable[str] = (), evidence: Iterable[str] = (),
-                 protected: Iterable[str] = (),
-                 rechecks: int = 1) -> None:
+                 protected: Iterable[str] = (), rechecks: int = 1, max_guesses: int = 2) -> None:
         self.original = original
         self.test = test
         self.space = space
@@ -95,6 +107,7 @@ class Shrinker:
         self.evidence = set(evidence)
         self.protected = set(protected)
         self.rechecks = rechecks
+        self.max_guesses = max_guesses
         self.cache: dict[Config, Signature | None] = {}
         self.evaluations = 0
         self.started = time.monotonic()
@@ -166,11 +179,16 @@ class Shrinker:
                 self.result.stop_reason = f"re-check gave {again.id if again else 'passed'} instead of {first.id}"
                 self.result.evaluations = self.evaluations
                 return self.result
+        spent = self.evaluations
+        self.guess()
+        self.result.removal_evaluations += self.evaluations - spent
+        first_pass = True
         while True:
             before = self.best
             spent = self.evaluations
-            self.remove_flags()
+            self.remove_flags(isolate=first_pass)
             self.result.removal_evaluations += self.evaluations - spent
+            first_pass = False  # later passes start from a set that one-at-a-time removal already left
             self.simplify_values()
             if self.best == before:
                 break
@@ -183,56 +201,99 @@ class Shrinker:
     def removable(self) -> list[str]:
         return [f for f in self.best.flags() if f not in self.protected]
 
-    def remove_flags(self) -> None:
-        """Informed guesses first (keep only the likely flags), then ddmin, then one at a time."""
-        flags = self.removable()
-        seen = [f for f in flags if f in self.evidence]
-        hinted = [f for f in flags if _flag_dest(f) in self.hints]
-        guesses = [(seen, "present in every configuration seen failing this way"),
-                   (sorted(set(seen) | set(hinted)), "seen failing this way or named in the failing statement"),
-                   (hinted, "named in the failing statement")]
-        tried: set[tuple[str, ...]] = set()
-        for keep, why in guesses:
-            current = self.removable()
-            keep = [f for f in keep if f in current]
-            if not keep or len(keep) == len(current) or tuple(keep) in tried:
-                continue
-            tried.add(tuple(keep))
-            drop = [f for f in current if f not in keep]
-            if self.accept(self.best.without(*drop), f"keep only the {len(keep)} flags {why}"):
-                break
-        self.ddmin()
-        progress = True
-        while progress:  # one at a time, until nothing can go: 1-minimal in flags
-            progress = False
-            for flag in sorted(self.removable(), key=lambda f: (_flag_dest(f) in self.hints, f)):
-                if self.accept(self.best.without(flag), f"remove {flag}"):
-                    progress = True
+    def likely(self, flag: str) -> bool:
+        """Whether ``flag`` is hinted or in the evidence: such flags are tried for removal last."""
+        return flag in self.hints or flag in self.evidence
 
-    def ddmin(self) -> None:
-        """Delta debugging over the removable flags: keep one chunk (subsets) first, then drop one (complements)."""
-        n = 2
-        while True:
-            flags = self.removable()
-            if len(flags) < 2:
+    def guesses(self) -> list[tuple[list[str], str]]:
+        """Sets of flags to keep, most specific first: hinted and seen, seen, hinted, either."""
+        flags = self.removable()
+        hinted = {f for f in flags if f in self.hints}
+        seen = {f for f in flags if f in self.evidence}
+        candidates = [(hinted & seen, "named by the failure and present in every configuration seen failing this way"),
+                      (seen, "present in every configuration seen failing this way"),
+                      (hinted, "named by the failure"),
+                      (hinted | seen, "named by the failure or seen failing this way")]
+        out: list[tuple[list[str], str]] = []
+        for keep, why in candidates:
+            ordered = [f for f in flags if f in keep]
+            if ordered and len(ordered) < len(flags) and ordered not in [k for k, _ in out]:
+                out.append((ordered, why))
+        return out
+
+    def guess(self) -> bool:
+        """Keep only a likely set of flags (:meth:`guesses`); True when one still fails the same way.
+
+        Tried once, before anything else; each wrong guess costs one evaluation.
+        """
+        for keep, why in self.guesses()[: self.max_guesses]:
+            drop = [f for f in self.removable() if f not in keep]
+            if self.accept(self.best.without(*drop), f"keep only the {len(keep)} flags {why}"):
+                return True
+        return False
+
+    def rank(self, flag: str) -> tuple[int, str]:
+        """Likelihood order: hinted and seen first, then hinted, then seen, then the rest (by name)."""
+        return (0 if flag in self.hints and flag in self.evidence else 1 if flag in self.hints
+                else 2 if flag in self.evidence else 3, flag)
+
+    def isolate(self) -> None:
+        """Find the necessary flags one by one, each by binary search over a likelihood-ordered list.
+
+        The list holds the flags not yet known necessary, likely ones first. The search finds
+        the shortest prefix that, with the flags known necessary, still fails the same way; its
+        last flag is necessary (when failing is monotone in the flags), the rest of the list
+        after it goes, and the search repeats on the part before it. k necessary flags of n
+        cost about k * log2(n) evaluations (QuickXplain's bound), where ddmin pays for chunks
+        whose every half fails. Nothing is assumed: a flag wrongly kept here is removed by the
+        one-at-a-time pass that follows, which the proof of 1-minimality needs anyway.
+        """
+        kept: list[str] = []
+        candidates = sorted(self.removable(), key=self.rank)
+        while candidates:
+            # smallest m such that kept + candidates[:m] fails; m = len(candidates) is the current best.
+            # With nothing kept yet, m = 0 (no flag at all) is not tried: the original needs some flag.
+            lo, hi = (0 if not kept else -1), len(candidates)
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                keep = set(kept) | set(candidates[:mid])
+                drop = [f for f in self.removable() if f not in keep]
+                if self.accept(self.best.without(*drop), f"keep only {' '.join(sorted(keep)) or 'no flag'}"):
+                    hi = mid
+                else:
+                    lo = mid
+            if hi == 0:
                 return
-            chunks = _split(flags, min(n, len(flags)))
-            reduced = False
-            if len(chunks) > 2:  # at n=2 a subset is the other chunk's complement
-                for chunk in chunks:
-                    others = [f for f in flags if f not in chunk]
-                    if self.accept(self.best.without(*others), f"keep only {' '.join(chunk)}"):
-                        n, reduced = 2, True
-                        break
-            if not reduced:
-                for chunk in chunks:
-                    if self.accept(self.best.without(*chunk), f"remove {' '.join(chunk)}"):
-                        n, reduced = max(n - 1, 2), True
-                        break
-            if not reduced:
-                if n >= len(flags):
-                    return
-                n = min(2 * n, len(flags))
+            kept.append(candidates[hi - 1])
+            candidates = candidates[: hi - 1]
+
+    def remove_flags(self, *, isolate: bool = True) -> None:
+        """:meth:`isolate` (first pass only), then one at a time, likely flags last, to a fixpoint,
+        then each flag alone (:meth:`singles`)."""
+        if isolate:
+            self.isolate()
+        while True:
+            progress = True
+            while progress:  # one at a time, until nothing can go: 1-minimal in flags
+                progress = False
+                for flag in sorted(self.removable(), key=lambda f: (self.likely(f), f)):
+                    if self.accept(self.best.without(flag), f"remove {flag}"):
+                        progress = True
+            if not self.singles():
+                return
+
+    def singles(self) -> bool:
+        """Try each flag of a 1-minimal set alone; True when one still fails the same way.
+
+        Failing is not always monotone: ``--kv-cache-dtype fp4_mx_block16`` fails alone, yet
+        with two attention backends set it is one of three flags none of which can go alone.
+        Free for two flags or fewer (each single is the other's removal, already evaluated).
+        """
+        flags = sorted(self.removable(), key=self.rank)
+        for flag in flags if len(flags) > 1 else []:
+            if self.accept(self.best.without(*[f for f in flags if f != flag]), f"keep only {flag}"):
+                return True
+        return False
 
     def simpler_values(self, flag: str, value: Value) -> list[Value]:
         """Values of ``flag`` simpler than ``value``, simplest first (ABSENT excluded: that is removal).
@@ -274,16 +335,3 @@ def shrink(config: Config, test: Predicate, **kwargs: Any) -> ShrinkResult:
     """Shrink ``config`` against ``test``; see :class:`Shrinker` for the keyword arguments."""
     return Shrinker(config, test, **kwargs).run()
 
-
-def _split(items: Sequence[str], n: int) -> list[list[str]]:
-    size, extra = divmod(len(items), n)
-    chunks, start = [], 0
-    for i in range(n):
-        end = start + size + (1 if i < extra else 0)
-        chunks.append(list(items[start:end]))
-        start = end
-    return [c for c in chunks if c]
-
-
-def _flag_dest(flag: str) -> str:
-    return flag.lstrip("-").replace("-", "_")

@@ -9,28 +9,35 @@ Failure cases, all evaluated for real (SGLang's ServerArgs built in worker proce
   shrunk twice: from the sweep's smallest configuration of that signature, and from the
   first outcome of that signature with the most flags (the largest failing configuration).
 
-For each starting configuration both algorithms reduce the same units (one flag with its
+For each starting configuration three algorithms reduce the same units (one flag with its
 value) under the same predicate, "fails with the original signature":
 
-* bisect-spec: ``Shrinker(config, predicate, space=shrink_space(...), hints=failure_hints(...))``;
-  reported as ``removal_evaluations`` (flag-removal phase, comparable to ddmin) and
-  ``evaluations`` (total: with the re-check of the original and value simplification);
+* new: ``Shrinker(config, predicate, space=shrink_space(...), hints=failure_hints(...),
+  evidence=...)``, the shrinker as the commands run it (hints: flags named by the failing
+  statement, its guard and message through the parser's dests; evidence: flags in every sweep
+  configuration failing this way; the masking rounds' learnt reproducers, which the default
+  command also passes, are left out here);
+* old: the shrinker before statement hints and isolation (:class:`OldShrinker`, kept here):
+  word hints matched to flag names, guesses retried in every pass, ddmin;
 * picire: ``picire.DD`` (ddmin, Zeller split n=2, subsets then complements, ConfigCache);
   reported as the number of distinct configurations it asked for.
 
+bisect-spec's counts are all its evaluations: the original and its re-check, flag removal,
+value simplification and the proof of 1-minimality (picire does none of the last three).
 One outcome cache per (release, target) is shared, so nothing is evaluated twice, but each
-algorithm is charged against its own set of requested configurations only: neither
-profits from the other's work. Counts, not seconds, are compared (timings are noisy).
+algorithm is charged against its own set of requested configurations only: none profits
+from another's work. Counts, not seconds, are compared (timings are noisy).
 
-Goal: bisect-spec needs <= 0.5x picire's evaluations for equal or smaller results.
+Goal: the new shrinker needs <= 0.5x picire's evaluations in total, for equal or smaller results.
 
-Usage: python scripts/bench_shrink.py [--out bench_shrink.json] [--jobs 2]
+Usage: python scripts/bench_shrink.py [--out bench_shrink.json] [--jobs 2] [--outcomes outcomes.json]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import tempfile
 import time
@@ -78,14 +85,21 @@ class Case:
 
 @dataclass
 class SharedOutcomes:
-    """Every outcome evaluated on one target, shared by both algorithms (saves time, not counts)."""
+    """Every outcome evaluated on one target, shared by all algorithms (saves time, not counts).
+
+    ``kept`` holds outcomes of an earlier run (``--outcomes``): evaluations are deterministic,
+    so reusing them changes no count, only the time a rerun takes.
+    """
 
     session: Session
     outcomes: dict[Config, Outcome] = field(default_factory=dict)
+    kept: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def outcome(self, config: Config) -> Outcome:
         if config not in self.outcomes:
-            self.outcomes[config] = self.session.evaluate(config)
+            known = self.kept.get(config.key())
+            self.outcomes[config] = Outcome.from_dict(known) if known else self.session.evaluate(config)
+            self.kept[config.key()] = self.outcomes[config].to_dict()
         return self.outcomes[config]
 
 
@@ -123,22 +137,27 @@ def run_picire(start: Config, target: Signature, shared: SharedOutcomes) -> tupl
     return Config(tuple(reduced)), charged
 
 
-class PhaseCountingShrinker(Shrinker):
+class PhaseCounting(Shrinker):
     """The real :class:`Shrinker`, also counting the evaluations spent inside each phase.
 
-    ``ShrinkResult.removal_evaluations`` is the running total at the end of the *last*
-    flag-removal pass of the fixpoint loop, so it also contains the value-simplification
-    evaluations of earlier passes; ``flag_removal`` counts only evaluations made while
-    removing flags (plus the first evaluation of the original, as picire counts it too).
+    ``flag_removal`` counts only evaluations made while removing flags (guesses included),
+    plus the first evaluation of the original, as picire counts it too.
     """
 
     flag_removal = 1
     value_simplification = 0
 
-    def remove_flags(self) -> None:
+    def guess(self) -> bool:
         before = self.evaluations
         try:
-            super().remove_flags()
+            return super().guess()
+        finally:
+            self.flag_removal += self.evaluations - before
+
+    def remove_flags(self, *, isolate: bool = True) -> None:
+        before = self.evaluations
+        try:
+            super().remove_flags(isolate=isolate)
         finally:
             self.flag_removal += self.evaluations - before
 
@@ -150,11 +169,106 @@ class PhaseCountingShrinker(Shrinker):
             self.value_simplification += self.evaluations - before
 
 
-def run_bisect_spec(start: Config, first: Outcome, shared: SharedOutcomes,
-                    evidence: frozenset[str] = frozenset()) -> tuple[ShrinkResult, Charged, PhaseCountingShrinker]:
+class OldShrinker(PhaseCounting):
+    """The shrinker before statement hints (commit 2d4125b), kept here to measure against.
+
+    Its hints were words of the failing statement, guard and message, matched to flags by
+    name; its guesses (evidence, evidence or hinted, hinted) were retried in every pass of
+    the fixpoint loop, each followed by ddmin.
+    """
+
+    def guess(self) -> bool:
+        return False
+
+    def remove_flags(self, *, isolate: bool = True) -> None:
+        before = self.evaluations
+        try:
+            self._old_remove_flags()
+        finally:
+            self.flag_removal += self.evaluations - before
+
+    def _old_remove_flags(self) -> None:
+        flags = self.removable()
+        seen = [f for f in flags if f in self.evidence]
+        hinted = [f for f in flags if _flag_dest(f) in self.hints]
+        guesses = [(seen, "present in every configuration seen failing this way"),
+                   (sorted(set(seen) | set(hinted)), "seen failing this way or named in the failing statement"),
+                   (hinted, "named in the failing statement")]
+        tried: set[tuple[str, ...]] = set()
+        for keep, why in guesses:
+            current = self.removable()
+            keep = [f for f in keep if f in current]
+            if not keep or len(keep) == len(current) or tuple(keep) in tried:
+                continue
+            tried.add(tuple(keep))
+            drop = [f for f in current if f not in keep]
+            if self.accept(self.best.without(*drop), f"keep only the {len(keep)} flags {why}"):
+                break
+        self._old_ddmin()
+        progress = True
+        while progress:
+            progress = False
+            for flag in sorted(self.removable(), key=lambda f: (_flag_dest(f) in self.hints, f)):
+                if self.accept(self.best.without(flag), f"remove {flag}"):
+                    progress = True
+
+    def _old_ddmin(self) -> None:
+        n = 2
+        while True:
+            flags = self.removable()
+            if len(flags) < 2:
+                return
+            chunks = _split(flags, min(n, len(flags)))
+            reduced = False
+            if len(chunks) > 2:
+                for chunk in chunks:
+                    others = [f for f in flags if f not in chunk]
+                    if self.accept(self.best.without(*others), f"keep only {' '.join(chunk)}"):
+                        n, reduced = 2, True
+                        break
+            if not reduced:
+                for chunk in chunks:
+                    if self.accept(self.best.without(*chunk), f"remove {' '.join(chunk)}"):
+                        n, reduced = max(n - 1, 2), True
+                        break
+            if not reduced:
+                if n >= len(flags):
+                    return
+                n = min(2 * n, len(flags))
+
+
+def _flag_dest(flag: str) -> str:
+    return flag.lstrip("-").replace("-", "_")
+
+
+def _split(items: list[str], n: int) -> list[list[str]]:
+    size, extra = divmod(len(items), n)
+    chunks, start = [], 0
+    for i in range(n):
+        end = start + size + (1 if i < extra else 0)
+        chunks.append(list(items[start:end]))
+        start = end
+    return [c for c in chunks if c]
+
+
+def old_failure_hints(outcome: Outcome) -> set[str]:
+    """The old shrinker's hints: every word of the statement, guard and message (field names, not flags)."""
+    frame = outcome.frame
+    message = str(outcome.exception.get("message") or "")
+    text = " ".join(str(x) for x in (frame.get("statement"), frame.get("expression"),
+                                     (frame.get("guard") or {}).get("text"), message) if x)
+    words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text))
+    words |= {flag[2:].replace("-", "_") for flag in re.findall(r"--[a-z0-9][a-z0-9-]*", message)}
+    if any(w.startswith("speculative_") for w in words):
+        words |= {"speculative_algorithm", "speculative_draft_model_path"}
+    return words
+
+
+def run_shrinker(kind: type[PhaseCounting], start: Config, hints: set[str], shared: SharedOutcomes,
+                 evidence: frozenset[str]) -> tuple[ShrinkResult, Charged, PhaseCounting]:
     charged = Charged(shared)
-    shrinker = PhaseCountingShrinker(start, charged.signature, space=shrink_space(shared.session, start),
-                                     hints=failure_hints(first), evidence=evidence, budget=SHRINK_BUDGET)
+    shrinker = kind(start, charged.signature, space=shrink_space(shared.session, start),
+                    hints=hints, evidence=evidence, budget=SHRINK_BUDGET)
     try:
         result = shrinker.run()
     except BudgetExhausted as exc:
@@ -179,27 +293,27 @@ def bench_case(case: Case, shared: SharedOutcomes) -> dict[str, Any]:
         return row
     if case.expected is not None and first.signature.id != case.expected:
         row["note"] = f"re-evaluated as {first.signature.id}, the sweep reported {case.expected}"
-    started = time.monotonic()
+    row["statement"] = first.frame.get("statement")
+    row["guard"] = (first.frame.get("guard") or {}).get("text")
+    row["message"] = first.exception.get("message")
     picire_result, picire_charged = run_picire(start, first.signature, shared)
-    picire_seconds = time.monotonic() - started
-    started = time.monotonic()
-    result, bs_charged, phases = run_bisect_spec(start, first, shared, case.evidence)
-    bs_seconds = time.monotonic() - started
     picire_evals = len(picire_charged.asked)
-    row.update({
-        "picire_evals": picire_evals, "picire_test_calls": picire_charged.calls,
-        "picire_flags": len(picire_result), "picire_argv": picire_result.argv(),
-        "picire_seconds": round(picire_seconds, 2),
-        "bs_status": result.status, "bs_removal_evals": result.removal_evaluations, "bs_evals": result.evaluations,
-        "bs_flag_removal_evals": phases.flag_removal, "bs_value_evals": phases.value_simplification,
-        "bs_distinct_configs": len(bs_charged.asked), "bs_flags": len(result.minimal), "bs_argv": result.minimal.argv(),
-        "bs_seconds": round(bs_seconds, 2), "bs_stop_reason": result.stop_reason,
-        "ratio_removal": ratio(result.removal_evaluations, picire_evals),
-        "ratio_flag_removal": ratio(phases.flag_removal, picire_evals), "ratio_total": ratio(result.evaluations, picire_evals),
-        "same_flags": sorted(result.minimal.flags()) == sorted(picire_result.flags()),
-        "equal": result.minimal == picire_result,
-        "shared_outcomes": len(shared.outcomes),
-    })
+    row.update({"picire_evals": picire_evals, "picire_test_calls": picire_charged.calls,
+                "picire_flags": len(picire_result), "picire_argv": picire_result.argv()})
+    hints = {"old": old_failure_hints(first), "new": failure_hints(shared.session, first)}
+    row["new_hints"] = sorted(hints["new"])
+    row["evidence"] = sorted(case.evidence)
+    for name, kind in (("old", OldShrinker), ("new", PhaseCounting)):
+        result, charged, phases = run_shrinker(kind, start, hints[name], shared, case.evidence)
+        row[name] = {"status": result.status, "removal_evals": result.removal_evaluations,
+                     "evals": result.evaluations, "flag_removal_evals": phases.flag_removal,
+                     "value_evals": phases.value_simplification, "distinct_configs": len(charged.asked),
+                     "flags": len(result.minimal), "argv": result.minimal.argv(), "stop_reason": result.stop_reason,
+                     "steps": [step for step, _ in result.history],
+                     "ratio_total": ratio(result.evaluations, picire_evals),
+                     "same_flags": sorted(result.minimal.flags()) == sorted(picire_result.flags()),
+                     "equal": result.minimal == picire_result}
+    row["shared_outcomes"] = len(shared.outcomes)
     return row
 
 
@@ -236,49 +350,55 @@ def fmt(value: Any) -> str:
 
 
 def print_table(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    headers = ["case", "start", "picire", "p.flags", "bs.removal", "bs.total", "bs.flags", "removal/p", "total/p",
-               "equal", "bs.flag-only", "flag-only/p"]
+    headers = ["case", "start", "picire", "p.flags", "old", "old.flags", "old/p", "new", "new.flags", "new/p",
+               "new.removal", "new.values"]
     lines: list[list[str]] = []
     for row in rows:
         if "picire_evals" not in row:
-            lines.append([row["case"], fmt(row["start_flags"]), "skipped: " + row.get("skipped", ""), "", "", "", "", "",
-                          "", "", "", ""])
+            lines.append([row["case"], fmt(row["start_flags"]), "skipped: " + row.get("skipped", ""),
+                          *([""] * (len(headers) - 3))])
             continue
-        equal = "yes" if row["equal"] else ("same flags" if row["same_flags"] else "no")
+        old, new = row["old"], row["new"]
         lines.append([row["case"], fmt(row["start_flags"]), fmt(row["picire_evals"]), fmt(row["picire_flags"]),
-                      fmt(row["bs_removal_evals"]), fmt(row["bs_evals"]), fmt(row["bs_flags"]),
-                      fmt(row["ratio_removal"]), fmt(row["ratio_total"]), equal, fmt(row["bs_flag_removal_evals"]),
-                      fmt(row["ratio_flag_removal"])])
+                      fmt(old["evals"]), fmt(old["flags"]), fmt(old["ratio_total"]),
+                      fmt(new["evals"]), fmt(new["flags"]), fmt(new["ratio_total"]),
+                      fmt(new["flag_removal_evals"]), fmt(new["value_evals"])])
     done = [r for r in rows if "picire_evals" in r]
     picire_total = sum(r["picire_evals"] for r in done)
-    removal_total = sum(r["bs_removal_evals"] for r in done)
-    bs_total = sum(r["bs_evals"] for r in done)
-    flag_total = sum(r["bs_flag_removal_evals"] for r in done)
-    totals = {"cases": len(done), "picire_evals": picire_total, "bs_removal_evals": removal_total, "bs_evals": bs_total,
-              "bs_flag_removal_evals": flag_total, "ratio_flag_removal": ratio(flag_total, picire_total),
-              "picire_flags": sum(r["picire_flags"] for r in done), "bs_flags": sum(r["bs_flags"] for r in done),
-              "ratio_removal": ratio(removal_total, picire_total), "ratio_total": ratio(bs_total, picire_total),
-              "bs_smaller_or_equal_everywhere": all(r["bs_flags"] <= r["picire_flags"] for r in done),
-              "picire_smaller": [r["case"] for r in done if r["picire_flags"] < r["bs_flags"]]}
+    totals: dict[str, Any] = {"cases": len(done), "picire_evals": picire_total,
+                              "picire_flags": sum(r["picire_flags"] for r in done)}
+    for name in ("old", "new"):
+        evals = sum(r[name]["evals"] for r in done)
+        totals[name] = {"evals": evals, "ratio_total": ratio(evals, picire_total),
+                        "removal_evals": sum(r[name]["removal_evals"] for r in done),
+                        "flag_removal_evals": sum(r[name]["flag_removal_evals"] for r in done),
+                        "value_evals": sum(r[name]["value_evals"] for r in done),
+                        "flags": sum(r[name]["flags"] for r in done),
+                        "smaller_or_equal_everywhere": all(r[name]["flags"] <= r["picire_flags"] for r in done),
+                        "picire_smaller": [r["case"] for r in done if r["picire_flags"] < r[name]["flags"]]}
+    old, new = totals["old"], totals["new"]
     lines.append(["TOTAL", fmt(sum(r["start_flags"] for r in done)), fmt(picire_total), fmt(totals["picire_flags"]),
-                  fmt(removal_total), fmt(bs_total), fmt(totals["bs_flags"]), fmt(totals["ratio_removal"]),
-                  fmt(totals["ratio_total"]), "", fmt(flag_total), fmt(totals["ratio_flag_removal"])])
+                  fmt(old["evals"]), fmt(old["flags"]), fmt(old["ratio_total"]),
+                  fmt(new["evals"]), fmt(new["flags"]), fmt(new["ratio_total"]),
+                  fmt(new["flag_removal_evals"]), fmt(new["value_evals"])])
     widths = [max(len(h), *(len(line[i]) for line in lines)) for i, h in enumerate(headers)]
     print("  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)))
     print("  ".join("-" * w for w in widths))
     for line in lines:
         print("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip())
     print()
-    met = (totals["ratio_removal"] is not None and totals["ratio_removal"] <= 0.5
-           and totals["bs_smaller_or_equal_everywhere"])
-    print(f"goal: <= 0.5x picire's evaluations at equal or smaller results -- removal phase "
-          f"{fmt(totals['ratio_removal'])}x (flag removal only {fmt(totals['ratio_flag_removal'])}x), "
-          f"total {fmt(totals['ratio_total'])}x, results "
-          f"{'equal or smaller in every case' if totals['bs_smaller_or_equal_everywhere'] else 'LARGER in some case'}: "
+    met = new["ratio_total"] is not None and new["ratio_total"] <= 0.5 and new["smaller_or_equal_everywhere"]
+    for name in ("old", "new"):
+        t = totals[name]
+        print(f"{name}: {fmt(t['evals'])} evaluations in total = {fmt(t['ratio_total'])}x picire's {picire_total} "
+              f"(flag removal {t['flag_removal_evals']}, value simplification {t['value_evals']}, the rest the "
+              f"re-check and the proof); {t['flags']} flags vs picire's {totals['picire_flags']}, "
+              f"{'equal or smaller in every case' if t['smaller_or_equal_everywhere'] else 'LARGER in some case'}")
+        if t["picire_smaller"]:
+            print(f"  picire found a smaller result in: {', '.join(t['picire_smaller'])}")
+    print(f"goal: the new shrinker needs <= 0.5x picire's evaluations in total, at equal or smaller results: "
           f"{'met' if met else 'NOT met'}")
-    if totals["picire_smaller"]:
-        print(f"picire found a smaller result in: {', '.join(totals['picire_smaller'])}")
-    totals["goal_met_removal"] = met
+    totals["goal_met"] = met
     return totals
 
 
@@ -286,7 +406,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[1] if __doc__ else None)
     parser.add_argument("--out", type=Path, help="write the rows and totals as JSON here")
     parser.add_argument("--jobs", type=int, default=2, help="workers for the sweep (default 2)")
+    parser.add_argument("--outcomes", type=Path,
+                        help="reuse and extend the outcomes kept in this JSON file (a rerun evaluates only what is new; "
+                             "counts are unchanged)")
     args = parser.parse_args(argv)
+    kept: dict[str, dict[str, dict[str, Any]]] = (json.loads(args.outcomes.read_text())
+                                                  if args.outcomes and args.outcomes.is_file() else {})
 
     with tempfile.TemporaryDirectory(prefix="bench-shrink-") as tmp:
         log("sweeping 0.5.23 kimi-k2.6 + eagle3 (default strategy) ...")
@@ -305,13 +430,15 @@ def main(argv: list[str] | None = None) -> int:
         target = TargetSpec(release=release, model=model, draft=DRAFT_KIND, hardware=HARDWARE).resolve()
         log(f"starting a session for {release} {model} ...")
         with Session(target, jobs=1, timeout=120) as session:
-            shared = SharedOutcomes(session)
+            shared = SharedOutcomes(session, kept=kept.setdefault(f"{release} {model}", {}))
             for case in (c for c in cases if (c.release, c.model) == (release, model)):
                 started = time.monotonic()
                 row = bench_case(case, shared)
-                log(f"  {case.name}: {row.get('picire_evals', '-')} picire / {row.get('bs_removal_evals', '-')} "
-                    f"removal / {row.get('bs_evals', '-')} total  ({time.monotonic() - started:.1f} s)")
+                log(f"  {case.name}: {row.get('picire_evals', '-')} picire / {row.get('old', {}).get('evals', '-')} old "
+                    f"/ {row.get('new', {}).get('evals', '-')} new  ({time.monotonic() - started:.1f} s)")
                 rows.append(row)
+            if args.outcomes:
+                args.outcomes.write_text(json.dumps(kept))
 
     print()
     totals = print_table(rows)

@@ -43,17 +43,24 @@ def predicate(bugs: list[tuple[frozenset[str], int, int]]) -> object:
     return test
 
 
+FLAG_NAMES = st.sampled_from([f"--f{i}" for i in range(N)] + ["--not-a-flag"])
+
+
 @settings(max_examples=200, deadline=None)
-@given(problems())
-def test_result_fails_same_way_and_is_one_minimal(problem: tuple[Config, list[tuple[frozenset[str], int, int]]]) -> None:
+@given(problems(), st.sets(FLAG_NAMES, max_size=N), st.sets(FLAG_NAMES, max_size=N))
+def test_result_fails_same_way_and_is_one_minimal(problem: tuple[Config, list[tuple[frozenset[str], int, int]]],
+                                                  hints: set[str], evidence: set[str]) -> None:
+    """Whatever the hints and evidence (right, partial, misleading, empty), the result fails the same way
+    and is 1-minimal: hints order the work, they never decide what is accepted."""
     config, bugs = problem
     test = predicate(bugs)
-    result = shrink(config, test, space=SPACE)  # type: ignore[arg-type]
+    result = shrink(config, test, space=SPACE, hints=hints, evidence=evidence)  # type: ignore[arg-type]
     original = test(config)  # type: ignore[operator]
     if original is None:
         assert result.status == "passes"
         return
     assert result.status == "minimal"
+    assert result.signature == original
     assert test(result.minimal) == original  # type: ignore[operator]
     for flag, value in result.minimal.items:  # 1-minimal: no flag removable, no value simplifiable
         assert test(result.minimal.without(flag)) != original  # type: ignore[operator]
@@ -67,3 +74,21 @@ def test_result_fails_same_way_and_is_one_minimal(problem: tuple[Config, list[tu
     # bound: ddmin + one-at-a-time + values, each pass at most quadratic in the flag count
     n = len(config)
     assert result.evaluations <= 2 + 3 * (n * n + 4 * n) + 10
+
+
+@settings(max_examples=100, deadline=None)
+@given(problems())
+def test_the_right_hint_costs_no_more_than_no_hint_plus_one(
+        problem: tuple[Config, list[tuple[frozenset[str], int, int]]]) -> None:
+    """Hinting the flags of the bug that fires (the case statement hints are made for) is never
+    worse than no hint, but for the one evaluation of the guess."""
+    config, bugs = problem
+    test = predicate(bugs)
+    original = test(config)  # type: ignore[operator]
+    if original is None:
+        return
+    needed = next(needed for needed, _, sig in bugs if SIGS[sig] == original)
+    blind = shrink(config, test, space=SPACE)  # type: ignore[arg-type]
+    hinted = shrink(config, test, space=SPACE, hints=needed)  # type: ignore[arg-type]
+    assert hinted.signature == blind.signature == original
+    assert hinted.evaluations <= blind.evaluations + 1

@@ -18,7 +18,7 @@ from tests.processes import Janitor
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize("module", ["bisect_spec.signature", "bisect_spec.flags", "bisect_spec.outcome",
+@pytest.mark.parametrize("module", ["bisect_spec.signature", "bisect_spec.flags", "bisect_spec.outcome", "bisect_spec.hints",
                                     "bisect_spec.shrink", "bisect_spec.plan", "bisect_spec.covering",
                                     "bisect_spec.findings", "bisect_spec.render", "bisect_spec.bisection", "bisect_spec.commits",
                                     "bisect_spec.versions",

@@ -80,7 +80,7 @@ def test_budget_raises_with_the_best_result_so_far() -> None:
 
 def test_hints_reach_the_answer_in_few_evaluations() -> None:
     blind = shrink(full(), needs("--f3", "--f7"), space=SPACE)  # type: ignore[arg-type]
-    hinted = shrink(full(), needs("--f3", "--f7"), space=SPACE, hints={"f3", "f7"})  # type: ignore[arg-type]
+    hinted = shrink(full(), needs("--f3", "--f7"), space=SPACE, hints={"--f3", "--f7"})  # type: ignore[arg-type]
     assert hinted.minimal == blind.minimal
     assert hinted.removal_evaluations < blind.removal_evaluations
 
@@ -99,3 +99,38 @@ def test_wrong_evidence_costs_one_evaluation_and_no_correctness() -> None:
     wrong = shrink(full(), needs("--f3", "--f7"), space=SPACE, evidence={"--f1"})  # type: ignore[arg-type]
     assert wrong.minimal == right.minimal
     assert wrong.evaluations <= right.evaluations + 1
+
+
+@pytest.mark.parametrize("hints", [set(), {"--f3", "--f7"}, {"--f3"}, {"--f1", "--f2"}, {"--f3", "--f7", "--f9"},
+                                   {"--nope"}], ids=["empty", "right", "part", "misleading", "superset", "unknown"])
+def test_any_hint_gives_the_same_one_minimal_result(hints: set[str]) -> None:
+    blind = shrink(full(), needs("--f3", "--f7"), space=SPACE)  # type: ignore[arg-type]
+    hinted = shrink(full(), needs("--f3", "--f7"), space=SPACE, hints=hints)  # type: ignore[arg-type]
+    assert hinted.status == "minimal" and hinted.signature == BUG
+    assert hinted.minimal == blind.minimal == Config.of({"--f3": "1", "--f7": "1"})
+    assert {p.outcome for p in hinted.proof} == {"passed"}
+
+
+def test_a_right_hint_costs_the_guess_and_the_proof_only() -> None:
+    result = shrink(full(), needs("--f3", "--f7", min_value=3), space=SPACE,  # type: ignore[arg-type]
+                    hints={"--f3", "--f7"})
+    assert result.minimal == Config.of({"--f3": "3", "--f7": "3"})
+    assert result.history[0][0] == "keep only the 2 flags named by the failure"
+    # original + re-check + guess; 2 removals; per flag 2 failing simpler values and 1 that holds;
+    # after the values moved, the 2 removals and the simpler values of the other flag again
+    assert result.evaluations <= 3 + 2 + 2 * 3 + 2 + 2
+
+
+def test_a_misleading_hint_costs_at_most_two_evaluations_more_than_none() -> None:
+    blind = shrink(full(), needs("--f3", "--f7"), space=SPACE)  # type: ignore[arg-type]
+    wrong = shrink(full(), needs("--f3", "--f7"), space=SPACE, hints={"--f1", "--f2"})  # type: ignore[arg-type]
+    assert wrong.minimal == blind.minimal
+    # one wrong guess; the hinted flags, kept last, are removed in the one-at-a-time pass
+    assert wrong.evaluations <= blind.evaluations + 2
+
+
+def test_hint_and_evidence_together_guess_their_intersection_first() -> None:
+    result = shrink(full(), needs("--f3", "--f7"), space=SPACE,  # type: ignore[arg-type]
+                    hints={"--f3", "--f7", "--f1"}, evidence={"--f3", "--f7", "--f9"})
+    assert result.history[0] == ("keep only the 2 flags named by the failure and present in every configuration "
+                                 "seen failing this way", Config.of({"--f3": "8", "--f7": "8"}))
