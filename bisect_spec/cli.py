@@ -144,7 +144,7 @@ def sweep_options(func: F) -> F:
                      help="Where runs are stored."),
         click.option("--resume", metavar="RUN", default=None, help="Continue a stopped run where it stopped."),
         click.option("--no-cache", is_flag=True, help="Do not reuse outcomes cached by earlier runs."),
-        click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON (schema bisect-spec/sweep/1)."),
+        click.option("--json", "as_json", is_flag=True, help=f"Print the summary as JSON ({_schema('sweep')})."),
         click.option("--shrink/--no-shrink", default=True, show_default=True,
                      help="Shrink every signature found to a 1-minimal reproducer (with reproducer files)."),
         click.option("--fix/--no-fix", default=False, show_default=True,
@@ -222,6 +222,10 @@ def _terminal_width() -> int:
 
     return max(60, shutil.get_terminal_size((120, 24)).columns)
 
+
+def _schema(name: str, version: int = 1) -> str:
+    """Help text naming a ``--json`` output's schema and the JSON Schema file shipped for it."""
+    return f"schema bisect-spec/{name}/{version}: bisect_spec/data/schemas/{name}.schema.json"
 
 @click.group(cls=_Group, invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="bisect-spec")
@@ -308,7 +312,7 @@ def runs() -> None:
 
 @runs.command("list")
 @click.option("--runs-dir", type=click.Path(file_okay=False), default="runs", show_default=True)
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable list (schema bisect-spec/runs/1).")
+@click.option("--json", "as_json", is_flag=True, help=f"Machine-readable list ({_schema('runs')}).")
 def runs_list(runs_dir: str, as_json: bool) -> None:
     """List runs: target, strategy, progress, signatures.
 
@@ -332,7 +336,7 @@ def runs_list(runs_dir: str, as_json: bool) -> None:
 @runs.command("show")
 @click.argument("run")
 @click.option("--runs-dir", type=click.Path(file_okay=False), default="runs", show_default=True)
-@click.option("--json", "as_json", is_flag=True, help="The stored summary as JSON.")
+@click.option("--json", "as_json", is_flag=True, help=f"The stored run as JSON ({_schema('run-show')}).")
 def runs_show(run: str, runs_dir: str, as_json: bool) -> None:
     """Show a stored run's summary (or its progress if it did not finish).
 
@@ -357,7 +361,7 @@ def runs_show(run: str, runs_dir: str, as_json: bool) -> None:
 
 @main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @target_options
-@click.option("--json", "as_json", is_flag=True, help="Print the documented JSON record (schema bisect-spec/probe/1).")
+@click.option("--json", "as_json", is_flag=True, help=f"Print the documented JSON record ({_schema('probe')}).")
 @click.option("--timeout", default=120.0, show_default=True, help="Seconds before an evaluation counts as hung.")
 @click.argument("flags", nargs=-1, type=click.UNPROCESSED)
 def probe(as_json: bool, timeout: float, flags: tuple[str, ...], **kwargs: Any) -> None:
@@ -386,7 +390,7 @@ def probe(as_json: bool, timeout: float, flags: tuple[str, ...], **kwargs: Any) 
 
 @main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @target_options
-@click.option("--json", "as_json", is_flag=True, help="Print the documented JSON (schema bisect-spec/shrink/1).")
+@click.option("--json", "as_json", is_flag=True, help=f"Print the documented JSON ({_schema('shrink')}).")
 @click.option("--max-evaluations", type=int, default=2000, show_default=True, help="Evaluation budget.")
 @click.option("--max-seconds", type=float, default=600.0, show_default=True, help="Time budget.")
 @click.option("--no-fix", is_flag=True, help="Skip the search for the nearest working configuration.")
@@ -481,7 +485,7 @@ def env_install(releases: tuple[str, ...], all_releases: bool, retry: bool) -> N
 
 
 @env.command("list")
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable list.")
+@click.option("--json", "as_json", is_flag=True, help=f"Machine-readable list ({_schema('envs', 2)}).")
 def env_list(as_json: bool) -> None:
     """List installed releases, releases with recorded pins, and unavailable ones with why.
 
@@ -564,7 +568,8 @@ def env_run(release: str, command: tuple[str, ...]) -> None:
 @click.option("--moves/--no-moves", default=True, show_default=True,
               help="Also find where a failure that stays the same moved to another file or function.")
 @click.option("--json", "as_json", is_flag=True,
-              help="Print the documented JSON (schema bisect-spec/bisect/1; with --old/--new bisect-spec/commits/1).")
+              help=f"Print the documented JSON ({_schema('bisect')}; with --old/--new "
+                   f"{_schema('commits')}).")
 @click.option("--timeout", default=120.0, show_default=True, help="Seconds before an evaluation counts as hung.")
 @click.option("--repo", type=click.Path(file_okay=False), default=None, metavar="PATH",
               help="Your SGLang clone: bisect the release boundary found down to the commit.")
@@ -642,7 +647,7 @@ EXIT_REGRESSION = 3
 @click.option("--resume", metavar="ID", default=None, help="Continue an interrupted nightly.")
 @click.option("--jobs", "-j", type=int, default=None, help="Parallel workers per cell (default: CPU cores).")
 @click.option("--no-install", is_flag=True, help="Skip cells whose release is not installed instead of building it.")
-@click.option("--json", "as_json", is_flag=True, help="Print nightly.json (schema bisect-spec/nightly/1).")
+@click.option("--json", "as_json", is_flag=True, help=f"Print nightly.json ({_schema('nightly')}).")
 def nightly(matrix_file: str, out: str, baseline: str, resume: str | None, jobs: int | None, no_install: bool,
             as_json: bool, executor: str = "local", address: str | None = None) -> None:
     """Run the compatibility matrix and compare it with the previous nightly.
@@ -679,7 +684,7 @@ def nightly(matrix_file: str, out: str, baseline: str, resume: str | None, jobs:
 @main.command("report")
 @click.argument("target")
 @click.option("--format", "fmt", type=click.Choice(["md", "json", "junit", "html"]), default="md", show_default=True,
-              help="md: Markdown for PRs and issues; json: schema bisect-spec/report/1; junit: JUnit XML for CI; "
+              help=f"md: Markdown for PRs and issues; json: {_schema('report')}; junit: JUnit XML for CI; "
                    "html: one self-contained page with pictures.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), default=None,
               help="Write the report to FILE (default: print it).")
@@ -776,7 +781,7 @@ def _launch_header(target: dict[str, Any], mode: str) -> str:
 @target_options
 @_launch_options
 @click.option("--repeat", default=1, show_default=True, help="Launch this many times; differing ends are reported as flaky.")
-@click.option("--json", "as_json", is_flag=True, help="Print the documented JSON (schema bisect-spec/launch/1).")
+@click.option("--json", "as_json", is_flag=True, help=f"Print the documented JSON ({_schema('launch')}).")
 @click.argument("flags", nargs=-1, type=click.UNPROCESSED)
 def launch_command(flags: tuple[str, ...], timeout: float, runs_dir: str, launch_without_gpu: bool,
                    server_command: str | None, repeat: int, as_json: bool, **kwargs: Any) -> None:
@@ -832,7 +837,7 @@ def _crosscheck_table(report: api.CrosscheckReport) -> str:
 @target_options
 @_launch_options
 @click.option("--passing", default=3, show_default=True, help="With a run id: how many passing configurations to launch too.")
-@click.option("--json", "as_json", is_flag=True, help="Print the documented JSON (schema bisect-spec/crosscheck/1).")
+@click.option("--json", "as_json", is_flag=True, help=f"Print the documented JSON ({_schema('crosscheck')}).")
 @click.argument("source")
 def crosscheck_command(source: str, timeout: float, runs_dir: str, launch_without_gpu: bool, server_command: str | None,
                        passing: int, as_json: bool, **kwargs: Any) -> None:

@@ -246,10 +246,12 @@ def bug_report(signature: dict[str, Any], outcome: Outcome, target: dict[str, An
 
 
 def _sglang_traceback(outcome: Outcome) -> str:
-    """The traceback from the first SGLang frame on (bisect-spec's own frames are noise here)."""
+    """The traceback from the first SGLang frame on (records from before the evaluator left bisect-spec's
+    own frames out still hold them; SGLang's paths are ``srt/...`` in new records, ``.../sglang/...`` in old ones)."""
     text = str(outcome.record.get("traceback_tail") or outcome.headline).rstrip()
     lines = text.splitlines()
     for index, line in enumerate(lines):
-        if line.strip().startswith("File ") and "/sglang/" in line:
+        stripped = line.strip()
+        if stripped.startswith(('File "srt/', 'File "sglang/')) or (stripped.startswith("File ") and "/sglang/" in line):
             return "\n".join(["Traceback (most recent call last):", *lines[index:]])
     return text
