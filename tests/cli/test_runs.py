@@ -11,6 +11,7 @@ import pytest
 from bisect_spec import store
 from tests.cli.helpers import error_line, run
 from tests.conftest import require_release
+from tests.schemas import assert_valid
 
 pytestmark = pytest.mark.sglang
 
@@ -33,6 +34,7 @@ def swept(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any
 def test_sweep_json(swept: tuple[Path, dict[str, Any]]) -> None:
     runs_dir, document = swept
     assert document["schema"] == "bisect-spec/sweep/1"
+    assert_valid(document, "sweep")
     assert Path(document["path"]) == runs_dir / document["run"]
     assert (document["reused"], document["torn_records"]) == (0, 0)
     assert {s["exc_type"] for s in document["summary"]["signatures"]} == {"AssertionError", "TypeError"}
@@ -44,6 +46,7 @@ def test_runs_list_json(swept: tuple[Path, dict[str, Any]]) -> None:
     assert code == 0, output
     listed = json.loads(output)
     assert listed["schema"] == "bisect-spec/runs/1"
+    assert_valid(listed, "runs")
     [row] = listed["runs"]
     meta = json.loads((runs_dir / document["run"] / "run.json").read_text())
     assert row == {"id": document["run"], "target": document["summary"]["target"], "strategy": "quick",
@@ -59,6 +62,7 @@ def test_runs_show_json(swept: tuple[Path, dict[str, Any]]) -> None:
     assert code == 0, output
     shown = json.loads(output)
     assert shown["schema"] == "bisect-spec/run-show/1" and shown["run"] == document["run"]
+    assert_valid(shown, "run-show")
     assert shown["summary"] == document["summary"]
     assert shown["recorded"] == document["summary"]["evaluated"]
     assert shown["meta"]["strategy"]["name"] == "quick" and shown["meta"]["search_budget"] == 5
