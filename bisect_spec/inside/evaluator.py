@@ -649,6 +649,7 @@ class Evaluator:
             for cached in self._caches:
                 cached.cache_clear()
         misses = {id(c): c.cache_info().misses for c in self._caches}
+        retry = False
         with state.restored():
             os.environ.update(env)
             if env:
@@ -685,9 +686,12 @@ class Evaluator:
                     except Exception:
                         pass
                     else:
-                        return self.evaluate(record["argv"], _retries=_retries + 1)
-                record.update(self._failure(exc, stderr.getvalue()))
-                record["status"] = "failed"
+                        retry = True
+                if not retry:
+                    record.update(self._failure(exc, stderr.getvalue()))
+                    record["status"] = "failed"
+            if retry:  # outside the handler: the retry's own failure must not chain onto this ImportError
+                return self.evaluate(record["argv"], _retries=_retries + 1)
             record["given"] = self._given(argv, parser.namespace)
             record.update(progress.to_record())
             needed = self._memo.packages_needed()
