@@ -99,6 +99,10 @@ def source_statement(sig: dict[str, Any]) -> str:
     A signature's own ``statement`` is its normal form (receivers written ``_.``), made for
     grouping, not for reading; the example frame of a sweep's signature has the source's text.
     An input without one (a nightly from before frames were kept) shows the normal form.
+
+    >>> source_statement({"statement": "assert _.speculative_eagle_topk is None",
+    ...                   "example_frame": {"statement": "assert cfg.speculative_eagle_topk is None"}})
+    'assert cfg.speculative_eagle_topk is None'
     """
     return str((sig.get("example_frame") or {}).get("statement") or sig.get("statement") or "")
 
