@@ -103,3 +103,10 @@ def test_a_schema_rejects_what_its_output_never_holds() -> None:
                    {k: v for k, v in good.items() if k != "notes"}, {**good, "schema": "bisect-spec/probe/2"}):
         with pytest.raises(AssertionError, match="violation"):
             assert_valid(json.loads(json.dumps(broken)), "probe")
+
+
+def test_the_readme_links_every_schema() -> None:
+    readme = (SCHEMAS.parents[2] / "README.md").read_text()
+    section = readme[readme.index("## JSON outputs"):]
+    linked = set(re.findall(r"\]\(bisect_spec/data/schemas/([a-z-]+)\.schema\.json\)", section))
+    assert linked == set(NAMES)
