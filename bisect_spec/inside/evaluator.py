@@ -940,10 +940,25 @@ def _expression_from_marks(code: str, marks: str) -> str | None:
         return " ".join(text.split()) or None
 
 
+def _without_own_frames(text: str) -> str:
+    """A logged traceback without this package's frames (a launch under a simulated box runs through ``launch_main``)."""
+    kept: list[str] = []
+    skipping = False
+    for line in text.splitlines():
+        match = _TB_FRAME.match(line)
+        if match:
+            skipping = os.path.abspath(match["file"]).startswith(_OWN_ROOT + os.sep)
+        elif skipping and not line.startswith("    "):
+            skipping = False
+        if not skipping:
+            kept.append(line)
+    return "\n".join(kept)
+
+
 def failure_from_block(block: dict[str, Any]) -> dict[str, Any]:
     """The in-process failure record (``exception``, ``frame``) of one traceback block."""
     failure: dict[str, Any] = {"exception": {"type": block["type"], "module": "", "message": block["message"]},
-                               "traceback_tail": portable_paths(block["text"][-4000:], None)}
+                               "traceback_tail": portable_paths(_without_own_frames(block["text"])[-4000:], None)}
     inner = None
     for frame in block["frames"]:
         root = sglang_package_root(frame["file"])

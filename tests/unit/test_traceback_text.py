@@ -15,6 +15,7 @@ from types import ModuleType
 
 import pytest
 
+from bisect_spec.inside import evaluator
 from bisect_spec.inside.evaluator import portable_paths, sglang_traceback
 
 HOOK = '''
@@ -98,3 +99,20 @@ def test_paths_outside_the_package_are_named_by_where_they_are_installed() -> No
                                                           '  File "/nowhere/x.py", line 1, in f\n')
     log = '  File "/srv/env/lib/python3.11/site-packages/sglang/srt/server_args.py", line 9, in f\n'
     assert portable_paths(log, None) == '  File "srt/server_args.py", line 9, in f\n'
+
+
+def test_a_logged_traceback_loses_bisect_spec_frames_and_machine_paths() -> None:
+    own = evaluator.__file__.replace("evaluator.py", "launch_main.py")
+    log = ("Traceback (most recent call last):\n"
+           f'  File "{own}", line 80, in main\n'
+           "    runpy.run_module('sglang.launch_server')\n"
+           "    ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\n"
+           '  File "/srv/env/site/sglang/srt/server_args.py", line 9, in resolve_once\n'
+           "    assert x\n"
+           "AssertionError\n")
+    (block,) = evaluator.traceback_blocks(log)
+    assert evaluator.failure_from_block(block)["traceback_tail"] == (
+        "Traceback (most recent call last):\n"
+        '  File "srt/server_args.py", line 9, in resolve_once\n'
+        "    assert x\n"
+        "AssertionError")
