@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +71,16 @@ def test_runs_show_json(swept: tuple[Path, dict[str, Any]]) -> None:
     code, text = run("runs", "show", str(runs_dir / document["run"]))
     count = len(document["summary"]["signatures"])
     assert code == 0 and f"{count} failure signatures" in text, text
+
+
+def test_the_report_of_the_run_follows_its_schema_and_shows_source_statements(swept: tuple[Path, dict[str, Any]]) -> None:
+    runs_dir, document = swept
+    code, output = run("report", document["run"], "--runs-dir", str(runs_dir), "--format", "json")
+    assert code == 0, output
+    model = json.loads(output)
+    assert_valid(model, "report")
+    statements = [s["statement"] for s in model["cells"][0]["signatures"] if s["statement"]]
+    assert statements and not any(re.search(r"(?<![\w.])_\.", statement) for statement in statements)  # never '_.x'
 
 
 def test_summary_holds_no_path_of_its_run(swept: tuple[Path, dict[str, Any]]) -> None:
