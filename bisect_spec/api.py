@@ -1,17 +1,28 @@
 """Public Python API: what the CLI calls, usable from your own code and tests.
 
-Example::
+Example (with SGLang 0.5.23 installed: ``bisect-spec env install 0.5.23``)::
 
-    from bisect_spec import api
-    result = api.probe(["--speculative-algorithm", "EAGLE3", "--speculative-num-draft-tokens", "3"],
-                       release="0.5.23", model="kimi-k2.6", draft="eagle3", hardware="rtx-pro-6000")
-    print(result.outcome.headline)
+    >>> from bisect_spec import api
+    >>> target = api.TargetSpec(release="0.5.23", model="kimi-k2.6", draft="eagle3", hardware="rtx-pro-6000")
+    >>> result = api.probe(["--speculative-algorithm", "EAGLE3", "--speculative-num-draft-tokens", "3"], target)
+    >>> print(result.outcome.status)
+    failed
+    >>> print(result.outcome.headline)
+    AssertionError (srt/arg_groups/speculative_hook.py:... in _handle_eagle_family)
+    >>> print(result.outcome.frame["statement"])
+    assert cfg.speculative_eagle_topk is None and cfg.speculative_num_draft_tokens is None
+    >>> result.notes
+    ["added --speculative-draft-model-path for the 'eagle3' draft"]
 
 Many evaluations: :class:`ProbeSession` (one warm worker, each probe a few milliseconds once it is up)::
 
-    with api.ProbeSession(api.TargetSpec(release="0.5.23", hardware="rtx-pro-6000")) as session:
-        for tokens in (["--speculative-num-steps", "1"], ["--speculative-num-steps", "2"]):
-            print(session.probe(["--speculative-algorithm", "EAGLE3", *tokens]).outcome.headline)
+    >>> with api.ProbeSession(api.TargetSpec(release="0.5.23", hardware="rtx-pro-6000")) as session:
+    ...     for steps in ("1", "2"):
+    ...         print(session.probe(["--speculative-algorithm", "EAGLE3", "--speculative-num-steps", steps]).outcome.status)
+    failed
+    failed
+
+The examples in this package's docstrings run as doctests (``tests/unit/test_doctests.py``).
 """
 
 from __future__ import annotations

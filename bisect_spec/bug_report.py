@@ -250,7 +250,8 @@ def relative_traceback(text: str) -> str:
     instead of ``"<string>"``; bisect-spec's own frames before SGLang's are left out.
     """
     lines = text.rstrip().splitlines()
-    start = next((i for i, line in enumerate(lines) if line.strip().startswith("File ") and "/sglang/" in line), None)
+    start = next((i for i, line in enumerate(lines) if line.strip().startswith("File ")
+                  and ("/sglang/" in line or line.strip().startswith(('File "srt/', 'File "sglang/')))), None)
     if start is None:
         return "\n".join(_relative_line(line) for line in lines)
     return "\n".join(["Traceback (most recent call last):", *(_relative_line(line) for line in lines[start:])])
@@ -261,13 +262,21 @@ def _relative_line(line: str) -> str:
     if match is None:
         return line
     path, indent = match["path"], match["indent"]
-    if path.startswith("<"):
+    if path.startswith("<") and not path.startswith(("<site>/", "<stdlib>/")):
         return f"{indent}(code generated at run time, e.g. a dataclass __init__: line {match['line']}, in {match['function']})"
     return f'{indent}File "{relative_path(path)}", line {match["line"]}, in {match["function"]}'
 
 
 def relative_path(path: str) -> str:
-    """``.../site/sglang/srt/server_args.py`` -> ``sglang/srt/server_args.py`` (any package root)."""
+    """``.../site/sglang/srt/server_args.py`` -> ``sglang/srt/server_args.py`` (any package root).
+
+    A traceback the evaluator already made relative keeps its names (``srt/...`` is SGLang's package,
+    ``<site>/...`` and ``<stdlib>/...`` the others).
+    """
+    if path.startswith("srt/"):
+        return "sglang/" + path
+    if path.startswith(("sglang/", "<site>/", "<stdlib>/")):
+        return path
     for marker in ("/site-packages/", "/dist-packages/", "/site/"):
         if marker in path:
             return path.rsplit(marker, 1)[1]

@@ -178,7 +178,7 @@ def sweep_options(func: F) -> F:
                      help="Where runs are stored."),
         click.option("--resume", metavar="RUN", default=None, help="Continue a stopped run where it stopped."),
         click.option("--no-cache", is_flag=True, help="Do not reuse outcomes cached by earlier runs."),
-        click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON (schema bisect-spec/sweep/1)."),
+        click.option("--json", "as_json", is_flag=True, help=f"Print the summary as JSON ({_schema('sweep')})."),
         click.option("--shrink/--no-shrink", default=True, show_default=True,
                      help="Shrink every signature found to a 1-minimal reproducer (with reproducer files)."),
         click.option("--fix/--no-fix", default=False, show_default=True,
@@ -238,6 +238,10 @@ def _terminal_width() -> int:
     """Columns to fit tables to: the terminal's, or 120 when output is not a terminal."""
     return terminal.width()
 
+
+def _schema(name: str, version: int = 1) -> str:
+    """Help text naming a ``--json`` output's schema and the JSON Schema file shipped for it."""
+    return f"schema bisect-spec/{name}/{version}: bisect_spec/data/schemas/{name}.schema.json"
 
 @click.group(cls=_Group, invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="bisect-spec")
@@ -356,7 +360,7 @@ def runs() -> None:
 @runs.command("list")
 @click.option("--runs-dir", type=click.Path(file_okay=False), default="runs", show_default=True,
               help="Where runs are stored.")
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable list (schema bisect-spec/runs/1).")
+@click.option("--json", "as_json", is_flag=True, help=f"Machine-readable list ({_schema('runs')}).")
 def runs_list(runs_dir: str, as_json: bool) -> None:
     """List runs: target, strategy, progress, signatures.
 
@@ -381,7 +385,7 @@ def runs_list(runs_dir: str, as_json: bool) -> None:
 @click.argument("run")
 @click.option("--runs-dir", type=click.Path(file_okay=False), default="runs", show_default=True,
               help="Where runs are stored.")
-@click.option("--json", "as_json", is_flag=True, help="The stored summary as JSON.")
+@click.option("--json", "as_json", is_flag=True, help=f"The stored run as JSON ({_schema('run-show')}).")
 def runs_show(run: str, runs_dir: str, as_json: bool) -> None:
     """Show a stored run's summary (or its progress if it did not finish).
 
@@ -412,7 +416,7 @@ def runs_show(run: str, runs_dir: str, as_json: bool) -> None:
 
 @main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @target_options
-@click.option("--json", "as_json", is_flag=True, help="Print the documented JSON record (schema bisect-spec/probe/1).")
+@click.option("--json", "as_json", is_flag=True, help=f"Print the documented JSON record ({_schema('probe')}).")
 @click.option("--timeout", default=120.0, show_default=True, help="Seconds before an evaluation counts as hung.")
 @click.argument("flags", nargs=-1, type=click.UNPROCESSED)
 def probe(as_json: bool, timeout: float, flags: tuple[str, ...], **kwargs: Any) -> None:
@@ -441,7 +445,7 @@ def probe(as_json: bool, timeout: float, flags: tuple[str, ...], **kwargs: Any) 
 
 @main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @target_options
-@click.option("--json", "as_json", is_flag=True, help="Print the documented JSON (schema bisect-spec/shrink/1).")
+@click.option("--json", "as_json", is_flag=True, help=f"Print the documented JSON ({_schema('shrink')}).")
 @click.option("--max-evaluations", type=int, default=2000, show_default=True, help="Evaluation budget.")
 @click.option("--max-seconds", type=float, default=600.0, show_default=True, help="Time budget.")
 @click.option("--fix/--no-fix", default=True, show_default=True,
@@ -551,7 +555,7 @@ def _install_one(release: str, retry: bool, rows: list[list[Any]], say: Callable
 
 
 @env.command("list")
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable list.")
+@click.option("--json", "as_json", is_flag=True, help=f"Machine-readable list ({_schema('envs', 2)}).")
 def env_list(as_json: bool) -> None:
     """List installed releases, releases with recorded pins, and unavailable ones with why.
 
@@ -646,7 +650,8 @@ def env_run(release: str, command: tuple[str, ...]) -> None:
 @click.option("--moves/--no-moves", default=True, show_default=True,
               help="Also find where a failure that stays the same moved to another file or function.")
 @click.option("--json", "as_json", is_flag=True,
-              help="Print the documented JSON (schema bisect-spec/bisect/1; with revisions bisect-spec/commits/1).")
+              help=f"Print the documented JSON ({_schema('bisect')}; with revisions "
+                   f"{_schema('commits')}).")
 @click.option("--timeout", default=120.0, show_default=True, help="Seconds before an evaluation counts as hung.")
 @click.option("--repo", type=click.Path(file_okay=False), default=None, metavar="PATH",
               help="Your SGLang clone: bisect the release boundary found down to the commit.")
@@ -761,7 +766,7 @@ EXIT_REGRESSION = 3
 @click.option("--resume", metavar="ID", default=None, help="Continue an interrupted nightly.")
 @click.option("--jobs", "-j", type=int, default=None, help="Parallel workers per cell (default: CPU cores).")
 @click.option("--no-install", is_flag=True, help="Skip cells whose release is not installed instead of building it.")
-@click.option("--json", "as_json", is_flag=True, help="Print nightly.json (schema bisect-spec/nightly/1).")
+@click.option("--json", "as_json", is_flag=True, help=f"Print nightly.json ({_schema('nightly')}).")
 def nightly(matrix_file: str, runs_dir: str, out: str | None, baseline: str, resume: str | None, jobs: int | None,
             no_install: bool, as_json: bool, executor: str = "local", address: str | None = None) -> None:
     """Run the compatibility matrix and compare it with the previous nightly.
@@ -798,7 +803,7 @@ def nightly(matrix_file: str, runs_dir: str, out: str | None, baseline: str, res
 @main.command("report")
 @click.argument("target")
 @click.option("--format", "fmt", type=click.Choice(["md", "json", "junit", "html"]), default="md", show_default=True,
-              help="md: Markdown for PRs and issues; json: schema bisect-spec/report/1; junit: JUnit XML for CI; "
+              help=f"md: Markdown for PRs and issues; json: {_schema('report')}; junit: JUnit XML for CI; "
                    "html: one self-contained page with pictures.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), default=None,
               help="Write the report to FILE (default: print it).")
@@ -896,7 +901,7 @@ def _launch_header(target: dict[str, Any], mode: str) -> str:
 @target_options
 @_launch_options
 @click.option("--repeat", default=1, show_default=True, help="Launch this many times; differing ends are reported as flaky.")
-@click.option("--json", "as_json", is_flag=True, help="Print the documented JSON (schema bisect-spec/launch/1).")
+@click.option("--json", "as_json", is_flag=True, help=f"Print the documented JSON ({_schema('launch')}).")
 @click.argument("flags", nargs=-1, type=click.UNPROCESSED)
 def launch_command(flags: tuple[str, ...], launch_timeout: float, timeout: float | None, runs_dir: str,
                    launch_without_gpu: bool, server_command: str | None, repeat: int, as_json: bool, **kwargs: Any) -> None:
@@ -952,7 +957,7 @@ def _crosscheck_table(report: api.CrosscheckReport) -> str:
 @target_options
 @_launch_options
 @click.option("--passing", default=3, show_default=True, help="With a run id: how many passing configurations to launch too.")
-@click.option("--json", "as_json", is_flag=True, help="Print the documented JSON (schema bisect-spec/crosscheck/1).")
+@click.option("--json", "as_json", is_flag=True, help=f"Print the documented JSON ({_schema('crosscheck')}).")
 @click.argument("source")
 def crosscheck_command(source: str, launch_timeout: float, timeout: float | None, runs_dir: str, launch_without_gpu: bool,
                        server_command: str | None, passing: int, as_json: bool, **kwargs: Any) -> None:

@@ -42,7 +42,8 @@ from .timeline import verdict_key
 ProgressFn = Callable[[str], None]
 SCHEMA = "bisect-spec/commits/1"
 #: An SGLang module's body on a traceback: the failure happened while importing it.
-_IMPORTING = re.compile(r'File "(?P<file>[^"]*?/sglang/[^"]+\.py)", line \d+, in <module>')
+#: a module body that raised: a path into an ``sglang`` package, or relative to it (as a failure's traceback shows it)
+_IMPORTING = re.compile(r'File "(?P<file>[^"]*?/sglang/[^"]+\.py|(?![/<])[^"]+\.py)", line \d+, in <module>')
 _IMPORT_ERRORS = ("ImportError", "ModuleNotFoundError")
 _HUNK = re.compile(r"^@@ -(?P<a>\d+)(?P<b>,\d+)? \+(?P<c>\d+)(?P<d>,\d+)? @@(?P<rest>.*)$")
 _ANY_PACKAGE_PATH = re.compile(r"/[^\s'\"()]*?/sglang/")
@@ -115,7 +116,7 @@ def import_failure(outcome: Outcome) -> str | None:
         return f"does not import: {what}"
     found = _IMPORTING.findall(str(outcome.record.get("traceback_tail") or ""))
     if found:
-        module = found[-1][found[-1].rfind("/sglang/") + 1:]
+        module = found[-1][found[-1].rfind("/sglang/") + 1:] if "/sglang/" in found[-1] else f"sglang/{found[-1]}"
         return f"does not import: {what} (while importing {module})"
     return None
 

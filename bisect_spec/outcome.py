@@ -12,10 +12,15 @@ ran (release, Python, hardware) and the failure :class:`~bisect_spec.signature.S
 ``given``       flags the user wrote, as SGLang parsed them
 ``exception``   on failure: ``{"type", "module", "message"}``
 ``frame``       innermost SGLang frame: ``file`` (relative to the sglang package), ``line``,
-                ``function``, ``statement`` (whole, normalised), ``source``, ``context``,
+                ``function``, ``statement`` (whole, as ``ast.unparse`` writes the source's text), ``source``, ``context``,
                 ``guard`` (the enclosing ``if``), ``expression`` (3.11+: the raising part)
-``signature``   on failure: ``{"id", "cross_release_key", "exc_type", "location", ...}``
+``traceback_tail`` on failure: SGLang's traceback (its frames and the final exception, paths relative to
+                the sglang package; no bisect-spec frames, no import fallback being handled)
+``signature``   on failure: ``{"id", "cross_release_key", "exc_type", "location", ...}``; its ``statement``
+                is the normal form (receivers written ``_.``) that groups failures, ``frame.statement`` the text
 ``crash``       for crashed/timeout: how the worker ended (``segfault (SIGSEGV)``, ``exit(3)``)
+
+The JSON Schema of this record is ``outcome`` in ``bisect_spec/data/schemas/common.schema.json``.
 """
 
 from __future__ import annotations

@@ -15,7 +15,8 @@ format, schema ``bisect-spec/report/1``::
                 regressions (changes "new"), fixed ("vanished"), changed (message-changed, location-moved)
     cells[]     id, release, model, draft, hardware, strategy, status (done|skipped|error), reason, run,
                 evaluated, counts, signatures[]:
-                  id, cross_release_key, kind, exc_type, location, title, message, statement, count,
+                  id, cross_release_key, kind, exc_type, location, title, message, statement (in the source's
+                  own words, see :func:`source_statement`), count,
                   smallest (argv), minimal (shrunk 1-minimal argv or null), change ("new" | "message-changed"
                   | "location-moved" | null), known (true when a baseline exists and it is not new)
     changes[]   the nightly's changes as given (cell, against, change, cross_release_key, signature, title, before, after)
@@ -87,7 +88,7 @@ def _signature_entry(sig: dict[str, Any], change: str | None, has_baseline: bool
     return {"id": sig.get("id", "?"), "cross_release_key": sig.get("cross_release_key") or sig.get("id", "?"),
             "kind": sig.get("kind") or "failed", "exc_type": sig.get("exc_type"), "location": location,
             "title": sig.get("title") or _title_of(sig), "message": sig.get("message") or "",
-            "statement": sig.get("statement") or "", "count": int(sig.get("count") or 0),
+            "statement": source_statement(sig), "count": int(sig.get("count") or 0),
             "smallest": list(sig.get("smallest") or []),
             "minimal": list(shrunk["minimal_argv"]) if shrunk.get("minimal_argv") is not None else None,
             "change": change, "known": has_baseline and change != "new",
@@ -98,6 +99,20 @@ def answer_first(signatures: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Speculative-decoding failures first, then the other constraints, each most frequent first
     (the terminal summary's order: :func:`bisect_spec.render.summary_text`)."""
     return sorted(signatures, key=lambda s: (not s.get("speculative", speculative_reason(s)), -int(s.get("count") or 0)))
+
+
+def source_statement(sig: dict[str, Any]) -> str:
+    """The failing statement as SGLang's source writes it (``cfg.speculative_eagle_topk``).
+
+    A signature's own ``statement`` is its normal form (receivers written ``_.``), made for
+    grouping, not for reading; the example frame of a sweep's signature has the source's text.
+    An input without one (a nightly from before frames were kept) shows the normal form.
+
+    >>> source_statement({"statement": "assert _.speculative_eagle_topk is None",
+    ...                   "example_frame": {"statement": "assert cfg.speculative_eagle_topk is None"}})
+    'assert cfg.speculative_eagle_topk is None'
+    """
+    return str((sig.get("example_frame") or {}).get("statement") or sig.get("statement") or "")
 
 
 def _title_of(sig: dict[str, Any]) -> str:

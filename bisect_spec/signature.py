@@ -58,7 +58,11 @@ def normalise_versions(text: str) -> str:
 
 
 def normalise_statement(statement: str) -> str:
-    """Statement text independent of the receiver's name and of formatting."""
+    """Statement text independent of the receiver's name and of formatting: a signature's key, not for display.
+
+    >>> normalise_statement("assert cfg.speculative_eagle_topk is None  and self.page_size > 1")
+    'assert _.speculative_eagle_topk is None and _.page_size > 1'
+    """
     return _SPACE.sub(" ", _RECEIVERS.sub("_.", statement)).strip()
 
 

@@ -685,6 +685,7 @@ class Evaluator:
             for cached in self._caches:
                 cached.cache_clear()
         misses = {id(c): c.cache_info().misses for c in self._caches}
+        retry = False
         with state.restored():
             os.environ.update(env)
             if env:
@@ -721,9 +722,12 @@ class Evaluator:
                     except Exception:
                         pass
                     else:
-                        return self.evaluate(record["argv"], _retries=_retries + 1)
-                record.update(self._failure(exc, stderr.getvalue()))
-                record["status"] = "failed"
+                        retry = True
+                if not retry:
+                    record.update(self._failure(exc, stderr.getvalue()))
+                    record["status"] = "failed"
+            if retry:  # outside the handler: the retry's own failure must not chain onto this ImportError
+                return self.evaluate(record["argv"], _retries=_retries + 1)
             record["given"] = self._given(argv, parser.namespace)
             record.update(progress.to_record())
             needed = self._memo.packages_needed()
@@ -794,7 +798,7 @@ class Evaluator:
                 "module": type(exc).__module__,
                 "message": str(exc),
             },
-            "traceback_tail": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)[-12:])[-4000:],
+            "traceback_tail": sglang_traceback(exc, self.package_root),
             "stderr_tail": stderr[-2000:],
         }
         if inner is not None and inner.lineno is not None:
@@ -808,6 +812,73 @@ class Evaluator:
             failure["frame"] = {"file": last.filename, "line": last.lineno, "function": last.name,
                                 "statement": (last.line or "").strip(), "outside_sglang": True}
         return failure
+
+
+#: This package's own directory: its frames (the evaluator calling SGLang) are never part of a failure.
+_OWN_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_TB_FILE = re.compile(r'^(?P<lead>\s*File ")(?P<path>[^"]+)(?P<rest>", line \d+)', re.MULTILINE)
+
+
+def sglang_traceback(exc: BaseException, package_root: str, *, most: int = 4000) -> str:
+    """The traceback as SGLang's own: what a user would paste into an SGLang issue.
+
+    Three things are left out, because none of them is the failure: this package's frames
+    (the evaluator calling ``prepare_server_args``) and whatever ran before SGLang's first frame;
+    an exception that was being handled when the failure happened if it is an ``ImportError``
+    (an import fallback such as ``try: import sgl_kernel`` leaves a leading ``ModuleNotFoundError``
+    that has nothing to do with the failure; an explicit ``raise ... from`` cause is kept). Paths
+    are made independent of this machine (:func:`portable_paths`). Every SGLang frame and the
+    final exception are kept; a traceback longer than ``most`` characters keeps its last lines.
+    """
+    shown = traceback.TracebackException(type(exc), exc, exc.__traceback__)
+    node: traceback.TracebackException | None = shown
+    while node is not None:
+        frames = [f for f in node.stack if not os.path.abspath(f.filename).startswith(_OWN_ROOT + os.sep)]
+        first = next((i for i, f in enumerate(frames) if os.path.abspath(f.filename).startswith(package_root + os.sep)), 0)
+        node.stack = traceback.StackSummary.from_list(frames[first:])
+        context = node.__context__
+        if node.__cause__ is None and context is not None and _is_import_error(context):
+            node.__context__ = None
+        node = node.__cause__ or (None if node.__suppress_context__ else node.__context__)
+    text = portable_paths("".join(shown.format()), package_root)
+    if len(text) > most:
+        text = text[-most:]
+        text = text[text.find("\n") + 1:]  # whole lines only
+    return text
+
+
+def _is_import_error(shown: traceback.TracebackException) -> bool:
+    exc_type = getattr(shown, "exc_type", None)  # deprecated from 3.13 on, in favour of exc_type_str
+    if isinstance(exc_type, type):
+        return issubclass(exc_type, ImportError)
+    return str(getattr(shown, "exc_type_str", "")).rsplit(".", 1)[-1] in ("ImportError", "ModuleNotFoundError")
+
+
+def portable_paths(text: str, package_root: str | None) -> str:
+    """Traceback ``File "..."`` paths without this machine's directories.
+
+    SGLang's files relative to the ``sglang`` package (``srt/server_args.py``, as in a failure's
+    ``frame``); other files on the Python path as ``<site>/torch/...`` (installed packages) or
+    ``<stdlib>/argparse.py``. A path under none of these is left as it is.
+    """
+    import sysconfig
+
+    stdlib = os.path.abspath(sysconfig.get_paths()["stdlib"])
+    roots = sorted({os.path.abspath(p) for p in sys.path if p and os.path.isabs(p)} | {stdlib}, key=len, reverse=True)
+
+    def relative(match: re.Match[str]) -> str:
+        path = match["path"]
+        root = package_root or sglang_package_root(path)
+        if root is not None and path.startswith(root + "/"):
+            path = path[len(root) + 1:]
+        else:
+            for prefix in roots:
+                if path.startswith(prefix + os.sep):
+                    path = f"<{'stdlib' if prefix == stdlib else 'site'}>/" + path[len(prefix) + 1:].replace(os.sep, "/")
+                    break
+        return f"{match['lead']}{path}{match['rest']}"
+
+    return _TB_FILE.sub(relative, text)
 
 
 # -- failures read back from a log --------------------------------------------------
@@ -905,10 +976,25 @@ def _expression_from_marks(code: str, marks: str) -> str | None:
         return " ".join(text.split()) or None
 
 
+def _without_own_frames(text: str) -> str:
+    """A logged traceback without this package's frames (a launch under a simulated box runs through ``launch_main``)."""
+    kept: list[str] = []
+    skipping = False
+    for line in text.splitlines():
+        match = _TB_FRAME.match(line)
+        if match:
+            skipping = os.path.abspath(match["file"]).startswith(_OWN_ROOT + os.sep)
+        elif skipping and not line.startswith("    "):
+            skipping = False
+        if not skipping:
+            kept.append(line)
+    return "\n".join(kept)
+
+
 def failure_from_block(block: dict[str, Any]) -> dict[str, Any]:
     """The in-process failure record (``exception``, ``frame``) of one traceback block."""
     failure: dict[str, Any] = {"exception": {"type": block["type"], "module": "", "message": block["message"]},
-                               "traceback_tail": block["text"][-4000:]}
+                               "traceback_tail": portable_paths(_without_own_frames(block["text"])[-4000:], None)}
     inner = None
     for frame in block["frames"]:
         root = sglang_package_root(frame["file"])

@@ -11,6 +11,7 @@ from click.testing import CliRunner
 from bisect_spec import environments
 from bisect_spec.cli import main
 from tests.cli.helpers import error_line
+from tests.schemas import assert_valid
 
 
 def run(*args: str, home: Path | None = None) -> tuple[int, str]:
@@ -36,6 +37,7 @@ def test_an_unavailable_release_is_listed_with_its_reason_and_reported_by_instal
     environments._mark_unavailable("0.4.8", "does not import: ImportError: cannot import name 'x'")
     code, output = run("env", "list", "--json", home=tmp_path)
     assert code == 0
+    assert_valid(json.loads(output), "envs")
     rows = {row["release"]: row for row in json.loads(output)["releases"]}
     assert rows["0.4.8"]["unavailable"] == "does not import: ImportError: cannot import name 'x'"
     assert rows["0.4.9"]["unavailable"] is None

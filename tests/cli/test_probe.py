@@ -11,6 +11,7 @@ from click.testing import CliRunner
 from bisect_spec.cli import EXIT_VERDICT_FAILS, main
 from tests.cli.helpers import error_line
 from tests.conftest import require_release
+from tests.schemas import assert_valid
 
 pytestmark = pytest.mark.sglang
 
@@ -39,6 +40,7 @@ def test_probe_json_schema_and_pasted_command() -> None:
     assert result.exit_code == EXIT_VERDICT_FAILS, result.output
     data = json.loads(result.stdout)
     assert data["schema"] == "bisect-spec/probe/1"
+    assert_valid(data, "probe")
     assert data["target"]["release"] == "0.5.12" and data["target"]["model"] == "kimi-k2.6"
     assert any("is not on this machine" in note for note in data["notes"])
     outcome = data["outcome"]
@@ -75,6 +77,7 @@ def test_options_before_the_command_apply_to_it_and_after_it_win() -> None:
     assert data["target"]["hardware"] == "h100x8"
     assert data["target"]["env"] == {"SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN": "1"}
     assert data["outcome"]["env"] == {"SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN": "1"}
+    assert_valid(data, "probe")  # a passing outcome, with a target environment
     later = CliRunner().invoke(main, ["--hardware", "h100", "probe", "--json", "--sglang", "0.5.12", "--model",
                                       "llama-3.1-8b", "--hardware", "h200", "--", "--tp", "2"])
     assert later.exit_code == 0, later.output

@@ -11,6 +11,7 @@ import pytest
 from bisect_spec import api
 from tests.cli.helpers import error_line, run
 from tests.conftest import RESOURCES
+from tests.schemas import assert_valid
 
 RUN_ID = "20261130-183524-kimi-k2.6-0.5.23-5ae9"
 RUNS = RESOURCES / "runs"
@@ -24,6 +25,14 @@ def test_report_prints_what_the_api_returns(fmt: str) -> None:
     code, output = run("report", RUN_ID, "--runs-dir", str(RUNS), "--format", fmt)
     assert code == 0, output
     assert output == api.report(RUN_ID, fmt, runs_dir=RUNS)
+    if fmt == "json":
+        assert_valid(json.loads(output), "report")
+
+
+def test_a_nightly_report_json_follows_its_schema() -> None:
+    code, output = run("report", str(NIGHTLY), "--format", "json")
+    assert code == 0, output
+    assert_valid(json.loads(output), "report")
 
 
 def test_report_writes_a_file(tmp_path: Path) -> None:

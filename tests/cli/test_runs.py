@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ import pytest
 from bisect_spec import store
 from tests.cli.helpers import error_line, run
 from tests.conftest import require_release
+from tests.schemas import assert_valid
 
 pytestmark = pytest.mark.sglang
 
@@ -33,6 +35,7 @@ def swept(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any
 def test_sweep_json(swept: tuple[Path, dict[str, Any]]) -> None:
     runs_dir, document = swept
     assert document["schema"] == "bisect-spec/sweep/1"
+    assert_valid(document, "sweep")
     assert Path(document["path"]) == runs_dir / document["run"]
     assert (document["reused"], document["torn_records"]) == (0, 0)
     assert {s["exc_type"] for s in document["summary"]["signatures"]} == {"AssertionError", "TypeError"}
@@ -44,6 +47,7 @@ def test_runs_list_json(swept: tuple[Path, dict[str, Any]]) -> None:
     assert code == 0, output
     listed = json.loads(output)
     assert listed["schema"] == "bisect-spec/runs/1"
+    assert_valid(listed, "runs")
     [row] = listed["runs"]
     meta = json.loads((runs_dir / document["run"] / "run.json").read_text())
     assert row == {"id": document["run"], "target": document["summary"]["target"], "strategy": "quick",
@@ -59,6 +63,7 @@ def test_runs_show_json(swept: tuple[Path, dict[str, Any]]) -> None:
     assert code == 0, output
     shown = json.loads(output)
     assert shown["schema"] == "bisect-spec/run-show/1" and shown["run"] == document["run"]
+    assert_valid(shown, "run-show")
     assert shown["summary"] == document["summary"]
     assert shown["recorded"] == document["summary"]["evaluated"]
     assert shown["meta"]["strategy"]["name"] == "quick" and shown["meta"]["search_budget"] == 5
@@ -66,6 +71,16 @@ def test_runs_show_json(swept: tuple[Path, dict[str, Any]]) -> None:
     code, text = run("runs", "show", str(runs_dir / document["run"]))
     count = len(document["summary"]["signatures"])
     assert code == 0 and f"{count} failure signatures" in text, text
+
+
+def test_the_report_of_the_run_follows_its_schema_and_shows_source_statements(swept: tuple[Path, dict[str, Any]]) -> None:
+    runs_dir, document = swept
+    code, output = run("report", document["run"], "--runs-dir", str(runs_dir), "--format", "json")
+    assert code == 0, output
+    model = json.loads(output)
+    assert_valid(model, "report")
+    statements = [s["statement"] for s in model["cells"][0]["signatures"] if s["statement"]]
+    assert statements and not any(re.search(r"(?<![\w.])_\.", statement) for statement in statements)  # never '_.x'
 
 
 def test_summary_holds_no_path_of_its_run(swept: tuple[Path, dict[str, Any]]) -> None:

@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from bisect_spec import api
 from bisect_spec.cli import main
 from tests.conftest import require_release
+from tests.schemas import assert_valid
 
 pytestmark = pytest.mark.sglang
 
@@ -34,6 +35,7 @@ def test_the_assertion_is_one_failure_on_every_release_whose_location_moved_twic
     report = api.bisect(["--speculative-algorithm", "EAGLE3", "--speculative-num-draft-tokens", "3"], SPEC,
                         releases=INSTALLED)
     data = report.to_dict()
+    assert_valid(data, "bisect")
     assert data["first_bad"] is None and data["last_good"] is None  # no verdict change
     assert {e["cross_release_key"] for e in data["evaluated"]} == {"98339db6cb"}
     assert [(s["first"], s["last"], s["location"]) for s in data["segments"]] == [
@@ -58,6 +60,7 @@ def test_the_type_error_appears_at_a_release_found_by_bisection_with_the_code_th
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
     assert data["schema"] == "bisect-spec/bisect/1"
+    assert_valid(data, "bisect")
     assert data["notes"][0] == "added --speculative-algorithm EAGLE3 for the 'eagle3' draft"
     assert (data["last_good"], data["first_bad"]) == ("0.5.1.post3", "0.5.3")
     # both ends, then binary search: 0.5.9 (middle), 0.5.1.post3, 0.5.3 — never all seven

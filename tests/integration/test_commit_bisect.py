@@ -40,6 +40,7 @@ from click.testing import CliRunner
 from bisect_spec import api, environments
 from bisect_spec.cli import main
 from tests.conftest import require_release
+from tests.schemas import assert_valid
 from tests.synthetic_history import History, build
 
 pytestmark = pytest.mark.sglang
@@ -94,6 +95,7 @@ def test_a_choice_the_parser_gains_is_bisected_through_the_cli() -> None:
                                        "--", "--attention-backend", "cutlass_mla"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
+    assert_valid(report, "commits")
     culprit = made.commit_touching("srt/server_args.py")
     assert report["commits"] == 39 and report["evaluations"] <= budget(report)
     assert report["old"]["verdict"] == "usage" and "invalid choice: 'cutlass_mla'" in report["old"]["headline"]

@@ -35,6 +35,7 @@ from tests.processes import (
     tree_is_up,
     wait_for,
 )
+from tests.schemas import assert_valid
 
 EAGLE_FAILURE = Config.from_argv(["--tp-size", "8", "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path",
                                   "@draft", "--speculative-num-draft-tokens", "3"])
@@ -288,6 +289,7 @@ def test_fake_server_crosscheck_reports_a_disagreement(tmp_path: Path) -> None:
     assert result.returncode == 3, result.stderr
     report = json.loads(result.stdout)
     assert report["schema"] == "bisect-spec/crosscheck/1"
+    assert_valid(report, "crosscheck")
     assert [(r["agree"], r["kind"]) for r in report["rows"]] == [(True, "agree"), (False, "launch-passes-resolution")]
     assert report["rows"][1]["in_process"] == "c894a92892"
     assert Path(report["path"], "crosscheck.json").is_file()
@@ -314,6 +316,7 @@ def test_fake_server_launch_json_schema(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     assert report["schema"] == "bisect-spec/launch/1"
+    assert_valid(report, "launch")
     assert report["flaky"] is False and report["classifications"] == {"ready": 2}
     assert report["config"] == ["--tp-size", "8"]
     assert report["target"]["hardware"] == "cpu"

@@ -19,6 +19,7 @@ from click.testing import CliRunner
 from bisect_spec import api
 from bisect_spec.cli import main
 from tests.conftest import require_release
+from tests.schemas import assert_valid
 
 pytestmark = pytest.mark.sglang
 
@@ -54,6 +55,8 @@ def test_every_cell_is_a_real_sweep_with_both_seed_failures(first: dict[str, Any
         assert found[ASSERT_KEY] == where and found[TYPE_ERROR_KEY] == where
     assert first["baseline"] is None and first["changes"] == [] and first["regressions"] == 0
     assert (Path(first["path"]) / "nightly.md").read_text().startswith(f"# Nightly {first['id']}")
+    assert_valid(first, "nightly")
+    assert_valid(json.loads(api.report(first["path"], "json")), "report")
 
 
 def edited_baseline(first: dict[str, Any], out: Path, edit: Any) -> str:
@@ -87,6 +90,7 @@ def test_a_new_signature_is_a_regression_and_exits_3(first: dict[str, Any], tmp_
     result = CliRunner().invoke(main, ["nightly", "--matrix", str(MATRIX), "--runs-dir", str(out), "--no-install", "--json"])
     assert result.exit_code == 3, result.output
     data = json.loads(result.output)
+    assert_valid(data, "nightly")
     assert data["regressions"] == 1
     (change,) = data["changes"]
     assert (change["cell"], change["change"], change["cross_release_key"]) == (

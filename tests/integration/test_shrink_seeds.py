@@ -15,6 +15,7 @@ from bisect_spec.cli import main
 from bisect_spec.flags import Config
 from bisect_spec.shrink import Budget
 from tests.conftest import require_release, shared_session
+from tests.schemas import assert_valid
 
 pytestmark = pytest.mark.sglang
 
@@ -65,6 +66,7 @@ def test_episode2_shrinks_and_its_nearest_working_config_passes(release: str, tm
                                        "--hardware", "rtx-pro-6000", "--out", str(tmp_path), "--", EPISODE2])
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
+    assert_valid(data, "shrink")
     assert data["status"] == "minimal"
     assert data["signature"]["exc_type"] == "TypeError"
     assert len(speculative_flags(data["minimal_argv"])) <= 2
