@@ -30,6 +30,8 @@ from .store import _atomic_write, list_runs, read_json
 
 SCHEMA = "bisect-spec/nightly/1"
 ProgressFn = Callable[[str], None]
+#: :func:`bisect_spec.api.sweep`'s signature, as a cell runs it
+SweepFn = Callable[..., Any]
 
 
 def new_id(matrix: Matrix) -> str:
@@ -141,8 +143,11 @@ def _cell_changes(old: dict[str, Any], cell: dict[str, Any]) -> list[dict[str, A
 def run_nightly(matrix_file: str | Path, *, out: Path = Path("nightlies"), resume: str | None = None,
                 baseline: str | None = None, jobs: int | None = None, progress: ProgressFn | None = None,
                 install: bool = True, timeout: float = 60.0, executor: str = "local",
-                address: str | None = None) -> dict[str, Any]:
+                address: str | None = None, sweep: SweepFn) -> dict[str, Any]:
     """Sweep every cell of a matrix and compare with the baseline nightly.
+
+    :param sweep: runs one cell (:func:`bisect_spec.api.sweep`, given by the API: this module sits
+        below it and never imports it back).
 
     :param resume: id of an interrupted nightly to continue (the matrix file is re-read).
     :param baseline: ``latest`` (default), ``none``, or a nightly id/path.
@@ -151,7 +156,7 @@ def run_nightly(matrix_file: str | Path, *, out: Path = Path("nightlies"), resum
     :return: the ``nightly.json`` data.
     :raises UsageError: bad matrix file. :raises StoreError: unwritable output, unknown resume id.
     """
-    from .api import TargetSpec, sweep
+    from .target_spec import TargetSpec
 
     matrix = load_matrix(matrix_file)
     if resume is not None:
@@ -264,10 +269,10 @@ def bisect_regressions(data: dict[str, Any], repo: str, *, progress: ProgressFn 
 
 def _commit_bisector(repo_path: str, progress: ProgressFn | None) -> CommitBisector:
     """The real bisection: the cell's target, the commits between the two releases' tags."""
-    from .api import TargetSpec
     from .commit_bisect import release_commits
     from .flags import Config
     from .sources import Repo
+    from .target_spec import TargetSpec
 
     def bisect(argv: list[str], cell: dict[str, Any], older: str, newer: str) -> dict[str, Any]:
         hardware, _, gpus = str(cell["hardware"]).rpartition("x")
