@@ -217,7 +217,8 @@ def _wait_for_socket(directory: Path) -> Connection:
             return Connection(directory)
         waited = time.monotonic() - began
         if waited > 60.0 or (waited > 10.0 and not running(directory)):
-            raise WorkerError(f"the warm worker did not start; see {directory / 'daemon.log'}")
+            raise WarmWorkerError(f"the warm worker did not start; see {directory / 'daemon.log'} "
+                                  f"(or run without warm workers: {IDLE_ENV}=0)")
         time.sleep(0.02)
 
 
