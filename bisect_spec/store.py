@@ -257,8 +257,8 @@ def resolve_run_id(runs_dir: Path, name: str) -> str:
     A path to a run directory is returned unchanged.
     :raises UsageError: no run matches, or several do (listed).
     """
-    if "/" in name and Path(name).is_dir():
-        return name
+    if ("/" in name and Path(name).is_dir()) or (runs_dir / name).is_dir():
+        return name  # a directory: the caller says whether it is a run
     ids = run_ids(runs_dir)
     if name in ids:
         return name

@@ -23,8 +23,9 @@ assert_one_clear_line = error_line
      "deepseek-v3.2, gpt-oss-120b, gpt-oss-20b, kimi-k2, kimi-k2.5, kimi-k2.6, llama-3.1-8b, llama-3.3-70b, "
      "qwen3-235b-a22b, qwen3-32b, qwen3-8b; or pass --model-path DIR"),
     (["probe", "--draft", "eagel3", "--", "--tp", "8"], 2,
-     "Error: unknown draft 'eagel3': did you mean eagle3, eagle? choose one of eagle, eagle3, nextn, ngram, standalone; "
-     "or pass --draft-path DIR"),
+     "Error: unknown draft 'eagel3': did you mean eagle3, eagle? choose one of eagle, eagle3, nextn, ngram, "
+     "specforge-eagle3-deepseek-v3, specforge-eagle3-kimi-k2, specforge-eagle3-llama-3.3-70b, "
+     "specforge-eagle3-qwen3-235b-a22b, specforge-eagle3-qwen3-32b, standalone; or pass --draft-path DIR"),
     (["probe", "--hardware", "h300", "--", "--tp", "8"], 2,
      "Error: unknown hardware profile 'h300': did you mean h200, h100, b200? choose one of a100, b200, h100, h200, "
      "rtx-pro-6000, auto, none"),

@@ -51,15 +51,13 @@ def test_default_format_is_markdown() -> None:
 def test_unknown_run_id(tmp_path: Path) -> None:
     code, output = run("report", "20261130-000000-nope", "--runs-dir", str(tmp_path))
     assert code == 2
-    assert error_line(output) == (f"Error: no run or nightly '20261130-000000-nope': not a path, and no run "
-                                  f"'20261130-000000-nope' in {tmp_path}")
+    assert error_line(output) == f"Error: no run '20261130-000000-nope' in {tmp_path}; {tmp_path} has no runs"
 
 
 def test_unknown_run_id_names_recent_runs() -> None:
     code, output = run("report", "nope", "--runs-dir", str(RUNS))
     assert code == 2
-    assert error_line(output) == (f"Error: no run or nightly 'nope': not a path, and no run 'nope' in {RUNS}; "
-                                  f"recent runs: {RUN_ID}")
+    assert error_line(output) == f"Error: no run 'nope' in {RUNS}; recent runs: {RUN_ID}"
 
 
 def test_directory_that_is_neither_a_run_nor_a_nightly(tmp_path: Path) -> None:

@@ -100,8 +100,8 @@ def test_runs_show_an_unfinished_run(tmp_path: Path) -> None:
 
 def test_runs_show_unknown_run(tmp_path: Path) -> None:
     code, output = run("runs", "show", "nope", "--runs-dir", str(tmp_path))
-    assert code == 1
-    assert error_line(output) == f"Error: no run 'nope' in {tmp_path}"
+    assert code == 2
+    assert error_line(output) == f"Error: no run 'nope' in {tmp_path}; {tmp_path} has no runs"
 
 
 def test_resume_unknown_run(swept: tuple[Path, dict[str, Any]]) -> None:
