@@ -133,6 +133,15 @@ def _pasted_draft(path: str, config: Config, spec: TargetSpec, notes: list[str])
     if (Path(path).expanduser() / "config.json").is_file():
         notes.append(f"using the local draft config at {path}")
         return TargetSpec(**{**spec.__dict__, "draft_path": path})
+    published = profiles.published_draft_ids().get(path.lower().strip("/"))
+    if published is not None:  # a published draft a shipped recipe stands for: no hub needed
+        recipe, for_model = published
+        if spec.draft_chosen and spec.draft != recipe:
+            raise ProfileError(f"the pasted command runs the draft {path} (profile '{recipe}') but --draft says "
+                               f"'{spec.draft}': drop one of them")
+        notes.append(f"draft {path} is the published {recipe} draft for {for_model}: using the '{recipe}' draft "
+                     "profile (its config shaped for the model)")
+        return TargetSpec(**{**spec.__dict__, "draft": recipe})
     if is_hub_id(path):
         directory = fetch_config(path, environments.home() / "hub" / "drafts")
         notes.append(f"draft {path}: its config.json from the Hugging Face hub (cached in {directory})")

@@ -327,7 +327,7 @@ def strategies() -> None:
 
 
 @strategies.command("list")
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable list (schema bisect-spec/strategies/1).")
+@click.option("--json", "as_json", is_flag=True, help=f"Machine-readable list ({_schema('strategies')}).")
 def strategies_list(as_json: bool) -> None:
     """List the shipped strategies with what each sweeps (a .toml file of your own works too).
 
@@ -1003,7 +1003,7 @@ def workers() -> None:
 
 
 @workers.command("list")
-@click.option("--json", "as_json", is_flag=True, help="The list as JSON (schema bisect-spec/workers/1).")
+@click.option("--json", "as_json", is_flag=True, help=f"The list as JSON ({_schema('workers')}).")
 def workers_list(as_json: bool) -> None:
     """List the warm workers of this BISECT_SPEC_HOME: target, pid, idle time, evaluations served, memory.
 

@@ -18,6 +18,7 @@ imported only when an unknown id is met.
 
 from __future__ import annotations
 
+import logging
 import re
 from pathlib import Path
 
@@ -66,6 +67,23 @@ def profile_named_by(path: str, names: list[str]) -> str | None:
     return None
 
 
+def _offline_reason() -> str | None:
+    """Why the hub cannot be reached now, found at once (``HF_HUB_OFFLINE``, or its host does not
+    resolve), or None. Without this check an offline fetch retries for half a minute, printing each retry."""
+    import os
+    import socket
+    from urllib.parse import urlparse
+
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
+        return "HF_HUB_OFFLINE is set"
+    host = urlparse(os.environ.get("HF_ENDPOINT") or "https://huggingface.co").hostname or "huggingface.co"
+    try:
+        socket.getaddrinfo(host, 443)
+    except OSError as exc:
+        return f"{host}: {exc.strerror or exc}"
+    return None
+
+
 def fetch_config(hub_id: str, cache: Path) -> Path:
     """The directory holding ``hub_id``'s ``config.json``, fetched once from the hub (never weights).
 
@@ -80,11 +98,19 @@ def fetch_config(hub_id: str, cache: Path) -> Path:
     except ImportError:
         raise ProfileError(f"{hub_id} is a Hugging Face id and huggingface_hub is not installed: "
                            f"pip install huggingface_hub, or {advice}") from None
+    offline = _offline_reason()
+    if offline is not None:
+        raise ProfileError(f"cannot fetch config.json of {hub_id} from the Hugging Face hub ({offline}): {advice}")
+    hub_logger = logging.getLogger("huggingface_hub")
+    level = hub_logger.level
+    hub_logger.setLevel(logging.ERROR)  # its retry notices are not the user's business: the refusal says it all
     try:
         downloaded = hf_hub_download(hub_id, "config.json")
     except Exception as exc:  # offline, 404, gated: huggingface_hub raises many types
         reason = type(exc).__name__
         raise ProfileError(f"cannot fetch config.json of {hub_id} from the Hugging Face hub ({reason}): {advice}") from None
+    finally:
+        hub_logger.setLevel(level)
     target.mkdir(parents=True, exist_ok=True)
     (target / "config.json").write_bytes(Path(downloaded).read_bytes())
     return target

@@ -64,6 +64,17 @@ def published_drafts() -> dict[str, str]:
     return {name: str(recipe["target"]) for name, recipe in recipes.items() if "target" in recipe}
 
 
+def published_draft_ids() -> dict[str, tuple[str, str]]:
+    """Hugging Face ids of published drafts a recipe stands for (its ``published`` map), lower-cased:
+    id -> (recipe name, the model profile it was published for)."""
+    found: dict[str, tuple[str, str]] = {}
+    for name in draft_names():
+        recipe = _read_json(_data("drafts", f"{name}.json"), "draft profile")
+        for model, hub_id in (recipe.get("published") or {}).items():
+            found[str(hub_id).lower()] = (name, str(model))
+    return found
+
+
 def draft_recipe(name: str) -> dict[str, Any]:
     """A shipped draft profile's recipe as written (``config`` may hold ``@target.X`` values)."""
     if name not in draft_names():

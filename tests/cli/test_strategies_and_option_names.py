@@ -12,6 +12,7 @@ import pytest
 from bisect_spec.cli import main
 from tests.cli.helpers import error_line, run
 from tests.cli.test_help import all_commands
+from tests.schemas import assert_valid
 
 SHIPPED = Path(__file__).parent.parent.parent / "bisect_spec" / "data" / "strategies"
 
@@ -19,6 +20,7 @@ SHIPPED = Path(__file__).parent.parent.parent / "bisect_spec" / "data" / "strate
 def test_strategies_list_describes_every_shipped_strategy() -> None:
     code, output = run("strategies", "list", "--json")
     assert code == 0, output
+    assert_valid(json.loads(output), "strategies")
     listed = {s["name"]: s["description"] for s in json.loads(output)["strategies"]}
     shipped = {p.stem: tomllib.loads(p.read_text())["description"] for p in SHIPPED.glob("*.toml")}
     assert listed == shipped and all(listed.values())

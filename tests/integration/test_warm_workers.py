@@ -25,6 +25,7 @@ from bisect_spec.session import Session
 from bisect_spec.worker import WorkerSpec
 from tests.conftest import require_release
 from tests.processes import BISECT_SPEC, Janitor, Tool, evaluation_workers, wait_for
+from tests.schemas import assert_valid
 
 pytestmark = pytest.mark.sglang
 
@@ -57,7 +58,9 @@ def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
 def listed() -> list[dict[str, object]]:
     done = cli("workers", "list", "--json")
     assert done.returncode == 0, done.stderr
-    workers: list[dict[str, object]] = json.loads(done.stdout)["workers"]
+    document = json.loads(done.stdout)
+    assert_valid(document, "workers")
+    workers: list[dict[str, object]] = document["workers"]
     return workers
 
 

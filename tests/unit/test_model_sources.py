@@ -69,3 +69,19 @@ def test_a_fetched_config_is_used_from_the_cache(tmp_path: Path) -> None:
 @pytest.mark.parametrize("path", ["moonshotai/Kimi-K2-Base", "Qwen/Qwen3-32B-FP8", "/models/Qwen3-8B-FP8"])
 def test_a_variant_with_another_config_names_no_profile(path: str) -> None:
     assert profile_named_by(path, model_names()) is None
+
+
+def test_offline_is_found_at_once_without_retries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A host that does not resolve is refused before huggingface_hub retries (half a minute of notices)."""
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setenv("HF_ENDPOINT", "https://no-such-host.invalid")
+    with pytest.raises(ProfileError) as info:
+        fetch_config("some-org/not-a-cached-model", tmp_path)
+    assert str(info.value).startswith("cannot fetch config.json of some-org/not-a-cached-model from the Hugging Face "
+                                      "hub (no-such-host.invalid: ")
+
+
+def test_a_published_draft_id_is_its_recipe() -> None:
+    from bisect_spec import profiles
+
+    assert profiles.published_draft_ids()["lightseekorg/kimi-k2.6-eagle3"] == ("eagle3", "kimi-k2.6")
