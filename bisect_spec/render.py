@@ -136,8 +136,12 @@ def summary_text(summary: dict[str, Any], *, width: int = 120, run_path: str | N
         shrunk = [s for s in signatures if (s.get("shrink") or {}).get("reproducers")]
         parts.append("")
         if shrunk:
-            parts.append(f"reproducers:  {run_path}/reproducers/<id>/{{launch.sh,repro.py,test_regression.py,"
-                         f"bug_report.md}} ({len(shrunk)} signatures)")
+            line = (f"reproducers:  {run_path}/reproducers/<id>/{{launch.sh,repro.py,test_regression.py,"
+                    f"bug_report.md}} ({len(shrunk)} signatures)")
+            if len(line) > width:  # the directory on one line, the files under it
+                line = (f"reproducers:  {run_path}/reproducers/<id>/ ({len(shrunk)} signatures)\n"
+                        "              launch.sh, repro.py, test_regression.py, bug_report.md")
+            parts.append(line)
         else:
             parts.append("reproducers:  none written (--no-shrink, or nothing failed)")
         parts.append(f"HTML report:  {run_path}/report.html")

@@ -59,8 +59,10 @@ def test_the_answer_comes_first_and_fits_the_terminal(width: int) -> None:
     other = lines.index("other constraints met on the way: 1 failure")
     assert any("bbbbbbbbbb" in line for line in lines[:other]) and any("cccccccccc" in line for line in lines[:other])
     assert any("aaaaaaaaaa" in line for line in lines[other:])
-    assert all(len(line) <= width for line in lines[:other + 4])
-    assert lines[-2].startswith("reproducers:  runs/R/reproducers/<id>/") and "(2 signatures)" in lines[-2]
+    assert all(len(line) <= width for line in lines)
+    where = next(line for line in lines if line.startswith("reproducers:  "))
+    assert where.startswith("reproducers:  runs/R/reproducers/<id>/") and "(2 signatures)" in where
+    assert "bug_report.md" in "\n".join(lines[-3:])  # the files, on the same line or under it
     assert lines[-1] == "HTML report:  runs/R/report.html"
 
 
