@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from bisect_spec.flags import Config
+from bisect_spec.peel import peel
 from bisect_spec.space import FlagSpace, simplicity_key
 from bisect_spec.summary import SPECULATIVE_FILES
 
@@ -180,38 +181,26 @@ def core_grid(space: FlagSpace) -> list[Config]:
     return out
 
 
-def peel(rows: Sequence[tuple[Config, str]], minimal: Mapping[str, Config],
-         evaluate: Callable[[list[Config]], dict[Config, Mapping[str, Any]]], *,
-         depth: int = 8) -> list[tuple[Config, Mapping[str, Any]]]:
-    """The peel experiment: remove each failing row's known minimal reproducer's flags, evaluate again.
+def peel_oracle(rows: Sequence[tuple[Config, str]], minimal: Mapping[str, Config],
+                evaluate: Callable[[list[Config]], Mapping[Config, Mapping[str, Any]]], *,
+                depth: int = 8) -> list[tuple[Config, Mapping[str, Any]]]:
+    """The peel experiment (:func:`bisect_spec.peel.peel`): every (configuration, record) it evaluated, each once."""
+    records: dict[Config, Mapping[str, Any]] = {}
 
-    :param rows: failing configurations with their signature ids.
-    :param minimal: signature id -> 1-minimal reproducer (the failures "known" to the plan).
-    :param evaluate: records of configurations (a dict by configuration).
-    :return: every (configuration, record) evaluated while peeling, each once.
-    """
-    evaluated: dict[Config, Mapping[str, Any]] = {}
-    frontier = list(dict.fromkeys(rows))
-    for _ in range(depth):
-        peeled: list[Config] = []
-        for config, signature in frontier:
-            known = minimal.get(signature)
-            if known is None:
-                continue  # failed in a new way (or no reproducer): this row is done
-            smaller = config.without(*(f for f in known.flags() if config.get(f) is not None))
-            if smaller != config and smaller not in evaluated:
-                peeled.append(smaller)
-        peeled = list(dict.fromkeys(peeled))
-        if not peeled:
-            break
-        evaluated.update(evaluate(peeled))
-        frontier = []
-        for config in peeled:
-            record = evaluated[config]
-            sig = (record.get("signature") or {}).get("id")
-            if record.get("status") == "failed" and sig in minimal:
-                frontier.append((config, str(sig)))
-    return list(evaluated.items())
+    def keys(configs: list[Config]) -> list[str | None]:
+        records.update(evaluate(configs))
+        return [key_of(records[c]) for c in configs]
+
+    peel(rows, minimal, keys, depth=depth)
+    return list(records.items())
+
+
+def key_of(record: Mapping[str, Any]) -> str | None:
+    """A record's outcome key as peeling reads it: None passed, a signature id, or ``status:`` otherwise."""
+    if record.get("status") == "passed":
+        return None
+    signature = (record.get("signature") or {}).get("id")
+    return str(signature) if record.get("status") == "failed" and signature else f"{record.get('status')}:"
 
 
 # -- evaluation with the on-disk oracle cache ----------------------------------------------------------
@@ -311,7 +300,7 @@ def print_table(result: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    console = Console()
+    console = Console(width=None if sys.stdout.isatty() else 200)
     plan = result["default_plan"]
     table = Table(title=f"Recall of the default plan · {result['command']}")
     for column in ("", "oracle", "found", "recall", "goal"):
@@ -409,7 +398,7 @@ def main() -> None:
             run, evaluations, seconds = run_default(spec, strategy=args.strategy, jobs=args.jobs, runs_dir=args.runs_dir)
             rows, minimal, _ = read_run(run)
         failing = [(c, str(r["signature"]["id"])) for c, r in rows if r.get("status") == "failed" and r.get("signature")]
-        peeled = peel(failing, minimal, lambda cs: evaluate(cs, "peel"), depth=args.peel_depth)
+        peeled = peel_oracle(failing, minimal, lambda cs: evaluate(cs, "peel"), depth=args.peel_depth)
     finally:
         session.close()
         oracle_cache.close()
@@ -432,7 +421,8 @@ def main() -> None:
                    + (f" --strategy {args.strategy}" if args.strategy != "default" else ""),
         "target": target.describe(), "space_digest": digest, "space_flags": len(fitted.specs), "seed": args.seed,
         "oracle": {"parts": parts, "statements": len(oracle), "speculative": sum(is_speculative(s) for s in oracle),
-                   "evaluated_now": evaluate.evaluated, "statements_list": [seen.to_dict() for _, seen in sorted(oracle.items())]},
+                   "evaluated_now": evaluate.evaluated,
+                   "statements_list": [seen.to_dict() for _, seen in sorted(oracle.items())]},
         "default_plan": {"run": str(run), "evaluations": evaluations, "seconds": seconds, "rows": len(rows),
                          "statements": len(plan_statements), "score": scored,
                          "goals": goals(scored, evaluations or 0, baseline)},
