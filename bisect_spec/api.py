@@ -497,8 +497,9 @@ def _peel_rows(session: Session, *, rows: Sequence[Config], masking: Any, strate
     """Peeling (:mod:`bisect_spec.peel`) wired to the session, the cache and the journal.
 
     The reproducers the masking-aware rounds learnt are the known ones; a failing signature
-    without one is shrunk first (its smallest row, the sweep's shrink budget). Peeled rows are
-    journaled as phase ``peel``.
+    without one is shrunk first (its smallest row, the sweep's shrink budget). One flag of a
+    reproducer is peeled at a time, the strategy's core flags last. Peeled rows are journaled as
+    phase ``peel``.
     """
     from .peel import peel
     from .shrink import Budget
@@ -535,7 +536,7 @@ def _peel_rows(session: Session, *, rows: Sequence[Config], masking: Any, strate
         configs.extend(batch)
         return [_outcome_key(outcomes[c.key()]) for c in batch]
 
-    return peel(list(failing.items()), minimal, evaluate, depth=strategy.peel_depth)
+    return peel(list(failing.items()), minimal, evaluate, depth=strategy.peel_depth, keep=strategy.core)
 
 
 def failures_for_ci(summary: dict[str, Any], fail_on: str, *, runs_dir: Path, run_id: str) -> list[dict[str, Any]]:

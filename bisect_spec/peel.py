@@ -2,7 +2,11 @@
 
 A row that fails on one check never reaches the checks after it: everything else in the row
 is masked. Once the failure is shrunk to a 1-minimal reproducer, removing that reproducer's
-flags from the row lets the rest of the row reach SGLang's later checks. Peeling does this for
+flags from the row lets the rest of the row reach SGLang's later checks; removing *one* of them
+is enough (the reproducer is 1-minimal), so with ``keep`` (the sweep passes its core flags) one
+flag goes, a non-core one first, and the algorithm stays with the rest of its row (all flags
+going took ``--speculative-algorithm DSPARK`` away with a DSPARK failure, and with it every
+DSPARK check after it: measured with ``scripts/bench_recall.py``). Peeling does this for
 every failing row of a sweep, level after level, until each row passes, fails in a *new* way
 (a signature without a known reproducer: a finding, left for the sweep's shrinking), or nothing
 is left to remove. Unlike the masking-aware rounds (:mod:`bisect_spec.masking`), which pack the
@@ -41,13 +45,17 @@ class PeelResult:
 
 
 def peel(rows: Sequence[tuple[Config, str]], minimal: Mapping[str, Config],
-         evaluate: Callable[[list[Config]], list[Key]], *, depth: int = 8) -> PeelResult:
+         evaluate: Callable[[list[Config]], list[Key]], *, depth: int = 8,
+         keep: Sequence[str] | None = None) -> PeelResult:
     """Peel failing rows (see the module's design note).
 
     :param rows: failing configurations with their signature ids.
     :param minimal: signature id -> its 1-minimal reproducer (the failures known before peeling).
     :param evaluate: outcome keys of configurations, in order.
     :param depth: levels at most.
+    :param keep: None removes every flag of the reproducer; else one flag only (removing any one of a
+        1-minimal reproducer's flags defuses it), the first not in ``keep``, else the last of ``keep``
+        (so the algorithm, first in ``keep``, stays with the rest of its row as long as possible).
     """
     result = PeelResult()
     frontier = list(dict.fromkeys(rows))
@@ -57,7 +65,11 @@ def peel(rows: Sequence[tuple[Config, str]], minimal: Mapping[str, Config],
             known = minimal.get(signature)
             if known is None:
                 continue
-            smaller = config.without(*(f for f in known.flags() if config.get(f) is not None))
+            present = [f for f in known.flags() if config.get(f) is not None]
+            if keep is not None and present:
+                ranked = sorted(present, key=lambda f: (f in keep, -list(keep).index(f) if f in keep else 0, f))
+                present = ranked[:1]
+            smaller = config.without(*present)
             if smaller != config and smaller not in result.evaluated:
                 peeled.append(smaller)
         peeled = list(dict.fromkeys(peeled))

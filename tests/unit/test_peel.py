@@ -60,3 +60,20 @@ def test_depth_bounds_the_levels() -> None:
     result = peel([(cfg(*flags), "K0")], minimal, chain, depth=3)
     assert len(result.levels) == 3
     assert list(result.evaluated.values()) == ["K1", "K2", "K3"]
+
+
+def test_keep_removes_one_flag_and_keeps_the_algorithm_with_its_row() -> None:
+    # E: --alg with --e fails first (reproducer --alg --e); the row's deeper failure F needs --alg and --f
+    def verdict_alg(config: Config) -> Key:
+        if config.get("--alg") and config.get("--e"):
+            return "E"
+        if config.get("--alg") and config.get("--f"):
+            return "F"
+        return None
+
+    rows = [(cfg("--alg", "--e", "--f"), "E")]
+    minimal = {"E": cfg("--alg", "--e")}
+    everything = peel(rows, minimal, lambda cs: [verdict_alg(c) for c in cs])
+    assert everything.evaluated == {cfg("--f"): None}  # the algorithm went with the reproducer: F stays masked
+    one = peel(rows, minimal, lambda cs: [verdict_alg(c) for c in cs], keep=["--alg"])
+    assert one.evaluated == {cfg("--alg", "--f"): "F"} and one.new == {"F": cfg("--alg", "--f")}
