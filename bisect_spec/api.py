@@ -455,17 +455,26 @@ def sweep(spec: TargetSpec | None = None, *, strategy: str = "default", jobs: in
                 return found.signature.id if found.signature else found.status.value
 
             searched = search(search_space, outcome_key, budget=chosen.random_budget, seed=chosen.seed)
+            peel_configs: list[Config] = []
+            peeled = None
+            if chosen.peel:
+                peeled = _peel_rows(session, rows=[*plan, *rounds_configs, *searched], masking=masking,
+                                    strategy=chosen, outcomes=outcomes, cache=cache, target_key=target_key,
+                                    record=record, configs=peel_configs, total=total,
+                                    budget=(shrink_evaluations, shrink_seconds))
             if cache is not None:
                 cache.close()
             ordered = [outcomes[c.key()] for c in plan]
             seen = {c.key() for c in plan}
-            for config in [*rounds_configs, *searched]:
+            for config in [*rounds_configs, *searched, *peel_configs]:
                 if config.key() not in seen:
                     seen.add(config.key())
                     ordered.append(outcomes[config.key()])
             summary = summarise(ordered, space, target.describe(), chosen.name, chosen.seed)
             if masking is not None:
                 summary["masking"] = masking.to_dict()
+            if peeled is not None:
+                summary["peel"] = peeled.to_dict()
             if shrink:
                 _shrink_signatures(session, summary, run.path / "reproducers", fix=fix, progress=progress,
                                    budget=(shrink_evaluations, shrink_seconds), outcomes=ordered)
@@ -521,14 +530,6 @@ def _masking_rounds(session: Session, *, space: Any, plan: Sequence[Config], str
             row.append(spec.values.index(value) if value is not None else 0)
         return tuple(row)
 
-    def key_of(outcome: Outcome) -> Key:
-        if outcome.passed:
-            return None
-        sig = outcome.signature
-        if outcome.status.value != "failed" or sig is None:
-            return f"{outcome.status.value}:{sig.id if sig else ''}"
-        return sig.id
-
     def evaluate(batch: list[Config]) -> list[Key]:
         todo = [c for c in batch if c.key() not in outcomes]
         total[0] += len(todo)
@@ -543,7 +544,7 @@ def _masking_rounds(session: Session, *, space: Any, plan: Sequence[Config], str
             for outcome in session.evaluate_many(todo):
                 record("round", len(outcomes), outcome, False)
         configs.extend(c for c in batch if c not in configs)
-        return [key_of(outcomes[c.key()]) for c in batch]
+        return [_outcome_key(outcomes[c.key()]) for c in batch]
 
     learnt: dict[str, list[Config]] = {}  # signature -> minimal reproducers found in earlier rounds
 
@@ -562,6 +563,64 @@ def _masking_rounds(session: Session, *, space: Any, plan: Sequence[Config], str
     return cover_unmasked(space, first, evaluate=evaluate, shrink=shrink, strength=strategy.strength,
                           core_strength=strategy.core_strength, max_rounds=strategy.rounds,
                           row_limit=strategy.round_rows)
+
+
+def _outcome_key(outcome: Outcome) -> str | None:
+    """A row's key for masking and peeling: None passed, a signature id, or ``status:…`` (crash, time-out)."""
+    if outcome.passed:
+        return None
+    sig = outcome.signature
+    if outcome.status.value != "failed" or sig is None:
+        return f"{outcome.status.value}:{sig.id if sig else ''}"
+    return sig.id
+
+
+def _peel_rows(session: Session, *, rows: Sequence[Config], masking: Any, strategy: Any,
+               outcomes: dict[str, Outcome], cache: Any, target_key: str, record: Callable[..., None],
+               configs: list[Config], total: list[int], budget: tuple[int, float]) -> Any:
+    """Peeling (:mod:`bisect_spec.peel`) wired to the session, the cache and the journal.
+
+    The reproducers the masking-aware rounds learnt are the known ones; a failing signature
+    without one is shrunk first (its smallest row, the sweep's shrink budget). One flag of a
+    reproducer is peeled at a time, the strategy's core flags last. Peeled rows are journaled as
+    phase ``peel``.
+    """
+    from .peel import peel
+    from .shrink import Budget
+
+    failing: dict[Config, str] = {}
+    for config in rows:
+        key = _outcome_key(outcomes[config.key()])
+        if key is not None and ":" not in key:
+            failing.setdefault(config, key)
+    minimal: dict[str, Config] = {}
+    for signature, argvs in (masking.forbidden.items() if masking is not None else ()):
+        minimal[signature] = min((Config.from_argv(a) for a in argvs), key=len)
+    for signature in sorted(set(failing.values()) - set(minimal)):
+        smallest = min((c for c, k in failing.items() if k == signature), key=lambda c: (len(c), c.key()))
+        session.start()
+        result = shrink_in_session(session, smallest, budget=Budget(*budget), fix=False,
+                                   first=outcomes.get(smallest.key())).result
+        if result.signature is not None and result.signature.id == signature and result.status == "minimal":
+            minimal[signature] = result.minimal
+
+    def evaluate(batch: list[Config]) -> list[str | None]:
+        todo = [c for c in batch if c.key() not in outcomes]
+        total[0] += len(todo)
+        if cache is not None and todo:
+            hits = cache.get_many(target_key, [c.key() for c in todo])
+            for config in todo:
+                if config.key() in hits:
+                    record("peel", len(outcomes), Outcome.from_dict(hits[config.key()]), True)
+            todo = [c for c in todo if c.key() not in outcomes]
+        if todo:
+            session.start()
+            for outcome in session.evaluate_many(todo):
+                record("peel", len(outcomes), outcome, False)
+        configs.extend(batch)
+        return [_outcome_key(outcomes[c.key()]) for c in batch]
+
+    return peel(list(failing.items()), minimal, evaluate, depth=strategy.peel_depth, keep=strategy.core)
 
 
 def failures_for_ci(summary: dict[str, Any], fail_on: str, *, runs_dir: Path, run_id: str) -> list[dict[str, Any]]:

@@ -15,6 +15,8 @@ A strategy is a TOML file in ``strategies/`` (``--strategy NAME``) or anywhere
     fit = true                                       # values unfit for the model/box: tested once (fit.py)
     rounds = 3                                       # masking-aware rounds after the array (masking.py)
     round_rows = 400                                 # rows per round at most
+    peel = true                                      # failing rows peeled after the search (peel.py)
+    peel_depth = 8                                   # levels of peeling at most
     [forbid]                                         # more values tested once, never combined
     "--kv-cache-dtype" = ["fp4_e2m1"]
 
@@ -39,7 +41,8 @@ from .space import CORE, FlagSpace, build_space
 
 DEFAULT_STRATEGY = "default"
 _KEYS = {"description", "include", "exclude", "strength", "core", "core_strength", "random_budget", "seed", "values",
-         "require", "forbid", "fit", "rounds", "round_rows"}
+         "require", "forbid", "fit", "rounds", "round_rows",
+         "peel", "peel_depth"}
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,8 @@ class Strategy:
     fit: bool = True
     rounds: int = 0
     round_rows: int = 400
+    peel: bool = False
+    peel_depth: int = 8
 
     def space(self, table: Sequence[Mapping[str, Any]]) -> FlagSpace:
         """This strategy's flag space for a release (from that release's flag table)."""
@@ -73,7 +78,7 @@ class Strategy:
                 "random_budget": self.random_budget, "seed": self.seed,
                 "values": {k: list(v) for k, v in self.values.items()}, "description": self.description,
                 "forbid": {k: list(v) for k, v in self.forbid.items()}, "fit": self.fit, "rounds": self.rounds,
-                "round_rows": self.round_rows}
+                "round_rows": self.round_rows, "peel": self.peel, "peel_depth": self.peel_depth}
 
 
 def strategy_dir() -> Any:
@@ -117,8 +122,9 @@ def load_strategy(name: str, *, seed: int | None = None, random_budget: int | No
     if "forbid" in data and not (isinstance(data["forbid"], dict) and all(
             isinstance(v, list) and all(isinstance(x, str) and x for x in v) for v in data["forbid"].values())):
         raise UsageError(f"strategy file {path}: 'forbid' must be a table: [forbid] then \"--flag\" = [\"value\"]")
-    if "fit" in data and not isinstance(data["fit"], bool):
-        raise UsageError(f"strategy file {path}: 'fit' must be true or false")
+    for key in ("fit", "peel"):
+        if key in data and not isinstance(data[key], bool):
+            raise UsageError(f"strategy file {path}: '{key}' must be true or false")
     for flag, listed in data.get("values", {}).items():
         if not isinstance(listed, list):
             raise UsageError(f"strategy file {path}: values for {flag} must be a list, e.g. \"{flag}\" = [\"\", \"1\"]")
@@ -132,7 +138,8 @@ def load_strategy(name: str, *, seed: int | None = None, random_budget: int | No
             require=tuple(data.get("require", ())), description=str(data.get("description", "")),
             forbid={str(k): tuple(str(x) for x in v) for k, v in data.get("forbid", {}).items()},
             fit=bool(data.get("fit", True)), rounds=int(data.get("rounds", 0)),
-            round_rows=int(data.get("round_rows", 400)))
+            round_rows=int(data.get("round_rows", 400)), peel=bool(data.get("peel", False)),
+            peel_depth=int(data.get("peel_depth", 8)))
     except (TypeError, ValueError) as exc:
         raise UsageError(f"strategy file {path}: {exc}") from exc
     if not 1 <= strategy.strength <= 4 or not 1 <= strategy.core_strength <= 5:

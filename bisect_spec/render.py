@@ -129,6 +129,11 @@ def summary_text(summary: dict[str, Any], *, width: int = 120, run_path: str | N
     parts += ["", head, f"{summary['evaluated']} configurations: {counts}; {len(signatures)} failure signatures"]
     if summary.get("masking"):
         parts.append(masking_line(summary["masking"]))
+    if summary.get("peel"):
+        peel = summary["peel"]
+        new = len(peel["new_signatures"])
+        parts.append(f"peeling: {peel['rows']} failing rows again without their failure's reproducer "
+                     f"({len(peel['levels'])} levels), {new} new signature{'' if new == 1 else 's'}")
     if summary["findings"]:
         parts += ["", f"{len(summary['findings'])} findings in passing configurations:",
                   _fitted_findings(summary["findings"], width)]

@@ -20,6 +20,7 @@ core = ["--speculative-algorithm", "--speculative-num-steps", "--speculative-eag
 core_strength = 3
 random_budget = 5
 rounds = 2
+peel = true
 [values]
 "--speculative-algorithm" = ["", "EAGLE3", "NGRAM"]
 "--speculative-num-steps" = ["", "1", "0"]
@@ -52,3 +53,9 @@ def test_rounds_cover_tuples_the_array_masked_and_never_repeat_a_known_failure(t
         pairs = set(zip(argv[::2], argv[1::2], strict=False))
         for minimal in masking["forbidden"].get("7b382a5c8e", [])[:1]:
             assert not set(zip(minimal[::2], minimal[1::2], strict=False)) <= pairs
+    # peeling: the failing rows again without their reproducers, journaled and summarised
+    peeled = [e for e in journal if e["phase"] == "peel"]
+    peel = result.summary["peel"]
+    assert peeled and len(peeled) <= peel["rows"] == sum(level["rows"] for level in peel["levels"])
+    failing = {tuple(e["outcome"]["config"]) for e in journal if e["phase"] != "peel" and e["outcome"]["status"] == "failed"}
+    assert all(len(e["outcome"]["config"]) < max(len(f) for f in failing) for e in peeled)  # each row got smaller

@@ -99,3 +99,10 @@ def test_the_summary_says_how_many_tuples_were_covered_without_a_mask() -> None:
     text = summary_text({**summary(QUANT), "masking": masking}, width=100)
     assert ("required tuples: 340, 279 covered without a mask, 33 proven to fail, 28 still masked "
             "(2 masking-aware rounds, 43 rows)") in text.splitlines()
+
+
+def test_the_summary_says_what_peeling_found() -> None:
+    peel = {"rows": 120, "levels": [{"rows": 100}, {"rows": 20}], "new_signatures": ["aaaaaaaaaa"]}
+    text = summary_text({**summary(QUANT), "peel": peel}, width=100)
+    assert "peeling: 120 failing rows again without their failure's reproducer (2 levels), 1 new signature" \
+        in text.splitlines()

@@ -190,7 +190,7 @@ def test_strategy_file_errors_name_the_file(tmp_path: Path) -> None:
     typo = write(tmp_path, 'include = ["--page-size"]\nstrenght = 2\n')
     assert usage_error(str(typo)) == (
         f"strategy file {typo}: unknown key 'strenght' (known: core, core_strength, description, exclude, fit, forbid, "
-        "include, random_budget, require, round_rows, rounds, seed, strength, values)")
+        "include, peel, peel_depth, random_budget, require, round_rows, rounds, seed, strength, values)")
     empty = write(tmp_path, "include = []\n")
     assert usage_error(str(empty)) == f"strategy file {empty}: 'include' must list at least one flag"
     strong = write(tmp_path, 'include = ["--page-size"]\nstrength = 5\n')

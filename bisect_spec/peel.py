@@ -1,0 +1,88 @@
+"""Peeling: a failing row without its failure's minimal reproducer, evaluated again.
+
+A row that fails on one check never reaches the checks after it: everything else in the row
+is masked. Once the failure is shrunk to a 1-minimal reproducer, removing that reproducer's
+flags from the row lets the rest of the row reach SGLang's later checks; removing *one* of them
+is enough (the reproducer is 1-minimal), so with ``keep`` (the sweep passes its core flags) one
+flag goes, a non-core one first, and the algorithm stays with the rest of its row (all flags
+going took ``--speculative-algorithm DSPARK`` away with a DSPARK failure, and with it every
+DSPARK check after it: measured with ``scripts/bench_recall.py``). Peeling does this for
+every failing row of a sweep, level after level, until each row passes, fails in a *new* way
+(a signature without a known reproducer: a finding, left for the sweep's shrinking), or nothing
+is left to remove. Unlike the masking-aware rounds (:mod:`bisect_spec.masking`), which pack the
+required t-tuples into new rows, peeling keeps each row's own higher-order combinations: the
+failures it finds need three to five flags at once (``--enable-dp-attention --dp-size 8 --tp-size
+8`` with NGRAM; a LoRA backend with DP attention), which no 2-way tuple holds.
+
+Invariants: each configuration is evaluated at most once; a peeled row is strictly smaller than
+the row it came from, so peeling ends after at most ``depth`` levels; the result is deterministic
+for a deterministic ``evaluate``. Algorithms take predicates: ``evaluate`` (configurations to
+outcome keys); no processes, no files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .flags import Config
+
+#: Outcome key of a row: ``None`` passed, else a signature id (anything else: a crash, a time-out).
+Key = str | None
+
+
+@dataclass
+class PeelResult:
+    """What peeling evaluated, level by level, and which signatures it found that were not known."""
+
+    evaluated: dict[Config, Key] = field(default_factory=dict)
+    levels: list[dict[str, int]] = field(default_factory=list)
+    new: dict[str, Config] = field(default_factory=dict)  # new signature -> first row that raised it
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rows": len(self.evaluated), "levels": self.levels, "new_signatures": sorted(self.new)}
+
+
+def peel(rows: Sequence[tuple[Config, str]], minimal: Mapping[str, Config],
+         evaluate: Callable[[list[Config]], list[Key]], *, depth: int = 8,
+         keep: Sequence[str] | None = None) -> PeelResult:
+    """Peel failing rows (see the module's design note).
+
+    :param rows: failing configurations with their signature ids.
+    :param minimal: signature id -> its 1-minimal reproducer (the failures known before peeling).
+    :param evaluate: outcome keys of configurations, in order.
+    :param depth: levels at most.
+    :param keep: None removes every flag of the reproducer; else one flag only (removing any one of a
+        1-minimal reproducer's flags defuses it), the first not in ``keep``, else the last of ``keep``
+        (so the algorithm, first in ``keep``, stays with the rest of its row as long as possible).
+    """
+    result = PeelResult()
+    frontier = list(dict.fromkeys(rows))
+    for level in range(depth):
+        peeled: list[Config] = []
+        for config, signature in frontier:
+            known = minimal.get(signature)
+            if known is None:
+                continue
+            present = [f for f in known.flags() if config.get(f) is not None]
+            if keep is not None and present:
+                ranked = sorted(present, key=lambda f: (f in keep, -list(keep).index(f) if f in keep else 0, f))
+                present = ranked[:1]
+            smaller = config.without(*present)
+            if smaller != config and smaller not in result.evaluated:
+                peeled.append(smaller)
+        peeled = list(dict.fromkeys(peeled))
+        if not peeled:
+            break
+        keys = evaluate(peeled)
+        frontier = []
+        for config, key in zip(peeled, keys, strict=True):
+            result.evaluated[config] = key
+            if key is not None and key in minimal:
+                frontier.append((config, key))
+            elif key is not None and ":" not in key:
+                result.new.setdefault(key, config)
+        result.levels.append({"level": level, "rows": len(peeled), "passed": sum(k is None for k in keys),
+                              "peel_again": len(frontier)})
+    return result

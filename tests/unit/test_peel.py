@@ -1,0 +1,79 @@
+"""Peeling on a synthetic predicate: what it evaluates, when a row stops, what it reports as new."""
+
+from __future__ import annotations
+
+from bisect_spec.flags import Config
+from bisect_spec.peel import Key, peel
+
+
+def cfg(*flags: str) -> Config:
+    return Config.from_argv([token for flag in flags for token in (flag, "1")])
+
+
+def verdict(config: Config) -> Key:
+    """--a fails first (A); then --b with --c (B, needs both); then --c with --d (C); --x crashes."""
+    if config.get("--x"):
+        return "crashed:"
+    if config.get("--a"):
+        return "A"
+    if config.get("--b") and config.get("--c"):
+        return "B"
+    if config.get("--c") and config.get("--d"):
+        return "C"
+    return None
+
+
+def test_peeling_goes_down_to_the_failure_every_row_masked() -> None:
+    asked: list[Config] = []
+
+    def evaluate(configs: list[Config]) -> list[Key]:
+        asked.extend(configs)
+        return [verdict(c) for c in configs]
+
+    minimal = {"A": cfg("--a"), "B": cfg("--b", "--c")}
+    rows = [(cfg("--a", "--b", "--c", "--d"), "A"), (cfg("--a", "--b", "--c"), "A"), (cfg("--a", "--x"), "A"),
+            (cfg("--q"), "Z")]
+    result = peel(rows, minimal, evaluate)
+    assert result.evaluated == {cfg("--b", "--c", "--d"): "B", cfg("--b", "--c"): "B", cfg("--x"): "crashed:",
+                                cfg("--d"): None, Config(): None}
+    assert result.new == {}  # C needs --c, which B's reproducer peels off: masked for good
+    assert len(asked) == len(set(asked))  # nothing evaluated twice
+    assert [level["rows"] for level in result.levels] == [3, 2]
+
+
+def test_a_new_signature_ends_its_row_and_is_reported() -> None:
+    minimal = {"A": cfg("--a")}
+    result = peel([(cfg("--a", "--c", "--d"), "A")], minimal, lambda cs: [verdict(c) for c in cs])
+    assert result.new == {"C": cfg("--c", "--d")}
+    assert result.to_dict() == {"rows": 1, "levels": [{"level": 0, "rows": 1, "passed": 0, "peel_again": 0}],
+                                "new_signatures": ["C"]}
+
+
+def test_depth_bounds_the_levels() -> None:
+    # each level removes one flag: k1 fails first as K1, then k2 as K2, ...
+    flags = [f"--k{i}" for i in range(6)]
+
+    def chain(configs: list[Config]) -> list[Key]:
+        return [next((f"K{i}" for i, f in enumerate(flags) if c.get(f)), None) for c in configs]
+
+    minimal = {f"K{i}": cfg(f) for i, f in enumerate(flags)}
+    result = peel([(cfg(*flags), "K0")], minimal, chain, depth=3)
+    assert len(result.levels) == 3
+    assert list(result.evaluated.values()) == ["K1", "K2", "K3"]
+
+
+def test_keep_removes_one_flag_and_keeps_the_algorithm_with_its_row() -> None:
+    # E: --alg with --e fails first (reproducer --alg --e); the row's deeper failure F needs --alg and --f
+    def verdict_alg(config: Config) -> Key:
+        if config.get("--alg") and config.get("--e"):
+            return "E"
+        if config.get("--alg") and config.get("--f"):
+            return "F"
+        return None
+
+    rows = [(cfg("--alg", "--e", "--f"), "E")]
+    minimal = {"E": cfg("--alg", "--e")}
+    everything = peel(rows, minimal, lambda cs: [verdict_alg(c) for c in cs])
+    assert everything.evaluated == {cfg("--f"): None}  # the algorithm went with the reproducer: F stays masked
+    one = peel(rows, minimal, lambda cs: [verdict_alg(c) for c in cs], keep=["--alg"])
+    assert one.evaluated == {cfg("--alg", "--f"): "F"} and one.new == {"F": cfg("--alg", "--f")}
