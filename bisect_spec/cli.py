@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 import traceback
@@ -707,8 +708,16 @@ def bisect(old: str | None, new: str | None, good: str | None, bad: str | None, 
     if revisions and (release_list or scan or good or bad):
         raise _UsageFailure("--old/--new revisions bisect commits only: drop --good, --bad, --scan and --releases")
 
+    bar = terminal.Bar(unit="steps")
+    steps = [0]
+
     def progress(message: str) -> None:
-        click.echo(f"… {message}", err=True)
+        """Each step's line; on a terminal also a bar (steps done, and the search's own estimate of those left)."""
+        bar.note(f"… {message}")
+        left = _STEPS_LEFT.search(message)
+        if left and bar.live:
+            steps[0] += 1
+            bar(steps[0], steps[0] + int(left["steps"]), "bisect", f"{left['releases']} release(s) left")
 
     if repo and revisions and old and new:
         commits = api.bisect_commits(list(flags), spec, repo=repo, old=old, new=new,
@@ -716,15 +725,20 @@ def bisect(old: str | None, new: str | None, good: str | None, bad: str | None, 
                                      max_evaluations=max_evaluations)
         click.echo(json.dumps(commits.to_dict(), indent=2, sort_keys=True) if as_json else render.commits_text(commits))
         return
-    report = api.bisect(list(flags), spec, old=old, new=new, releases=releases, moves=moves,
-                        progress=None if as_json else progress, timeout=timeout, repo=repo, terms=terms, scan=scan,
-                        end_names=end_names)
+    with bar:
+        report = api.bisect(list(flags), spec, old=old, new=new, releases=releases, moves=moves,
+                            progress=None if as_json else progress, timeout=timeout, repo=repo, terms=terms, scan=scan,
+                            end_names=end_names)
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2, sort_keys=True))
     else:
         terminal.show(render.bisect_text(report))
         if report.commits is not None:
             click.echo("\n" + render.commits_text(report.commits))
+
+
+#: "… 0.5.12: failed; 3 releases left (roughly 2 steps)": what the release search says after each step
+_STEPS_LEFT = re.compile(r"(?P<releases>\d+) releases? left \(roughly (?P<steps>\d+) steps?\)")
 
 
 def _bisect_ends(old: str | None, new: str | None, good: str | None, bad: str | None, term_old: str | None,
