@@ -126,7 +126,8 @@ def test_a_commit_and_a_directory_are_targets_over_the_release_before_them(tmp_p
         tar.extractall(tmp_path / "checkout", filter="data")
     result = CliRunner().invoke(main, ["probe", "--sglang", f"path:{tmp_path / 'checkout'}", *flags])
     assert result.exit_code == 2, result.output
-    assert result.output.startswith("Error: SGLang 0.4.6+path.") and "invalid choice: 'cutlass_mla'" in result.output
+    error = next(line for line in result.output.splitlines() if line.startswith("Error:"))
+    assert error.startswith("Error: SGLang 0.4.6+path.") and "invalid choice: 'cutlass_mla'" in error
 
 
 def git_bytes(repo: Path, *args: str) -> bytes:

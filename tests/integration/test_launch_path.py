@@ -130,4 +130,4 @@ def test_an_environment_variable_a_failure_needs_stays_in_its_reproducer(tmp_pat
     script = Path(api.shrink(["SGLANG_X_UNUSED=1", "--speculative-algorithm", "EAGLE3", "--pp-size", "2"],
                              inherited, budget=Budget(60, 120), out_dir=tmp_path / "b",
                              fix=False).to_dict()["files"]["launch.sh"]).read_text()
-    assert "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 python -m sglang.launch_server" in script
+    assert "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 python3 -m sglang.launch_server" in script, script
