@@ -531,18 +531,8 @@ def _masking_rounds(session: Session, *, space: Any, plan: Sequence[Config], str
         return tuple(row)
 
     def evaluate(batch: list[Config]) -> list[Key]:
-        todo = [c for c in batch if c.key() not in outcomes]
-        total[0] += len(todo)
-        if cache is not None and todo:
-            hits = cache.get_many(target_key, [c.key() for c in todo])
-            for config in todo:
-                if config.key() in hits:
-                    record("round", len(outcomes), Outcome.from_dict(hits[config.key()]), True)
-            todo = [c for c in todo if c.key() not in outcomes]
-        if todo:
-            session.start()
-            for outcome in session.evaluate_many(todo):
-                record("round", len(outcomes), outcome, False)
+        _evaluate_journaled(session, batch, "round", outcomes=outcomes, cache=cache, target_key=target_key,
+                            record=record, total=total)
         configs.extend(c for c in batch if c not in configs)
         return [_outcome_key(outcomes[c.key()]) for c in batch]
 
@@ -563,6 +553,24 @@ def _masking_rounds(session: Session, *, space: Any, plan: Sequence[Config], str
     return cover_unmasked(space, first, evaluate=evaluate, shrink=shrink, strength=strategy.strength,
                           core_strength=strategy.core_strength, max_rounds=strategy.rounds,
                           row_limit=strategy.round_rows)
+
+
+def _evaluate_journaled(session: Session, batch: Sequence[Config], phase: str, *, outcomes: dict[str, Outcome],
+                        cache: Any, target_key: str, record: Callable[..., None], total: list[int]) -> None:
+    """Outcomes for a later phase's batch (masking rounds, peeling): those not known yet, from the
+    cross-run cache first, else evaluated; each journaled as ``phase`` through ``record``."""
+    todo = [c for c in batch if c.key() not in outcomes]
+    total[0] += len(todo)
+    if cache is not None and todo:
+        hits = cache.get_many(target_key, [c.key() for c in todo])
+        for config in todo:
+            if config.key() in hits:
+                record(phase, len(outcomes), Outcome.from_dict(hits[config.key()]), True)
+        todo = [c for c in todo if c.key() not in outcomes]
+    if todo:
+        session.start()
+        for outcome in session.evaluate_many(todo):
+            record(phase, len(outcomes), outcome, False)
 
 
 def _outcome_key(outcome: Outcome) -> str | None:
@@ -605,18 +613,8 @@ def _peel_rows(session: Session, *, rows: Sequence[Config], masking: Any, strate
             minimal[signature] = result.minimal
 
     def evaluate(batch: list[Config]) -> list[str | None]:
-        todo = [c for c in batch if c.key() not in outcomes]
-        total[0] += len(todo)
-        if cache is not None and todo:
-            hits = cache.get_many(target_key, [c.key() for c in todo])
-            for config in todo:
-                if config.key() in hits:
-                    record("peel", len(outcomes), Outcome.from_dict(hits[config.key()]), True)
-            todo = [c for c in todo if c.key() not in outcomes]
-        if todo:
-            session.start()
-            for outcome in session.evaluate_many(todo):
-                record("peel", len(outcomes), outcome, False)
+        _evaluate_journaled(session, batch, "peel", outcomes=outcomes, cache=cache, target_key=target_key,
+                            record=record, total=total)
         configs.extend(batch)
         return [_outcome_key(outcomes[c.key()]) for c in batch]
 
