@@ -20,8 +20,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from typing import Self
 
 from rich.console import Console
 from rich.highlighter import RegexHighlighter
@@ -75,7 +74,25 @@ def width() -> int:
     return max(60, shutil.get_terminal_size((120, 24)).columns)
 
 
-class Bar:
+class _Live:
+    """What a bar and a counter share: a rich display, stopped once (the last state stays on screen)."""
+
+    progress: Progress | None = None
+
+    def close(self) -> None:
+        """End the display."""
+        if self.progress is not None:
+            self.progress.stop()
+            self.progress = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Bar(_Live):
     """A progress bar for work of known size, in phases (evaluate, masking round, shrink).
 
     Call it as ``bar(done, total, phase, detail)``. On a terminal: a rich bar with
@@ -133,20 +150,8 @@ class Bar:
         """A line above the bar (a step of the work, a warning)."""
         self.out.print(line, highlight=False)
 
-    def close(self) -> None:
-        """End the bar (leaves the last state on screen)."""
-        if self.progress is not None:
-            self.progress.stop()
-            self.progress = None
 
-    def __enter__(self) -> Bar:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-class Counter:
+class Counter(_Live):
     """Progress of work of unknown size (a shrink): a spinner with a count on a terminal,
     a plain line every :data:`PLAIN_EVERY` seconds otherwise."""
 
@@ -172,25 +177,3 @@ class Counter:
             self.last_line = now
             self.out.print(f"{self.description}: {count} {self.unit}{' · ' + detail if detail else ''}", highlight=False)
 
-    def close(self) -> None:
-        if self.progress is not None:
-            self.progress.stop()
-            self.progress = None
-
-    def __enter__(self) -> Counter:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-@contextmanager
-def loading(what: str) -> Iterator[None]:
-    """Say at once what is loading: a spinner on a terminal, one line otherwise."""
-    out = console(stderr=True)
-    if out.is_terminal:
-        with out.status(what, spinner="dots"):
-            yield
-    else:
-        out.print(what, highlight=False)
-        yield
