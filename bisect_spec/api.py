@@ -134,7 +134,9 @@ def _pasted_draft(path: str, config: Config, spec: TargetSpec, notes: list[str])
         notes.append(f"using the local draft config at {path}")
         return TargetSpec(**{**spec.__dict__, "draft_path": path})
     published = profiles.published_draft_ids().get(path.lower().strip("/"))
-    if published is not None:  # a published draft a shipped recipe stands for: no hub needed
+    if published is not None and (published[1] != spec.model or spec.model_path is not None):
+        published = None  # published for another model: its own config.json (from the hub), never one reshaped
+    if published is not None:  # a published draft a shipped recipe stands for, with its own model: no hub needed
         recipe, for_model = published
         if spec.draft_chosen and spec.draft != recipe:
             raise ProfileError(f"the pasted command runs the draft {path} (profile '{recipe}') but --draft says "
@@ -143,7 +145,7 @@ def _pasted_draft(path: str, config: Config, spec: TargetSpec, notes: list[str])
                      "profile (its config shaped for the model)")
         return TargetSpec(**{**spec.__dict__, "draft": recipe})
     if is_hub_id(path):
-        directory = fetch_config(path, environments.home() / "hub" / "drafts")
+        directory = fetch_config(path, environments.home() / "hub" / "drafts", what="draft")
         notes.append(f"draft {path}: its config.json from the Hugging Face hub (cached in {directory})")
         return TargetSpec(**{**spec.__dict__, "draft_path": str(directory)})
     algorithm = (config.get("--speculative-algorithm") or ("",))[0].upper()

@@ -84,15 +84,16 @@ def _offline_reason() -> str | None:
     return None
 
 
-def fetch_config(hub_id: str, cache: Path) -> Path:
+def fetch_config(hub_id: str, cache: Path, *, what: str = "model") -> Path:
     """The directory holding ``hub_id``'s ``config.json``, fetched once from the hub (never weights).
 
+    :param what: ``model`` or ``draft``: the options the refusal names.
     :raises ProfileError: offline, unknown id, gated repository, or ``huggingface_hub`` missing.
     """
     target = cache / hub_id.replace("/", "--")
     if (target / "config.json").is_file():
         return target
-    advice = "pass --model NAME for a shipped profile, or --model-path DIR holding its config.json"
+    advice = f"pass --{what} NAME for a shipped profile, or --{what}-path DIR holding its config.json"
     try:
         from huggingface_hub import hf_hub_download
     except ImportError:

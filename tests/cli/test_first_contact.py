@@ -73,6 +73,13 @@ def test_2_a_hugging_face_id_is_that_model_or_one_refusal(tmp_path: Path) -> Non
     assert error_line(output) == ("Error: cannot fetch config.json of some-org/unknown-model from the Hugging Face hub "
                                   "(HF_HUB_OFFLINE is set): pass --model NAME for a shipped profile, or --model-path DIR "
                                   "holding its config.json")
+    code, output = run("probe", "--sglang", "0.5.23", "--", "python -m sglang.launch_server --model-path "
+                       "meta-llama/Llama-3.1-8B-Instruct --speculative-algorithm EAGLE3 --speculative-draft-model-path "
+                       "lightseekorg/kimi-k2.6-eagle3", env={"HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path)})
+    assert code == 2  # a draft published for another model is never reshaped for this one
+    assert error_line(output) == ("Error: cannot fetch config.json of lightseekorg/kimi-k2.6-eagle3 from the Hugging Face "
+                                  "hub (HF_HUB_OFFLINE is set): pass --draft NAME for a shipped profile, or --draft-path "
+                                  "DIR holding its config.json")
 
 
 def test_3_the_package_carries_its_strategies_as_files() -> None:
