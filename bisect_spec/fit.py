@@ -35,6 +35,8 @@ OTHER_PLATFORM_A2A = {"mori": "ROCm", "ascend_fuseep": "Ascend NPU", "ascend_tp"
 ATTENTION_FLAGS = ("--attention-backend", "--prefill-attention-backend", "--decode-attention-backend",
                    "--speculative-draft-attention-backend", "--mm-attention-backend")
 A2A_FLAGS = ("--moe-a2a-backend", "--speculative-moe-a2a-backend")
+#: ``--device`` values of another platform (the speculative checks branch on them).
+OTHER_PLATFORM_DEVICE = {"cpu": "CPU", "npu": "Ascend NPU", "xpu": "Intel XPU", "hpu": "Gaudi HPU", "mps": "Apple"}
 
 
 @dataclass(frozen=True, order=True)
@@ -93,6 +95,8 @@ def unfit_values(space: FlagSpace, *, model_config: Mapping[str, Any], hardware:
                 reason = f"{OTHER_PLATFORM_ATTENTION[word]} backend on an NVIDIA box"
             elif nvidia and spec.flag in A2A_FLAGS and word in OTHER_PLATFORM_A2A:
                 reason = f"{OTHER_PLATFORM_A2A[word]} backend on an NVIDIA box"
+            elif nvidia and spec.flag == "--device" and word in OTHER_PLATFORM_DEVICE:
+                reason = f"{OTHER_PLATFORM_DEVICE[word]} device on an NVIDIA box"
             if reason is not None:
                 found[(spec.flag, value)] = Unfit(spec.flag, value, reason)
     for flag, values in (forbid or {}).items():
@@ -107,14 +111,12 @@ def fitted_space(space: FlagSpace, unfit: Sequence[Unfit]) -> FlagSpace:
     """``space`` without the unfit values (their flags stay, with the values that fit)."""
     drop = {(u.flag, u.value) for u in unfit}
     specs = tuple(FlagSpec(s.flag, tuple(v for v in s.values if (s.flag, v) not in drop), s.kind) for s in space.specs)
-    return FlagSpace(specs, space.core, space.fixed)
+    return FlagSpace(specs, space.core, space.fixed, space.groups)
 
 
 def once_rows(space: FlagSpace, unfit: Sequence[Unfit]) -> list[Config]:
     """One row per unfit value: the baseline (no swept flag given) plus that value."""
     rows = []
     for item in unfit:
-        mapping: dict[str, Value | None] = dict(space.fixed.as_dict())
-        mapping[item.flag] = item.value
-        rows.append(Config.of(mapping))
+        rows.append(space.complete({item.flag: item.value}))
     return rows

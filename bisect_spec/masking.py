@@ -71,8 +71,10 @@ def required_tuples(space: FlagSpace, strength: int, core_strength: int) -> set[
 def _items(space: FlagSpace, config: Config) -> frozenset[Item] | None:
     """A configuration as (parameter, value) items of ``space``; None if it has a flag or value outside it."""
     out = set()
+    given = config.as_dict()
+    filled = {item for flag, companions in space.groups.items() if flag in given for item in companions.items}
     for flag, value in config.items:
-        if flag in space.fixed.as_dict():
+        if flag in space.fixed.as_dict() or (flag, value) in filled:
             continue
         spec = space.spec(flag)
         if spec is None or value not in spec.values:

@@ -3,7 +3,7 @@
 A strategy is a TOML file in ``strategies/`` (``--strategy NAME``) or anywhere
 (``--strategy path/to/file.toml``)::
 
-    include = ["--speculative-*", "@interacting"]   # flags (globs) to sweep
+    include = ["--speculative-*", "@dataflow"]      # flags (globs) to sweep; @dataflow: what the checks test
     exclude = []                                     # flags never to sweep
     strength = 2                                     # t-way coverage over all flags
     core = ["--speculative-algorithm", ...]          # flags with higher coverage
@@ -19,6 +19,8 @@ A strategy is a TOML file in ``strategies/`` (``--strategy NAME``) or anywhere
     peel_depth = 8                                   # levels of peeling at most
     [forbid]                                         # more values tested once, never combined
     "--kv-cache-dtype" = ["fp4_e2m1"]
+    [groups]                                         # flags filled in together (default: space.GROUPS)
+    "--enable-lora" = "--max-lora-rank 16 --lora-target-modules all"
 
 The plan is deterministic: the same space, strategy and seed give the same list of
 configurations, in the same order. Pure: no I/O beyond reading the strategy file.
@@ -42,7 +44,7 @@ from .space import CORE, FlagSpace, build_space
 DEFAULT_STRATEGY = "default"
 _KEYS = {"description", "include", "exclude", "strength", "core", "core_strength", "random_budget", "seed", "values",
          "require", "forbid", "fit", "rounds", "round_rows",
-         "peel", "peel_depth"}
+         "peel", "peel_depth", "groups"}
 
 
 @dataclass(frozen=True)
@@ -66,11 +68,13 @@ class Strategy:
     round_rows: int = 400
     peel: bool = False
     peel_depth: int = 8
+    #: flag -> the flags it needs, filled in together; None: :data:`bisect_spec.space.GROUPS`
+    groups: Mapping[str, tuple[str, ...]] | None = None
 
     def space(self, table: Sequence[Mapping[str, Any]]) -> FlagSpace:
         """This strategy's flag space for a release (from that release's flag table)."""
         return build_space(table, include=self.include, exclude=self.exclude, core=self.core,
-                           values=self.values, require=self.require)
+                           values=self.values, require=self.require, groups=self.groups)
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "include": list(self.include), "exclude": list(self.exclude),
@@ -78,7 +82,8 @@ class Strategy:
                 "random_budget": self.random_budget, "seed": self.seed,
                 "values": {k: list(v) for k, v in self.values.items()}, "description": self.description,
                 "forbid": {k: list(v) for k, v in self.forbid.items()}, "fit": self.fit, "rounds": self.rounds,
-                "round_rows": self.round_rows, "peel": self.peel, "peel_depth": self.peel_depth}
+                "round_rows": self.round_rows, "peel": self.peel, "peel_depth": self.peel_depth,
+                **({} if self.groups is None else {"groups": {k: " ".join(v) for k, v in self.groups.items()}})}
 
 
 def strategy_dir() -> Any:
@@ -122,6 +127,10 @@ def load_strategy(name: str, *, seed: int | None = None, random_budget: int | No
     if "forbid" in data and not (isinstance(data["forbid"], dict) and all(
             isinstance(v, list) and all(isinstance(x, str) and x for x in v) for v in data["forbid"].values())):
         raise UsageError(f"strategy file {path}: 'forbid' must be a table: [forbid] then \"--flag\" = [\"value\"]")
+    if "groups" in data and not (isinstance(data["groups"], dict) and all(
+            isinstance(v, str) and v.startswith("--") for v in data["groups"].values())):
+        raise UsageError(f"strategy file {path}: 'groups' must be a table: [groups] then \"--enable-lora\" = "
+                         f"\"--max-lora-rank 16 --lora-target-modules all\"")
     for key in ("fit", "peel"):
         if key in data and not isinstance(data[key], bool):
             raise UsageError(f"strategy file {path}: '{key}' must be true or false")
@@ -139,7 +148,8 @@ def load_strategy(name: str, *, seed: int | None = None, random_budget: int | No
             forbid={str(k): tuple(str(x) for x in v) for k, v in data.get("forbid", {}).items()},
             fit=bool(data.get("fit", True)), rounds=int(data.get("rounds", 0)),
             round_rows=int(data.get("round_rows", 400)), peel=bool(data.get("peel", False)),
-            peel_depth=int(data.get("peel_depth", 8)))
+            peel_depth=int(data.get("peel_depth", 8)),
+            groups={str(k): tuple(str(v).split()) for k, v in data["groups"].items()} if "groups" in data else None)
     except (TypeError, ValueError) as exc:
         raise UsageError(f"strategy file {path}: {exc}") from exc
     if not 1 <= strategy.strength <= 4 or not 1 <= strategy.core_strength <= 5:

@@ -9,6 +9,16 @@ Value domains: argparse choices where given; ints: unset plus boundary values
 (1, 2, 0, 3, 4, 8, 16, 64, -1); floats: a few meaningful fractions and nonsense;
 booleans: absent/present; the draft path: absent/present (``@draft``).
 
+**Data flow** (``@dataflow``, issue 12 item 3): the worker reads the release's speculative
+checks (:mod:`bisect_spec.inside.data_flow`) and marks each flag whose field they test
+(``speculative_read``) with the constants their branches compare it with
+(``branch_values``). Those constants join the flag's domain, a strategy's value list too:
+a free-text flag with branch values gets exactly those (``--disaggregation-mode``'s
+``decode``), ``--speculative-algorithm`` every name the release accepts (``DFLASH``,
+``UNO``, … on 0.5.23; ``EAGLE`` and ``EAGLE3`` on 0.4.6). **Groups** (:data:`GROUPS`): a flag
+that is only valid with others (``--enable-lora`` needs a rank and target modules, or
+paths) is filled in with them wherever a row sets it.
+
 Pure: no I/O, no processes.
 """
 
@@ -32,6 +42,9 @@ DRAFT_FLAG = "--speculative-draft-model-path"
 #: Algorithms swept when a release's parser gives no choices for --speculative-algorithm.
 ALGORITHMS = ("EAGLE3", "EAGLE", "NEXTN", "STANDALONE", "NGRAM")
 
+#: Flags that other flags need in order to be valid, filled in as a group wherever a row sets the first
+#: (``--enable-lora`` alone fails ``lora_hook``'s "specify both --max-lora-rank and --lora-target-modules").
+GROUPS: dict[str, tuple[str, ...]] = {"--enable-lora": ("--max-lora-rank", "16", "--lora-target-modules", "all")}
 #: Flags known to interact with speculative decoding (kept when the release has them).
 INTERACTING = (
     "--tp-size", "--dp-size", "--pp-size", "--enable-dp-attention", "--page-size", "--attention-backend",
@@ -79,6 +92,8 @@ class FlagSpace:
     specs: tuple[FlagSpec, ...]
     core: tuple[str, ...] = ()
     fixed: Config = field(default_factory=Config)
+    #: flag -> the flags it needs, filled in wherever a row sets it (:data:`GROUPS`)
+    groups: Mapping[str, Config] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         names = [s.flag for s in self.specs]
@@ -99,12 +114,23 @@ class FlagSpace:
         return [len(s.values) for s in self.specs]
 
     def config_of(self, row: Sequence[int]) -> Config:
-        """The configuration a row of value indices stands for (plus the fixed flags)."""
-        mapping: dict[str, Value | None] = dict(self.fixed.as_dict())
+        """The configuration a row of value indices stands for (plus the fixed flags and groups)."""
+        mapping: dict[str, Value | None] = {}
         for spec, index in zip(self.specs, row, strict=True):
             value = spec.values[index]
             if value is not None:
                 mapping[spec.flag] = value
+        return self.complete(mapping)
+
+    def complete(self, chosen: Mapping[str, Value | None]) -> Config:
+        """The configuration of the swept flags ``chosen``: with the fixed flags, and each group's
+        companions where its flag is set and they are not."""
+        mapping: dict[str, Value | None] = dict(self.fixed.as_dict())
+        mapping.update({flag: value for flag, value in chosen.items() if value is not None})
+        for flag, companions in self.groups.items():
+            if mapping.get(flag) is not None:
+                for companion, value in companions.items:
+                    mapping.setdefault(companion, value)
         return Config.of(mapping)
 
     def grid_size(self) -> int:
@@ -115,7 +141,8 @@ class FlagSpace:
 
     def describe(self) -> dict[str, Any]:
         return {"flags": {s.flag: [None if v is None else list(v) for v in s.values] for s in self.specs},
-                "core": list(self.core), "fixed": self.fixed.argv()}
+                "core": list(self.core), "fixed": self.fixed.argv(),
+                "groups": {flag: companions.argv() for flag, companions in self.groups.items()}}
 
 
 def simplicity_key(config: Config, space: FlagSpace | None = None) -> tuple[int, int, tuple[int, ...], str]:
@@ -154,13 +181,14 @@ def _natural_index(value: Value) -> int:
 def domain_for(entry: Mapping[str, Any], overrides: Mapping[str, Sequence[str | None]] | None = None) -> FlagSpec | None:
     """The domain of one flag from its parser entry (None when it has no meaningful values)."""
     flag = str(entry["option"])
+    branch = [(str(v),) for v in entry.get("branch_values") or () if str(v).strip()]
     if overrides and flag in overrides:
         values: list[Value | None] = [ABSENT]
         for raw in overrides[flag]:
             if raw is None or raw == "":
                 continue
             values.append(PRESENT if raw == "@on" else tuple(str(raw).split()))
-        return FlagSpec(flag, tuple(values), str(entry.get("kind", "value")))
+        return FlagSpec(flag, _with(tuple(values), _admissible(entry, branch)), str(entry.get("kind", "value")))
     if entry.get("kind") == "env":
         # an environment variable: switched on and off when boolean, a few small values when int
         if entry.get("type") == "bool":
@@ -174,24 +202,75 @@ def domain_for(entry: Mapping[str, Any], overrides: Mapping[str, Sequence[str | 
         return FlagSpec(flag, (ABSENT, PRESENT), "bool")
     if entry.get("nargs") not in (None, "?", 1):
         return None
-    choices = entry.get("choices") or (ALGORITHMS if flag == "--speculative-algorithm" else None)
+    if flag == "--speculative-algorithm" and not entry.get("choices"):
+        # every name the release accepts (data flow), the usual ones first; the hand list without data flow
+        known = [v[0] for v in branch] or list(ALGORITHMS)
+        ordered = [a for a in ALGORITHMS if a in known] + [a for a in known if a not in ALGORITHMS]
+        return FlagSpec(flag, (ABSENT, *[(a,) for a in ordered]), "choice")
+    choices = entry.get("choices")
     if choices:
         return FlagSpec(flag, (ABSENT, *[(str(c),) for c in choices]), "choice")
     kind = entry.get("type")
     if kind == "int":
-        return FlagSpec(flag, (ABSENT, *[(v,) for v in INT_VALUES]), "int")
+        return FlagSpec(flag, _with((ABSENT, *[(v,) for v in INT_VALUES]), _admissible(entry, branch)), "int")
     if kind == "float":
-        return FlagSpec(flag, (ABSENT, *[(v,) for v in FLOAT_VALUES]), "float")
+        return FlagSpec(flag, _with((ABSENT, *[(v,) for v in FLOAT_VALUES]), _admissible(entry, branch)), "float")
+    if branch and kind in (None, "str"):
+        # free text the speculative checks compare with constants: exactly those constants
+        return FlagSpec(flag, (ABSENT, *branch), "value")
     return None
+
+
+def _admissible(entry: Mapping[str, Any], branch: Sequence[Value]) -> list[Value]:
+    """The branch values this flag's parser accepts (its choices, its number type)."""
+    choices = entry.get("choices")
+    kept = []
+    for value in branch:
+        text = value[0]
+        if choices:
+            if text in {str(c) for c in choices}:
+                kept.append(value)
+        elif entry.get("type") == "int":
+            if text.lstrip("-").isdigit():
+                kept.append(value)
+        elif entry.get("type") == "float":
+            if _is_number(text):
+                kept.append(value)
+        elif entry.get("kind") != "bool":
+            kept.append(value)
+    return kept
+
+
+def _with(values: tuple[Value | None, ...], more: Sequence[Value]) -> tuple[Value | None, ...]:
+    """``values`` and then those of ``more`` it lacks (a number compared as ``1.0`` is ``1``'s twin)."""
+    seen = {_canonical_number(v) for v in values if v is not None}
+    extra = []
+    for value in more:
+        if _canonical_number(value) not in seen:
+            seen.add(_canonical_number(value))
+            extra.append(value)
+    return (*values, *extra)
+
+
+def _canonical_number(value: Value) -> Value:
+    text = " ".join(value)
+    try:
+        return (repr(float(text)),)
+    except ValueError:
+        return value
 
 
 def build_space(table: Sequence[Mapping[str, Any]], *, include: Iterable[str], exclude: Iterable[str] = (),
                 core: Iterable[str] = CORE, values: Mapping[str, Sequence[str | None]] | None = None,
-                fixed: Config | None = None, require: Iterable[str] = ()) -> FlagSpace:
+                fixed: Config | None = None, require: Iterable[str] = (),
+                groups: Mapping[str, Sequence[str]] | None = None) -> FlagSpace:
     """Select flags from a release's flag table and give each its domain.
 
     :param include: flag names or globs (``--speculative-*``); ``@interacting`` = :data:`INTERACTING`;
-        ``@spec-env`` = the environment variables the release's speculative code reads.
+        ``@spec-env`` = the environment variables the release's speculative code reads; ``@dataflow`` =
+        the flags whose fields the release's speculative checks test.
+    :param groups: flag to the flags (and values) it needs, filled in together (default :data:`GROUPS`);
+        a group is kept only where the release has all its flags.
     :param values: per-flag value lists replacing the default domain (``""`` = unset, ``"@on"`` = switch).
     :param require: flags that must exist in this release.
     :raises UsageError: a required flag is missing from this release.
@@ -202,6 +281,8 @@ def build_space(table: Sequence[Mapping[str, Any]], *, include: Iterable[str], e
     for item in include:
         if item == "@spec-env":
             patterns.extend(sorted(str(e["option"]) for e in table if e.get("kind") == "env"))
+        elif item == "@dataflow":
+            patterns.extend(sorted(str(e["option"]) for e in table if e.get("speculative_read")))
         else:
             patterns.extend(INTERACTING if item == "@interacting" else [item])
     excluded = [*_NEVER, *exclude]
@@ -220,4 +301,10 @@ def build_space(table: Sequence[Mapping[str, Any]], *, include: Iterable[str], e
     core_flags = tuple(aliases[c] for c in core if c in aliases and aliases[c] in {s.flag for s in specs})
     # core flags first: the covering array gives them the higher strength
     specs.sort(key=lambda s: (s.flag not in core_flags, core_flags.index(s.flag) if s.flag in core_flags else 0))
-    return FlagSpace(tuple(specs), core_flags, fixed or Config())
+    kept_groups = {}
+    for flag, argv in (GROUPS if groups is None else groups).items():
+        if flag in aliases:
+            companions = Config.from_argv(list(argv))
+            if all(companion in aliases for companion, _ in companions.items):
+                kept_groups[aliases[flag]] = Config.of({aliases[c]: v for c, v in companions.items})
+    return FlagSpace(tuple(specs), core_flags, fixed or Config(), kept_groups)

@@ -32,7 +32,7 @@ def configs(space: FlagSpace, *, max_flags: int | None = None) -> st.SearchStrat
 
     @st.composite
     def build(draw: st.DrawFn) -> Config:
-        mapping: dict[str, tuple[str, ...] | None] = dict(space.fixed.as_dict())
+        mapping: dict[str, tuple[str, ...] | None] = {}
         chosen = 0
         for spec in space.specs:
             if max_flags is not None and chosen >= max_flags:
@@ -43,7 +43,7 @@ def configs(space: FlagSpace, *, max_flags: int | None = None) -> st.SearchStrat
             if value is not None:
                 mapping[spec.flag] = value
                 chosen += 1
-        return Config.of(mapping)
+        return space.complete(mapping)
 
     return build()
 

@@ -37,7 +37,23 @@ FAULT_PLUGIN = RESOURCES / "fault_plugin.py"
 _SESSIONS: dict[tuple[object, ...], Session] = {}
 
 
+def _releases_the_readme_installs() -> frozenset[str]:
+    """The releases the README's test command installs, which are all that CI has."""
+    for line in (RESOURCES.parent.parent / "README.md").read_text().splitlines():
+        if "env install" in line and "pytest" in line:
+            return frozenset(line.split("env install", 1)[1].split("&&", 1)[0].split())
+    raise AssertionError("the README has no test command that installs releases")
+
+
+#: a test may only need a release that CI installs: one found installed here but not there passes
+#: on this machine and fails in CI, so it fails here too
+CI_RELEASES = _releases_the_readme_installs()
+
+
 def require_release(release: str) -> None:
+    if release not in CI_RELEASES:
+        pytest.fail(f"SGLang {release} is not installed by the README's test command "
+                    f"({' '.join(sorted(CI_RELEASES))}): use one of those, or add it there and to .ci/run")
     if release in environments.installed():
         return
     message = f"SGLang {release} is not installed; run: bisect-spec env install {release}"

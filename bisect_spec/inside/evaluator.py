@@ -42,7 +42,7 @@ import types
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
-from bisect_spec.inside import launch_path
+from bisect_spec.inside import data_flow, launch_path
 
 T = TypeVar("T")
 
@@ -572,6 +572,17 @@ class Evaluator:
                 "nargs": action.nargs if isinstance(action.nargs, (int, str, type(None))) else str(action.nargs),
                 "help": (action.help or "")[:300],
             })
+        # data flow: which of these fields the speculative checks read, and the constants their branches test
+        # (the algorithm's values: every name the release accepts, then those its branches compare)
+        reads = data_flow.speculative_reads(self.package_root, [entry["dest"] for entry in out])
+        algorithms = data_flow.known_algorithms(self.package_root)
+        for entry in out:
+            values = reads.get(entry["dest"])
+            if entry["dest"] == "speculative_algorithm":
+                values = [*algorithms, *(v for v in values or [] if v not in algorithms)]
+            if values is not None:
+                entry["speculative_read"] = True
+                entry["branch_values"] = [_jsonable(v) for v in values]
         # environment variables the speculative code reads: swept like flags (kind "env")
         for variable in launch_path.speculative_env_vars(self.package_root):
             out.append({"option": variable["name"], "aliases": [variable["name"]], "kind": "env",

@@ -42,7 +42,7 @@ def test_the_command_line_wins_over_the_file(yaml_file: Path) -> None:
 
 
 @pytest.mark.parametrize(("release", "file", "expected"), [
-    ("0.5.2", "serve.yaml", "Error: SGLang 0.5.2 does not read config files: --config is new ("),
+    ("0.5.1.post3", "serve.yaml", "Error: SGLang 0.5.1.post3 does not read config files: --config is new ("),
     ("0.5.23", "missing.yaml", "Error: --config {d}/missing.yaml: no such file here: give the path of the YAML file "
                                "the command reads"),
     ("0.5.23", "serve.json", "Error: SGLang 0.5.23 cannot read --config {d}/serve.json: ValueError: Config file must "

@@ -190,7 +190,10 @@ def test_strategy_file_errors_name_the_file(tmp_path: Path) -> None:
     typo = write(tmp_path, 'include = ["--page-size"]\nstrenght = 2\n')
     assert usage_error(str(typo)) == (
         f"strategy file {typo}: unknown key 'strenght' (known: core, core_strength, description, exclude, fit, forbid, "
-        "include, peel, peel_depth, random_budget, require, round_rows, rounds, seed, strength, values)")
+        "groups, include, peel, peel_depth, random_budget, require, round_rows, rounds, seed, strength, values)")
+    group = write(tmp_path, 'include = ["--page-size"]\n[groups]\n"--enable-lora" = 16\n')
+    assert usage_error(str(group)) == (f"strategy file {group}: 'groups' must be a table: [groups] then "
+                                       '"--enable-lora" = "--max-lora-rank 16 --lora-target-modules all"')
     empty = write(tmp_path, "include = []\n")
     assert usage_error(str(empty)) == f"strategy file {empty}: 'include' must list at least one flag"
     strong = write(tmp_path, 'include = ["--page-size"]\nstrength = 5\n')

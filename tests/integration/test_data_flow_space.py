@@ -1,0 +1,71 @@
+"""The default space from each release's own code (issue 12, item 3), checked against the release.
+
+The data flow (``bisect_spec.inside.data_flow``) reads the release's source; these tests let
+the release itself judge the result: every algorithm the space sweeps is one the release
+accepts (its parser's choices, ``SpeculativeAlgorithm.from_string``), a name outside the list
+is one it refuses, and
+the LoRA group makes ``--enable-lora`` valid where the flag alone fails.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from bisect_spec.flags import Config
+from bisect_spec.outcome import Status
+from bisect_spec.plan import load_strategy
+from bisect_spec.space import PRESENT, FlagSpace
+from tests.conftest import shared_session
+
+pytestmark = pytest.mark.sglang
+
+
+#: a model each release knows (0.4.6 predates kimi-k2.6's architecture)
+MODEL = {"0.4.6": "deepseek-v3", "0.5.23": "kimi-k2.6"}
+
+
+def default_space(release: str) -> FlagSpace:
+    return load_strategy("default").space(shared_session(release, model=MODEL[release]).flags())
+
+
+def refused(release: str, algorithm: str) -> bool:
+    """The release refuses the name: its parser's choices, or ``SpeculativeAlgorithm.from_string``."""
+    session = shared_session(release, model=MODEL[release])
+    outcome = session.evaluate(Config.of({"--speculative-algorithm": algorithm}))
+    return (outcome.status == Status.USAGE and "--speculative-algorithm" in outcome.headline) \
+        or outcome.frame.get("function") == "from_string" or "Unknown speculative algorithm" in outcome.headline
+
+
+@pytest.mark.parametrize(("release", "expected", "outside"), [
+    ("0.4.6", {"EAGLE", "EAGLE3", "NEXTN"}, "STANDALONE"),
+    ("0.5.23", {"EAGLE3", "EAGLE", "NEXTN", "STANDALONE", "NGRAM", "DFLASH", "UNO", "DSPARK", "FROZEN_KV_MTP"},
+     "MEDUSA"),
+])
+def test_the_space_sweeps_every_algorithm_the_release_accepts_and_no_other(release: str, expected: set[str],
+                                                                           outside: str) -> None:
+    spec = default_space(release).spec("--speculative-algorithm")
+    assert spec is not None
+    swept = {value[0] for value in spec.values if value}
+    assert expected <= swept
+    assert [name for name in sorted(swept) if refused(release, name)] == []
+    assert outside not in swept and refused(release, outside)
+
+
+def test_the_0_5_23_space_holds_the_checks_the_hand_list_missed_with_the_values_their_branches_test() -> None:
+    space = default_space("0.5.23")
+    for flag in ("--enable-unified-memory", "--disaggregation-mode", "--disaggregation-transfer-backend",
+                 "--speculative-dflash-block-size", "--speculative-dspark-block-size"):
+        assert flag in space.flags, flag
+    disaggregation = space.spec("--disaggregation-mode")
+    assert disaggregation is not None and ("decode",) in disaggregation.values
+    page = space.spec("--page-size")
+    assert page is not None and ("2",) in page.values  # page_size > 1 in a speculative check: both sides
+
+
+def test_the_lora_group_makes_enable_lora_valid_where_the_flag_alone_fails() -> None:
+    session = shared_session("0.5.23")
+    space = default_space("0.5.23")
+    alone = session.evaluate(Config.of({"--enable-lora": PRESENT}))
+    assert not alone.passed and "--max-lora-rank and --lora-target-modules" in alone.headline
+    grouped = session.evaluate(space.complete({"--enable-lora": PRESENT}))
+    assert grouped.passed, grouped.headline

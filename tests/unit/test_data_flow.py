@@ -1,0 +1,153 @@
+"""The space from data flow: what a release's speculative checks test, read from its source.
+
+Pure: synthetic source trees laid out as SGLang's (``srt/server_args.py``,
+``srt/arg_groups/*.py``, ``srt/speculative/spec_info.py``); the real releases are read in
+``tests/integration/test_data_flow_space.py``.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+from typing import Any
+
+from bisect_spec.flags import Config
+from bisect_spec.inside.data_flow import known_algorithms, speculative_reads
+from bisect_spec.masking import _items
+from bisect_spec.space import ABSENT, PRESENT, build_space
+
+DESTS = ["speculative_algorithm", "speculative_eagle_topk", "page_size", "attention_backend", "tp_size",
+         "enable_unified_memory", "disaggregation_mode", "enable_lora", "host", "dcp_size", "grammar_backend"]
+
+
+def tree(tmp_path: Path, files: dict[str, str]) -> str:
+    for relative, text in files.items():
+        path = tmp_path / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+    return str(tmp_path)
+
+
+def test_fields_tested_under_a_speculative_condition_with_the_constants_their_branches_compare(tmp_path: Path) -> None:
+    root = tree(tmp_path, {"srt/server_args.py": """
+        class ServerArgs:
+            def _handle_speculative_decoding(self):
+                if self.speculative_algorithm == "EAGLE3":
+                    if self.page_size > 1 and self.attention_backend in ("fa3", "flashinfer"):
+                        raise ValueError("page size")
+                    assert getattr(self, "tp_size") <= 8
+                else:
+                    assert "x" not in self.grammar_backend
+                self.host = "0.0.0.0"
+
+            def _handle_grammar(self):
+                if self.grammar_backend == "xgrammar":
+                    raise ValueError("unrelated: no speculative field in sight")
+        """})
+    reads = speculative_reads(root, DESTS)
+    assert reads == {"speculative_algorithm": ["EAGLE3"], "page_size": [1, 2], "attention_backend": ["fa3", "flashinfer"],
+                     "tp_size": [8, 9], "grammar_backend": []}
+
+
+def test_a_speculative_module_is_read_whole_and_early_exits_guard_the_checks_after_them(tmp_path: Path) -> None:
+    root = tree(tmp_path, {
+        "srt/arg_groups/speculative_hook.py": """
+            def _resolve_alias(speculative_algorithm, dcp_size):
+                if speculative_algorithm == "NEXTN" or 2 <= dcp_size:
+                    return "EAGLE"
+            """,
+        "srt/arg_groups/kv_cache_hook.py": """
+            def handle_unified_memory_pool(server_args):
+                cfg = server_args
+                if not cfg.enable_unified_memory:
+                    return
+                if cfg.disaggregation_mode != "null":
+                    assert cfg.speculative_eagle_topk in (None, 1)
+
+            def handle_unrelated(server_args):
+                if not server_args.enable_lora:
+                    return
+                assert server_args.tp_size != 3
+            """})
+    reads = speculative_reads(root, DESTS)
+    assert reads["speculative_algorithm"] == ["NEXTN"] and reads["dcp_size"] == [1, 2]
+    assert reads["enable_unified_memory"] == [] and reads["disaggregation_mode"] == ["null"]
+    assert reads["speculative_eagle_topk"] == [1]
+    assert "enable_lora" not in reads and "tp_size" not in reads
+
+
+def test_every_algorithm_the_release_accepts_members_and_aliases_but_none(tmp_path: Path) -> None:
+    root = tree(tmp_path, {"srt/speculative/spec_info.py": """
+        from enum import Enum, auto
+        _RESERVED_ALIASES = frozenset({"NEXTN"})
+
+        class SpeculativeAlgorithm(Enum):
+            DFLASH = auto()
+            EAGLE = auto()
+            NONE = auto()
+
+            @staticmethod
+            def from_string(name):
+                name_map = {"EAGLE": SpeculativeAlgorithm.EAGLE, "MTP": SpeculativeAlgorithm.EAGLE,
+                            None: SpeculativeAlgorithm.NONE}
+                return name_map[name]
+        """})
+    assert known_algorithms(root) == ["NEXTN", "DFLASH", "EAGLE", "MTP"]
+    assert known_algorithms(str(tmp_path / "missing")) == []
+
+
+def entry(option: str, *, kind: str = "value", type: str | None = None, choices: list[str] | None = None,
+          branch: list[Any] | None = None) -> dict[str, Any]:
+    row: dict[str, Any] = {"option": option, "aliases": [option], "dest": option[2:].replace("-", "_"), "kind": kind,
+                           "type": type, "choices": choices, "default": None, "nargs": 0 if kind == "bool" else None,
+                           "help": ""}
+    if branch is not None:
+        row["speculative_read"] = True
+        row["branch_values"] = branch
+    return row
+
+
+TABLE = [
+    entry("--speculative-algorithm", type="str", branch=["DFLASH", "EAGLE", "EAGLE3", "NEXTN", "UNO"]),
+    entry("--page-size", type="int", branch=[1, 2, 32]),
+    entry("--disaggregation-mode", type="str", branch=["null", "decode"]),
+    entry("--attention-backend", type="str", choices=["fa3", "triton"], branch=["fa3", "intel_amx"]),
+    entry("--mem-fraction-static", type="float", branch=[0.0, 1.0]),
+    entry("--model-path", type="str", branch=[]),
+    entry("--enable-lora", kind="bool", branch=[]),
+    entry("--max-lora-rank", type="int"),
+    entry("--lora-target-modules", type="str", choices=["q_proj", "all"]),
+    entry("--grammar-backend", type="str", choices=["xgrammar", "none"]),
+]
+
+
+def test_dataflow_selects_the_flags_the_checks_test_with_the_values_that_reach_their_branches() -> None:
+    space = build_space(TABLE, include=["@dataflow"], core=[])
+    assert space.flags == ["--attention-backend", "--disaggregation-mode", "--enable-lora", "--mem-fraction-static",
+                           "--page-size", "--speculative-algorithm"]  # a path without branch values has no domain
+    values = {spec.flag: spec.values for spec in space.specs}
+    # the usual algorithms first, then every other the release accepts
+    assert values["--speculative-algorithm"] == (ABSENT, ("EAGLE3",), ("EAGLE",), ("NEXTN",), ("DFLASH",), ("UNO",))
+    assert values["--page-size"][-1] == ("32",) and values["--page-size"].count(("2",)) == 1
+    assert values["--disaggregation-mode"] == (ABSENT, ("null",), ("decode",))
+    assert values["--attention-backend"] == (ABSENT, ("fa3",), ("triton",))  # choices bound what the parser takes
+    assert values["--mem-fraction-static"][-1] == ("1.0",) and ("0.0",) not in values["--mem-fraction-static"]  # 0's twin
+    # a strategy's own list gains the branch values it lacks
+    listed = build_space(TABLE, include=["--page-size"], core=[], values={"--page-size": ["", "16"]})
+    assert listed.specs[0].values == (ABSENT, ("16",), ("1",), ("2",), ("32",))
+
+
+def test_a_group_fills_in_the_flags_its_flag_needs_wherever_a_row_sets_it() -> None:
+    space = build_space(TABLE, include=["--enable-lora", "--grammar-backend"], core=[])
+    lora = space.flags.index("--enable-lora")
+    row = [0] * len(space.flags)
+    assert space.config_of(row) == Config()
+    row[lora] = space.specs[lora].values.index(PRESENT)
+    full = Config.from_argv(["--enable-lora", "--max-lora-rank", "16", "--lora-target-modules", "all"])
+    assert space.config_of(row) == full
+    assert space.complete({"--enable-lora": PRESENT, "--max-lora-rank": ("8",)}).as_dict()["--max-lora-rank"] == ("8",)
+    # a reproducer holding the filled-in companions still maps onto the space's items (masking learns it)
+    assert _items(space, full) == frozenset({(lora, 1)})
+    # a strategy may replace the groups, and a release lacking a companion flag keeps none
+    assert build_space(TABLE, include=["--enable-lora"], core=[], groups={}).groups == {}
+    assert build_space(TABLE[:7], include=["--enable-lora"], core=[]).groups == {}
