@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -51,12 +52,17 @@ ARGUMENT_MODULES = (os.path.join("srt", "server_args.py"), os.path.join("srt", "
 #: A read of a field under this prefix puts a function in scope.
 SPECULATIVE_FIELD = "speculative_"
 
+#: An environment variable read in source text: ``envs.SGLANG_X``, ``get_bool_env_var("SGLANG_X")``, ...
+ENV_READ = re.compile(r"""(?:envs\.|get_bool_env_var\(\s*["']|get_int_env_var\(\s*["']|environ(?:\.get)?[\[(]\s*["']|"""
+                      r"""getenv\(\s*["'])(?P<name>SGL(?:ANG)?_[A-Z0-9_]+)""")
+
 _BOUNDARY = {ast.Lt: (-1, 0), ast.LtE: (0, 1), ast.Gt: (0, 1), ast.GtE: (-1, 0)}
 
 
 def speculative_reads(package_root: str, dests: Iterable[str]) -> dict[str, list[Any]]:
     """``{dest: [constants its branches compare it with]}`` for every parser field a speculative
-    check tests (an empty list: tested, never compared with a constant).
+    check tests (an empty list: tested, never compared with a constant), and ``{"SGLANG_X": []}``
+    for every environment variable one reads (``assert not envs.SGLANG_DISABLE_LAZY_COMPACTION.get()``).
 
     Constants keep their source order of first appearance, without duplicates.
     """
@@ -76,6 +82,8 @@ def speculative_reads(package_root: str, dests: Iterable[str]) -> dict[str, list
                 for node in ast.walk(test):
                     if (field := _field_read(node, known)) is not None:
                         found.setdefault(field, [])
+                for match in ENV_READ.finditer(ast.unparse(test)):  # an environment variable is its own field
+                    found.setdefault(match["name"], [])
                 for node in ast.walk(test):
                     if isinstance(node, ast.Compare):
                         for field, value in _compared(node, known):

@@ -583,11 +583,14 @@ class Evaluator:
             if values is not None:
                 entry["speculative_read"] = True
                 entry["branch_values"] = [_jsonable(v) for v in values]
-        # environment variables the speculative code reads: swept like flags (kind "env")
-        for variable in launch_path.speculative_env_vars(self.package_root):
+        # environment variables the speculative code reads, and those its checks read (data flow, marked so):
+        # swept like flags (kind "env")
+        checked = {name for name in reads if data_flow.ENV_READ.fullmatch(f"envs.{name}")}
+        for variable in launch_path.speculative_env_vars(self.package_root, also=checked):
             out.append({"option": variable["name"], "aliases": [variable["name"]], "kind": "env",
                         "type": variable["kind"], "default": variable["default"], "choices": None, "nargs": None,
-                        "help": "environment variable read by the speculative code paths"})
+                        "help": "environment variable read by the speculative code paths",
+                        **({"speculative_read": True, "branch_values": []} if variable["name"] in checked else {})})
         return out
 
     def knows_architecture(self, architecture: str) -> dict[str, Any]:

@@ -60,8 +60,10 @@ import copy
 import importlib
 import inspect
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
+
+from bisect_spec.inside import data_flow
 
 #: Stages in launch order; every PASSED outcome reaches the last.
 STAGES = ("parse", "resolve", "check_server_args", "auto_parsers", "tokenizer_manager", "target_model_config",
@@ -271,19 +273,19 @@ def _draft_configs(args: Any, target: Any, from_server_args: Callable[..., Any],
 
 # -- environment variables the speculative code paths read ---------------------------------
 
-_ENV_READ = re.compile(r"""(?:envs\.|get_bool_env_var\(\s*["']|get_int_env_var\(\s*["']|environ(?:\.get)?[\[(]\s*["']|"""
-                       r"""getenv\(\s*["'])(?P<name>SGL(?:ANG)?_[A-Z0-9_]+)""")
+_ENV_READ = data_flow.ENV_READ
 _ENV_DEFINITION = re.compile(r"^\s*(?P<name>SGL(?:ANG)?_[A-Z0-9_]+)\s*=\s*Env(?P<kind>Bool|Int|Float|Str)\((?P<default>[^)]*)\)",
                              re.M)
 #: Where the speculative code lives: whole files, and functions of ``server_args.py`` (<= 0.5.12).
 _SPECULATIVE_FILES = ("srt/speculative", "srt/arg_groups/speculative_hook.py")
 
 
-def speculative_env_vars(package_root: str) -> list[dict[str, Any]]:
+def speculative_env_vars(package_root: str, also: Iterable[str] = ()) -> list[dict[str, Any]]:
     """Environment variables the release's speculative code paths read, found in its source.
 
     Read from ``srt/speculative/``, ``srt/arg_groups/speculative_hook.py`` and the
-    functions of ``srt/server_args.py`` whose names mention speculation. Each:
+    functions of ``srt/server_args.py`` whose names mention speculation, and the names ``also``
+    (those the speculative checks read: :func:`data_flow.speculative_reads`). Each:
     ``{"name", "kind": bool|int|float|str, "default"}``; kind and default come from the
     release's ``srt/environ.py`` declarations where they exist (``EnvBool(False)``), else
     ``bool`` when read through ``get_bool_env_var``.
@@ -311,7 +313,7 @@ def speculative_env_vars(package_root: str) -> list[dict[str, Any]]:
             if isinstance(node, _ast.FunctionDef) and "specul" in node.name:
                 texts.append("\n".join(lines[node.lineno - 1 : node.end_lineno]))
     bools = set(re.findall(r"get_bool_env_var\(\s*[\"'](SGL(?:ANG)?_[A-Z0-9_]+)", "\n".join(texts)))
-    names = sorted({m["name"] for text in texts for m in _ENV_READ.finditer(text)})
+    names = sorted({m["name"] for text in texts for m in _ENV_READ.finditer(text)} | set(also))
     declared: dict[str, tuple[str, str]] = {}
     environ_path = _os.path.join(package_root, "srt", "environ.py")
     if _os.path.isfile(environ_path):

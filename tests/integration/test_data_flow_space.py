@@ -69,3 +69,13 @@ def test_the_lora_group_makes_enable_lora_valid_where_the_flag_alone_fails() -> 
     assert not alone.passed and "--max-lora-rank and --lora-target-modules" in alone.headline
     grouped = session.evaluate(space.complete({"--enable-lora": PRESENT}))
     assert grouped.passed, grouped.headline
+
+
+def test_an_environment_variable_the_checks_read_joins_the_space_and_decides_its_branch() -> None:
+    space = default_space("0.5.23")
+    assert "SGLANG_ENABLE_PP_SPEC" in space.flags
+    session = shared_session("0.5.23")
+    pipeline = {"--pp-size": "2", "--speculative-algorithm": "EAGLE"}
+    without = session.evaluate(Config.of(pipeline))
+    assert not without.passed and without.frame.get("function") == "check_pipeline_parallel_compat", without.headline
+    assert session.evaluate(Config.of({**pipeline, "SGLANG_ENABLE_PP_SPEC": "1"})).passed

@@ -36,17 +36,18 @@ def test_fields_tested_under_a_speculative_condition_with_the_constants_their_br
                     if self.page_size > 1 and self.attention_backend in ("fa3", "flashinfer"):
                         raise ValueError("page size")
                     assert getattr(self, "tp_size") <= 8
+                    assert not get_bool_env_var("SGLANG_ENABLE_PP_SPEC")
                 else:
                     assert "x" not in self.grammar_backend
                 self.host = "0.0.0.0"
 
             def _handle_grammar(self):
-                if self.grammar_backend == "xgrammar":
+                if self.grammar_backend == "xgrammar" or envs.SGLANG_UNRELATED.get():
                     raise ValueError("unrelated: no speculative field in sight")
         """})
     reads = speculative_reads(root, DESTS)
     assert reads == {"speculative_algorithm": ["EAGLE3"], "page_size": [1, 2], "attention_backend": ["fa3", "flashinfer"],
-                     "tp_size": [8, 9], "grammar_backend": []}
+                     "tp_size": [8, 9], "grammar_backend": [], "SGLANG_ENABLE_PP_SPEC": []}
 
 
 def test_a_speculative_module_is_read_whole_and_early_exits_guard_the_checks_after_them(tmp_path: Path) -> None:
