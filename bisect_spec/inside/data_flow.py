@@ -11,7 +11,10 @@ launch path's modules before the first GPU step (``engine.py``, ``model_config.p
 ``tokenizer_manager.py``), every ``if``/``while``/``assert`` condition that reads a
 ``speculative_*`` field, every condition nested under one, every condition of a branch that
 holds one, and the early exits (``if not cfg.enable_unified_memory: return``) of a function
-that has one. These are the checks ``launch_server`` runs on a speculative configuration
+that has one; and everything a *speculative handler* reads, a function that returns early unless
+speculative decoding is on (``if cfg.speculative_algorithm in ["NGRAM", None]: return``), whose
+checks may sit in a list of ``(condition, reason)`` pairs rather than in ``if`` statements.
+These are the checks ``launch_server`` runs on a speculative configuration
 wherever they live: ``check_server_args``, the validation hook, LoRA's, disaggregation's and
 unified memory's compatibility checks, the attention-backend handlers. A condition that
 reads no speculative field and guards none cannot decide a speculative check; whatever it
@@ -28,6 +31,10 @@ names alone never have to match.
 ``==``/``!=`` and ``in``/``not in`` a tuple, list or set give the constants themselves;
 ``<``, ``<=``, ``>``, ``>=`` give the boundary on both sides (``page_size > 1``: 1 and 2).
 Truthiness (``if self.enable_lora:``) needs no value: a switch is swept on and off.
+
+**Not seen**: a check that reaches speculation only through a helper it calls
+(interprocedural), and a value copied to a local variable before it is compared
+(``ragged_mode = envs.X.get()``: the variable joins, the constant does not).
 
 Why hand-written: no maintained library does intra-procedural read/compare extraction over
 Python source in a few dozen lines; ``ast`` from the standard library does the parsing.
@@ -75,9 +82,13 @@ def speculative_reads(package_root: str, dests: Iterable[str]) -> dict[str, list
         except (OSError, SyntaxError, ValueError):
             continue
         for function in _functions(tree):
-            tests = list(_speculative_tests(function.body, known, path.endswith(SPECULATIVE_MODULE)))
-            if tests:  # the early exits of a function with speculative checks decide whether they run
-                tests += [t for t in _early_exits(function.body) if not any(t is seen for seen in tests)]
+            tests: list[ast.AST] = list(_speculative_tests(function.body, known, path.endswith(SPECULATIVE_MODULE)))
+            exits = list(_early_exits(function.body))
+            if any(_reads_speculative(test, known) for test in exits):
+                # a speculative handler (it returns unless speculative decoding is on): all it reads and compares
+                tests = [function]
+            elif tests:  # the early exits of a function with speculative checks decide whether they run
+                tests += [t for t in exits if not any(t is seen for seen in tests)]
             for test in tests:
                 for node in ast.walk(test):
                     if (field := _field_read(node, known)) is not None:
@@ -98,9 +109,7 @@ def _speculative_tests(body: list[ast.stmt], known: set[str], guarded: bool) -> 
     branches that hold one (``if cfg.disaggregation_mode != "null":`` around a speculative assert)."""
     for statement in body:
         test = statement.test if isinstance(statement, (ast.If, ast.While, ast.Assert)) else None
-        speculative = test is not None and any(
-            (field := _field_read(node, known)) is not None and field.startswith(SPECULATIVE_FIELD)
-            for node in ast.walk(test))
+        speculative = test is not None and _reads_speculative(test, known)
         inner: list[ast.expr] = []
         for name in ("body", "orelse", "finalbody", "handlers"):
             children = getattr(statement, name, None)
@@ -111,6 +120,11 @@ def _speculative_tests(body: list[ast.stmt], known: set[str], guarded: bool) -> 
         if test is not None and (guarded or speculative or inner):
             yield test
         yield from inner
+
+
+def _reads_speculative(node: ast.AST, known: set[str]) -> bool:
+    return any((field := _field_read(inner, known)) is not None and field.startswith(SPECULATIVE_FIELD)
+               for inner in ast.walk(node))
 
 
 def _early_exits(body: list[ast.stmt]) -> Iterator[ast.expr]:

@@ -9,6 +9,9 @@ the LoRA group makes ``--enable-lora`` valid where the flag alone fails.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from bisect_spec.flags import Config
@@ -21,7 +24,19 @@ pytestmark = pytest.mark.sglang
 
 
 #: a model each release knows (0.4.6 predates kimi-k2.6's architecture)
-MODEL = {"0.4.6": "deepseek-v3", "0.5.23": "kimi-k2.6"}
+MODEL = {"0.4.6": "deepseek-v3", "0.5.11": "kimi-k2.6", "0.5.12": "kimi-k2.6", "0.5.23": "kimi-k2.6"}
+#: Flags and variables SGLang's own speculative unit tests set that the default space does not sweep, and why
+#: (``tests/resources/sglang_unit_cases.json``, the cases that set ``--speculative-algorithm``).
+NOT_SWEPT = {
+    "--speculative-ngram-external-corpus-path": "a file: the checks test only that one is given",
+    "--speculative-adaptive-config": "a file: the checks test only that one is given",
+    "--lora-paths": "the LoRA group gives a rank and target modules instead, the other valid way",
+    "SGLANG_RAGGED_VERIFY_MODE": "free text, compared only after it is copied to a local variable",
+    "SGLANG_DEEPEP_V2_NUM_MAX_DISPATCH_TOKENS_PER_RANK": "its check reaches speculation only through a helper",
+    "--linear-attn-decode-backend": "its check reaches speculation only through a helper",
+    "--cuda-graph-max-bs-decode": "its check reaches speculation only through a helper",
+    "--cuda-graph-backend-decode": "its check reaches speculation only through a helper",
+}
 
 
 def default_space(release: str) -> FlagSpace:
@@ -79,3 +94,19 @@ def test_an_environment_variable_the_checks_read_joins_the_space_and_decides_its
     without = session.evaluate(Config.of(pipeline))
     assert not without.passed and without.frame.get("function") == "check_pipeline_parallel_compat", without.headline
     assert session.evaluate(Config.of({**pipeline, "SGLANG_ENABLE_PP_SPEC": "1"})).passed
+
+
+@pytest.mark.parametrize("release", ["0.5.11", "0.5.12", "0.5.23"])
+def test_the_space_holds_the_flags_sglangs_own_speculative_unit_tests_set(release: str) -> None:
+    """An oracle we did not write: the flags SGLang's developers set in their speculative server-args tests."""
+    cases = json.loads((Path(__file__).parent.parent / "resources" / "sglang_unit_cases.json").read_text())
+    table = shared_session(release, model=MODEL[release]).flags()
+    aliases = {alias: str(entry["option"]) for entry in table for alias in entry["aliases"]}
+    space = default_space(release)
+    filled = {flag for companions in space.groups.values() for flag, _ in companions.items}
+    used = [aliases.get(flag, flag) for case in cases if case["release"] == release
+            and "--speculative-algorithm" in case["flags"]
+            for flag in [*(f for f, _ in Config.from_argv(case["flags"]).items), *(case.get("env") or {})]]
+    assert len(used) >= 13
+    missed = sorted({flag for flag in used if flag not in space.flags and flag not in filled})
+    assert [flag for flag in missed if flag not in NOT_SWEPT] == []

@@ -50,7 +50,7 @@ def test_fields_tested_under_a_speculative_condition_with_the_constants_their_br
                      "tp_size": [8, 9], "grammar_backend": [], "SGLANG_ENABLE_PP_SPEC": []}
 
 
-def test_a_speculative_module_is_read_whole_and_early_exits_guard_the_checks_after_them(tmp_path: Path) -> None:
+def test_a_speculative_module_early_exits_and_speculative_handlers(tmp_path: Path) -> None:
     root = tree(tmp_path, {
         "srt/arg_groups/speculative_hook.py": """
             def _resolve_alias(speculative_algorithm, dcp_size):
@@ -65,15 +65,24 @@ def test_a_speculative_module_is_read_whole_and_early_exits_guard_the_checks_aft
                 if cfg.disaggregation_mode != "null":
                     assert cfg.speculative_eagle_topk in (None, 1)
 
+            def check_lora_speculative_compatibility(server_args):
+                cfg = server_args
+                if cfg.speculative_algorithm in ["NGRAM", None]:
+                    return
+                ragged_mode = envs.SGLANG_RAGGED_VERIFY_MODE.get()
+                unsupported = [("experimental_sgl_trtllm" in (cfg.grammar_backend,), "why"), (ragged_mode, "why")]
+
             def handle_unrelated(server_args):
                 if not server_args.enable_lora:
                     return
                 assert server_args.tp_size != 3
             """})
     reads = speculative_reads(root, DESTS)
-    assert reads["speculative_algorithm"] == ["NEXTN"] and reads["dcp_size"] == [1, 2]
+    assert reads["speculative_algorithm"] == ["NGRAM", "NEXTN"] and reads["dcp_size"] == [1, 2]
     assert reads["enable_unified_memory"] == [] and reads["disaggregation_mode"] == ["null"]
     assert reads["speculative_eagle_topk"] == [1]
+    # a speculative handler (it returns unless speculative decoding is on): everything it reads
+    assert reads["grammar_backend"] == [] and reads["SGLANG_RAGGED_VERIFY_MODE"] == []
     assert "enable_lora" not in reads and "tp_size" not in reads
 
 
