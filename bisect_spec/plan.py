@@ -8,6 +8,7 @@ A strategy is a TOML file in ``strategies/`` (``--strategy NAME``) or anywhere
     strength = 2                                     # t-way coverage over all flags
     core = ["--speculative-algorithm", ...]          # flags with higher coverage
     core_strength = 3
+    core_alone = true                                # the core flags' array again, no other flag given
     random_budget = 300                              # Hypothesis search after the array
     seed = 0
     [values]                                         # per-flag domains ("" = unset)
@@ -44,7 +45,7 @@ from .space import CORE, FlagSpace, build_space
 DEFAULT_STRATEGY = "default"
 _KEYS = {"description", "include", "exclude", "strength", "core", "core_strength", "random_budget", "seed", "values",
          "require", "forbid", "fit", "rounds", "round_rows",
-         "peel", "peel_depth", "groups"}
+         "peel", "peel_depth", "groups", "core_alone"}
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,7 @@ class Strategy:
     round_rows: int = 400
     peel: bool = False
     peel_depth: int = 8
+    core_alone: bool = False
     #: flag -> the flags it needs, filled in together; None: :data:`bisect_spec.space.GROUPS`
     groups: Mapping[str, tuple[str, ...]] | None = None
 
@@ -83,6 +85,7 @@ class Strategy:
                 "values": {k: list(v) for k, v in self.values.items()}, "description": self.description,
                 "forbid": {k: list(v) for k, v in self.forbid.items()}, "fit": self.fit, "rounds": self.rounds,
                 "round_rows": self.round_rows, "peel": self.peel, "peel_depth": self.peel_depth,
+                "core_alone": self.core_alone,
                 **({} if self.groups is None else {"groups": {k: " ".join(v) for k, v in self.groups.items()}})}
 
 
@@ -131,7 +134,7 @@ def load_strategy(name: str, *, seed: int | None = None, random_budget: int | No
             isinstance(v, str) and v.startswith("--") for v in data["groups"].values())):
         raise UsageError(f"strategy file {path}: 'groups' must be a table: [groups] then \"--enable-lora\" = "
                          f"\"--max-lora-rank 16 --lora-target-modules all\"")
-    for key in ("fit", "peel"):
+    for key in ("fit", "peel", "core_alone"):
         if key in data and not isinstance(data[key], bool):
             raise UsageError(f"strategy file {path}: '{key}' must be true or false")
     for flag, listed in data.get("values", {}).items():
@@ -148,7 +151,7 @@ def load_strategy(name: str, *, seed: int | None = None, random_budget: int | No
             forbid={str(k): tuple(str(x) for x in v) for k, v in data.get("forbid", {}).items()},
             fit=bool(data.get("fit", True)), rounds=int(data.get("rounds", 0)),
             round_rows=int(data.get("round_rows", 400)), peel=bool(data.get("peel", False)),
-            peel_depth=int(data.get("peel_depth", 8)),
+            peel_depth=int(data.get("peel_depth", 8)), core_alone=bool(data.get("core_alone", False)),
             groups={str(k): tuple(str(v).split()) for k, v in data["groups"].items()} if "groups" in data else None)
     except (TypeError, ValueError) as exc:
         raise UsageError(f"strategy file {path}: {exc}") from exc
@@ -166,6 +169,14 @@ def covering_plan(space: FlagSpace, strategy: Strategy) -> list[Config]:
     core = [i for i, flag in enumerate(space.flags) if flag in space.core]
     subsets = [(core, strategy.core_strength)] if len(core) >= 2 else []
     rows = covering_array(domains, strategy.strength, subsets=subsets, seed=strategy.seed)
+    if strategy.core_alone and len(core) >= 2:
+        # the core flags' t-tuples again with no other flag given: no check of another flag masks them
+        alone = covering_array([domains[i] for i in core], min(strategy.core_strength, len(core)), seed=strategy.seed)
+        for short in alone:
+            full = [0] * len(domains)
+            for index, value in zip(core, short, strict=True):
+                full[index] = value
+            rows.append(tuple(full))
     seen: set[Config] = set()
     plan = []
     for row in [tuple(0 for _ in domains), *rows]:  # the baseline (no swept flag given) first

@@ -345,7 +345,8 @@ class WorkerPool:
         if worker.alive:
             return worker
         worker.close()
-        self._all.remove(worker)
+        if worker in self._all:  # a dead worker whose replacement failed to start comes back here: try again
+            self._all.remove(worker)
         fresh = WorkerProcess(self.spec)
         fresh.start()
         self._all.append(fresh)
