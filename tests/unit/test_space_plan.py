@@ -285,3 +285,14 @@ def test_spec_env_sweeps_the_environment_variables_of_the_table() -> None:
     assert config.env() == {"SGLANG_ENABLE_SPEC_V2": "0"}
     assert config.argv() == ["SGLANG_ENABLE_SPEC_V2=0"]
     assert build_space(TABLE, include=["@spec-env"]).flags == []
+
+
+def test_core_alone_covers_every_core_tuple_again_in_rows_without_any_other_flag() -> None:
+    space, strategy = plan_space()
+    alone = Strategy(**{**strategy.__dict__, "core_alone": True})
+    plan = covering_plan(space, alone)
+    assert plan[: len(covering_plan(space, strategy))] == covering_plan(space, strategy)  # added after, nothing lost
+    core = [i for i, flag in enumerate(space.flags) if flag in space.core]
+    bare = [row for row in rows_of(space, plan) if all(v == 0 for i, v in enumerate(row) if i not in core)]
+    core_domains = [space.domains()[i] for i in core]
+    assert missing_tuples([tuple(row[i] for i in core) for row in bare], core_domains, 3) == 0
