@@ -355,8 +355,9 @@ class WorkerPool:
 
     def evaluate(self, argv: Sequence[str], timeout: float | None = None) -> dict[str, Any]:
         """Evaluate one configuration on any idle worker (``timeout`` overrides the pool's)."""
-        worker = self._healthy(self._idle.get())
-        try:
+        worker = self._idle.get()
+        try:  # taken from the idle queue, always put back: a failed replacement keeps its slot for a retry
+            worker = self._healthy(worker)
             record = worker.evaluate(argv, self.timeout if timeout is None else timeout)
             if record.get("status") in ("crashed", "timeout"):
                 worker.close()
@@ -366,8 +367,9 @@ class WorkerPool:
 
     def request(self, payload: dict[str, Any], timeout: float = 60.0) -> dict[str, Any]:
         """Send a non-evaluation request (flags, source) to one worker."""
-        worker = self._healthy(self._idle.get())
+        worker = self._idle.get()
         try:
+            worker = self._healthy(worker)
             return worker.request(payload, timeout)
         except (WorkerDied, WorkerTimedOut) as exc:
             raise WorkerError(f"worker failed answering {payload.get('op')}: {exc}") from exc
@@ -417,11 +419,12 @@ class WorkerPool:
 
     def _drain(self, pending: queue.Queue[tuple[Any, Sequence[str]] | None],
                done: queue.Queue[tuple[Any, dict[str, Any]] | BaseException], depth: int) -> None:
-        worker = self._healthy(self._idle.get())
+        worker = self._idle.get()
         inflight: deque[tuple[Any, Sequence[str], float]] = deque()
         retry: deque[tuple[Any, Sequence[str]]] = deque()
         finished = False
         try:
+            worker = self._healthy(worker)
             while True:
                 while not finished and len(inflight) < depth:
                     item = retry.popleft() if retry else pending.get()
