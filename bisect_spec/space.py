@@ -12,9 +12,9 @@ booleans: absent/present; the draft path: absent/present (``@draft``).
 **Data flow** (``@dataflow``, issue 12 item 3): the worker reads the release's speculative
 checks (:mod:`bisect_spec.inside.data_flow`) and marks each flag whose field they test
 (``speculative_read``) with the constants their branches compare it with
-(``branch_values``). Those constants join the flag's domain, a strategy's value list too:
-a free-text flag with branch values gets exactly those (``--disaggregation-mode``'s
-``decode``), ``--speculative-algorithm`` every name the release accepts (``DFLASH``,
+(``branch_values``). Those constants join the flag's default domain (a strategy's own value
+list is kept as written): a free-text flag with branch values gets exactly those
+(``--disaggregation-mode``'s ``decode``), ``--speculative-algorithm`` every name the release accepts (``DFLASH``,
 ``UNO``, … on 0.5.23; ``EAGLE`` and ``EAGLE3`` on 0.4.6). **Groups** (:data:`GROUPS`): a flag
 that is only valid with others (``--enable-lora`` needs a rank and target modules, or
 paths) is filled in with them wherever a row sets it.
@@ -188,7 +188,7 @@ def domain_for(entry: Mapping[str, Any], overrides: Mapping[str, Sequence[str | 
             if raw is None or raw == "":
                 continue
             values.append(PRESENT if raw == "@on" else tuple(str(raw).split()))
-        return FlagSpec(flag, _with(tuple(values), _admissible(entry, branch)), str(entry.get("kind", "value")))
+        return FlagSpec(flag, tuple(values), str(entry.get("kind", "value")))  # as the strategy wrote it
     if entry.get("kind") == "env":
         # an environment variable: switched on and off when boolean, a few small values when int
         if entry.get("type") == "bool":

@@ -142,9 +142,10 @@ def test_dataflow_selects_the_flags_the_checks_test_with_the_values_that_reach_t
     assert values["--disaggregation-mode"] == (ABSENT, ("null",), ("decode",))
     assert values["--attention-backend"] == (ABSENT, ("fa3",), ("triton",))  # choices bound what the parser takes
     assert values["--mem-fraction-static"][-1] == ("1.0",) and ("0.0",) not in values["--mem-fraction-static"]  # 0's twin
-    # a strategy's own list gains the branch values it lacks
-    listed = build_space(TABLE, include=["--page-size"], core=[], values={"--page-size": ["", "16"]})
-    assert listed.specs[0].values == (ABSENT, ("16",), ("1",), ("2",), ("32",))
+    # a strategy's own list is kept as written: the user asked for those values
+    listed = build_space(TABLE, include=["--page-size", "--speculative-algorithm"], core=[],
+                         values={"--page-size": ["", "16"], "--speculative-algorithm": ["", "EAGLE3"]})
+    assert [spec.values for spec in listed.specs] == [(ABSENT, ("16",)), (ABSENT, ("EAGLE3",))]
 
 
 def test_a_group_fills_in_the_flags_its_flag_needs_wherever_a_row_sets_it() -> None:
