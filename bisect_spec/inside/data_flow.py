@@ -45,9 +45,10 @@ from __future__ import annotations
 
 import ast
 import os
-import re
 from collections.abc import Iterable, Iterator
 from typing import Any
+
+from bisect_spec.inside.launch_path import ENV_READ
 
 #: Where the speculative checks live: a whole module from 0.5.13, and the argument modules that
 #: hold functions reading speculative fields (every release).
@@ -58,10 +59,6 @@ ARGUMENT_MODULES = (os.path.join("srt", "server_args.py"), os.path.join("srt", "
                     os.path.join("srt", "managers", "tokenizer_manager.py"))
 #: A read of a field under this prefix puts a function in scope.
 SPECULATIVE_FIELD = "speculative_"
-
-#: An environment variable read in source text: ``envs.SGLANG_X``, ``get_bool_env_var("SGLANG_X")``, ...
-ENV_READ = re.compile(r"""(?:envs\.|get_bool_env_var\(\s*["']|get_int_env_var\(\s*["']|environ(?:\.get)?[\[(]\s*["']|"""
-                      r"""getenv\(\s*["'])(?P<name>SGL(?:ANG)?_[A-Z0-9_]+)""")
 
 _BOUNDARY = {ast.Lt: (-1, 0), ast.LtE: (0, 1), ast.Gt: (0, 1), ast.GtE: (-1, 0)}
 

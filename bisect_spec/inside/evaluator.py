@@ -585,7 +585,7 @@ class Evaluator:
                 entry["branch_values"] = [_jsonable(v) for v in values]
         # environment variables the speculative code reads, and those its checks read (data flow, marked so):
         # swept like flags (kind "env")
-        checked = {name for name in reads if data_flow.ENV_READ.fullmatch(f"envs.{name}")}
+        checked = {name for name in reads if launch_path.ENV_READ.fullmatch(f"envs.{name}")}
         for variable in launch_path.speculative_env_vars(self.package_root, also=checked):
             out.append({"option": variable["name"], "aliases": [variable["name"]], "kind": "env",
                         "type": variable["kind"], "default": variable["default"], "choices": None, "nargs": None,

@@ -63,8 +63,6 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from bisect_spec.inside import data_flow
-
 #: Stages in launch order; every PASSED outcome reaches the last.
 STAGES = ("parse", "resolve", "check_server_args", "auto_parsers", "tokenizer_manager", "target_model_config",
           "draft_model_config", "draft_worker_model_config", "weights")
@@ -273,7 +271,10 @@ def _draft_configs(args: Any, target: Any, from_server_args: Callable[..., Any],
 
 # -- environment variables the speculative code paths read ---------------------------------
 
-_ENV_READ = data_flow.ENV_READ
+#: An environment variable read in source text: ``envs.SGLANG_X``, ``get_bool_env_var("SGLANG_X")``, ...
+#: (also used by ``data_flow``; this module imports nothing of bisect_spec: ``repro.py`` embeds its source)
+ENV_READ = re.compile(r"""(?:envs\.|get_bool_env_var\(\s*["']|get_int_env_var\(\s*["']|environ(?:\.get)?[\[(]\s*["']|"""
+                      r"""getenv\(\s*["'])(?P<name>SGL(?:ANG)?_[A-Z0-9_]+)""")
 _ENV_DEFINITION = re.compile(r"^\s*(?P<name>SGL(?:ANG)?_[A-Z0-9_]+)\s*=\s*Env(?P<kind>Bool|Int|Float|Str)\((?P<default>[^)]*)\)",
                              re.M)
 #: Where the speculative code lives: whole files, and functions of ``server_args.py`` (<= 0.5.12).
@@ -313,7 +314,7 @@ def speculative_env_vars(package_root: str, also: Iterable[str] = ()) -> list[di
             if isinstance(node, _ast.FunctionDef) and "specul" in node.name:
                 texts.append("\n".join(lines[node.lineno - 1 : node.end_lineno]))
     bools = set(re.findall(r"get_bool_env_var\(\s*[\"'](SGL(?:ANG)?_[A-Z0-9_]+)", "\n".join(texts)))
-    names = sorted({m["name"] for text in texts for m in _ENV_READ.finditer(text)} | set(also))
+    names = sorted({m["name"] for text in texts for m in ENV_READ.finditer(text)} | set(also))
     declared: dict[str, tuple[str, str]] = {}
     environ_path = _os.path.join(package_root, "srt", "environ.py")
     if _os.path.isfile(environ_path):

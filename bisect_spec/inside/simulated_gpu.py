@@ -165,8 +165,10 @@ class _PinnedDistribution(importlib.metadata.Distribution):
 
 
 def _is_stub(module: str, spec: Any) -> bool:
-    from bisect_spec.inside import version_shims
-
+    try:
+        from bisect_spec.inside import version_shims
+    except ImportError:  # inside repro.py, which embeds this file: no stubs are installed there
+        return False
     return isinstance(sys.modules.get(module), version_shims._StubModule) or isinstance(
         getattr(spec, "loader", None), version_shims._StubFinder)
 

@@ -92,6 +92,24 @@ def test_the_inside_imports_nothing_from_the_orchestrator() -> None:
     assert {"worker_main", "evaluator", "launch_path", "simulated_gpu", "version_shims", "launch_main"} <= modules
 
 
+def test_the_modules_repro_py_embeds_import_nothing_of_bisect_spec() -> None:
+    """``repro.py`` carries ``simulated_gpu.py`` and ``launch_path.py`` as source and runs them where
+    bisect-spec is not installed: an import of bisect_spec there fails only in the reproducer."""
+    def unguarded(path: Path) -> list[str]:
+        tree = ast.parse(path.read_text())
+        guarded = {id(inner) for node in ast.walk(tree) if isinstance(node, ast.Try)
+                   and any(isinstance(h.type, ast.Name) and h.type.id in ("ImportError", "ModuleNotFoundError")
+                           for h in node.handlers)
+                   for statement in node.body for inner in ast.walk(statement)}
+        return sorted(node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module
+                      and node.module.startswith("bisect_spec") and id(node) not in guarded) + sorted(
+            alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) and id(node) not in guarded
+            for alias in node.names if alias.name.startswith("bisect_spec"))
+
+    embedded = {name: unguarded(ROOT / "bisect_spec" / "inside" / name) for name in ("simulated_gpu.py", "launch_path.py")}
+    assert embedded == {"simulated_gpu.py": [], "launch_path.py": []}
+
+
 def _package_imports() -> dict[str, set[str]]:
     """Module -> the package modules it imports, at any depth of its code (lazy imports count;
     ``if TYPE_CHECKING:`` blocks do not)."""
