@@ -460,7 +460,8 @@ def sweep(spec: TargetSpec | None = None, *, strategy: str = "default", jobs: in
             peel_configs: list[Config] = []
             peeled = None
             if chosen.peel:
-                peeled = _peel_rows(session, rows=[*plan, *rounds_configs, *searched], masking=masking,
+                peeled = _peel_rows(session, rows=[*plan, *rounds_configs, *searched], space=search_space,
+                                    masking=masking,
                                     strategy=chosen, outcomes=outcomes, cache=cache, target_key=target_key,
                                     record=record, configs=peel_configs, total=total,
                                     budget=(shrink_evaluations, shrink_seconds))
@@ -551,10 +552,16 @@ def _masking_rounds(session: Session, *, space: Any, plan: Sequence[Config], str
         learnt.setdefault(signature, []).append(minimal)
         return minimal
 
+    def candidates(config: Config, signature: str) -> list[str]:
+        outcome = outcomes.get(config.key())
+        if outcome is None:
+            return []
+        return sorted(failure_hints(session, outcome))
+
     first = [row for row in (row_of(c) for c in plan) if row is not None]
     return cover_unmasked(space, first, evaluate=evaluate, shrink=shrink, strength=strategy.strength,
                           core_strength=strategy.core_strength, max_rounds=strategy.rounds,
-                          row_limit=strategy.round_rows)
+                          row_limit=strategy.round_rows, candidates=candidates)
 
 
 def _evaluate_journaled(session: Session, batch: Sequence[Config], phase: str, *, outcomes: dict[str, Outcome],
@@ -585,7 +592,7 @@ def _outcome_key(outcome: Outcome) -> str | None:
     return sig.id
 
 
-def _peel_rows(session: Session, *, rows: Sequence[Config], masking: Any, strategy: Any,
+def _peel_rows(session: Session, *, rows: Sequence[Config], space: Any, masking: Any, strategy: Any,
                outcomes: dict[str, Outcome], cache: Any, target_key: str, record: Callable[..., None],
                configs: list[Config], total: list[int], budget: tuple[int, float]) -> Any:
     """Peeling (:mod:`bisect_spec.peel`) wired to the session, the cache and the journal.
@@ -620,7 +627,14 @@ def _peel_rows(session: Session, *, rows: Sequence[Config], masking: Any, strate
         configs.extend(batch)
         return [_outcome_key(outcomes[c.key()]) for c in batch]
 
-    return peel(list(failing.items()), minimal, evaluate, depth=strategy.peel_depth, keep=strategy.core)
+    missing: dict[str, Config] = {}  # what each signature's reproducer above needs absent
+    for signature, lists in (masking.needs_absent.items() if masking is not None else ()):
+        argvs = masking.forbidden[signature]
+        shortest = min(range(len(argvs)), key=lambda i: len(Config.from_argv(argvs[i])))
+        if lists[shortest]:
+            missing[signature] = Config.from_argv(lists[shortest])
+    return peel(list(failing.items()), minimal, evaluate, depth=strategy.peel_depth, keep=strategy.core,
+                missing=missing, complete=lambda c: space.complete(c.as_dict()))
 
 
 def failures_for_ci(summary: dict[str, Any], fail_on: str, *, runs_dir: Path, run_id: str) -> list[dict[str, Any]]:

@@ -14,6 +14,20 @@ and constraints as PICT and ACTS handle them:
   fit without forming a forbidden combination) go on until no tuple is left, a round covers
   nothing new, or the round or evaluation budget is spent.
 
+**What a failure needs to be absent.** A reproducer shrunk by removing flags is 1-minimal, but
+some failures also need a flag *not* given: ``--speculative-algorithm DFLASH`` alone fails with
+"requires setting --speculative-draft-model-path"; FROZEN_KV_MTP alone multiplies two unset
+fields. Taken as "DFLASH fails", that reproducer proved every tuple holding DFLASH and forbade
+DFLASH in every later row, so no DFLASH check after the draft check was ever reached (measured
+with ``scripts/bench_recall.py``: ``_handle_dflash``'s window check, DSPARK's block-size check).
+So after a reproducer is learnt, the flags its failure names that it does not set (the caller's
+``candidates``: the failing statement's and guard's fields) are given, all at once, with their
+simplest value; when the failure then goes away, each one left out in turn tells which absence
+it needs (:func:`needed_absent`, 1 + k evaluations). Such a flag joins the forbidden combination
+as the item "not given" (value index 0), so the combination proves only tuples in which the flag
+is not given, and a new row that holds the rest of it gets the flag filled in (a *repair*, as a
+group fills ``--enable-lora``'s companions) instead of losing the algorithm.
+
 Invariants: rows never contain a known forbidden combination; the result is deterministic
 for deterministic predicates. Algorithms take predicates: ``evaluate`` (rows to outcome
 keys) and ``shrink`` (a failing configuration to its minimal reproducer); no processes, no
@@ -48,11 +62,14 @@ class MaskingResult:
     masked: int  # neither: every row that held them failed on something else
     rounds: list[dict[str, Any]] = field(default_factory=list)
     forbidden: dict[str, list[list[str]]] = field(default_factory=dict)  # signature -> minimal reproducers
+    #: signature -> for each reproducer in ``forbidden``, the flags its failure needs not given, with the
+    #: value that makes it go away (argv; [] for none); signatures with none at all are left out
+    needs_absent: dict[str, list[list[str]]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {"required_tuples": self.required, "covered_without_mask": self.unmasked,
                 "proven_to_fail": self.proven, "still_masked": self.masked, "rounds": self.rounds,
-                "forbidden": self.forbidden}
+                "forbidden": self.forbidden, "needs_absent": self.needs_absent}
 
 
 def required_tuples(space: FlagSpace, strength: int, core_strength: int) -> set[Tuple]:
@@ -84,7 +101,51 @@ def _items(space: FlagSpace, config: Config) -> frozenset[Item] | None:
 
 
 def _row_items(row: Sequence[int]) -> frozenset[Item]:
-    return frozenset((p, v) for p, v in enumerate(row) if v)
+    """Every (parameter, value) item of a row, "not given" (value 0) included: a learnt combination
+    may need a flag absent."""
+    return frozenset(enumerate(row))
+
+
+def needed_absent(minimal: Config, signature: str, candidates: Sequence[tuple[str, Any]],
+                  evaluate: Callable[[list[Config]], list[Key]],
+                  complete: Callable[[Config], Config] = lambda c: c) -> list[Config]:
+    """The flags whose absence the failure of ``minimal`` needs, each as a one-flag configuration
+    holding the value that, given, makes the failure go away (see the module's design note).
+
+    :param candidates: (flag, value) pairs to try; those ``minimal`` sets are skipped.
+    :param evaluate: outcome keys of configurations (``None`` = passed, else a signature id).
+    :param complete: what a configuration needs added to be evaluated (a space's groups).
+    :returns: the needed flags N: ``minimal`` plus N does not fail with ``signature``, and plus N
+        less any one of them does. [] when giving every candidate still fails with ``signature`` (no
+        absence needed), or when the evidence does not hold on the reproducer alone (a narrower
+        combination is never claimed without it). Costs 1 evaluation, or 2 + k + |N| for k candidates.
+    """
+    extra = [(flag, value) for flag, value in candidates if minimal.get(flag) is None]
+    if not extra:
+        return []
+
+    def given(pairs: Sequence[tuple[str, Any]]) -> Config:
+        config = minimal
+        for flag, value in pairs:
+            config = config.with_(flag, value)
+        return complete(config)
+
+    if evaluate([given(extra)])[0] == signature:
+        return []
+    needed = extra
+    if len(extra) > 1:  # leave each out in turn: the failure comes back when its absence is needed
+        keys = evaluate([given([e for e in extra if e != left]) for left in extra])
+        needed = [left for left, key in zip(extra, keys, strict=True) if key == signature]
+        if not needed:
+            return []
+        # confirm on the reproducer alone: the needed ones given defuse it, and each is needed
+        # (a candidate that only triggers an earlier check together with another is no absence)
+        checks = [given(needed)] + ([given([n for n in needed if n != left]) for left in needed]
+                                    if len(needed) > 1 else [])
+        keys = evaluate(checks)
+        if keys[0] == signature or any(key != signature for key in keys[1:]):
+            return []
+    return [Config.of({flag: value}) for flag, value in needed]
 
 
 def _tuples_of(row: Sequence[int], required: set[Tuple], arities: set[tuple[int, ...]]) -> list[Tuple]:
@@ -107,21 +168,45 @@ class Rounds:
         self.proven: set[Tuple] = set()
         self.minimal: dict[str, list[frozenset[Item]]] = {}  # signature -> minimal reproducers (as items)
         self.minimal_argv: dict[str, list[list[str]]] = {}
+        #: signature -> for each of its reproducers (as in ``minimal_argv``), the flags its failure needs
+        #: absent, with the value that defuses it (:func:`needed_absent`)
+        self.missing: dict[str, list[Config]] = {}
+        self.fill: dict[int, int] = {}  # parameter -> the value index a repair gives it
 
     def forbidden(self) -> list[frozenset[Item]]:
         return [m for ms in self.minimal.values() for m in ms if m]
 
-    def learn(self, signature: str, minimal: Config) -> bool:
-        """Record a minimal reproducer of ``signature``; False when it adds nothing."""
+    def learn(self, signature: str, minimal: Config, absent: Sequence[Config] = ()) -> bool:
+        """Record a minimal reproducer of ``signature``; False when it adds nothing.
+
+        :param absent: flags the failure needs not given (:func:`needed_absent`); each makes one
+            forbidden combination with ``minimal``, holding that flag as "not given".
+        """
         items = _items(self.space, minimal)
         argv = minimal.argv()
         if argv in self.minimal_argv.get(signature, []):
             return False
         self.minimal_argv.setdefault(signature, []).append(argv)
-        if items is not None:
-            self.minimal.setdefault(signature, []).append(items)
+        companions = Config()
+        for companion in absent:
+            for flag, given in companion.items:
+                companions = companions.with_(flag, given)
+        self.missing.setdefault(signature, []).append(companions)
+        if items is None:
+            return True
+        variants = [items]
+        fills = [_items(self.space, companion) for companion in absent]
+        if fills and all(fill is not None and len(fill) == 1 for fill in fills):
+            variants = []
+            for fill in fills:
+                assert fill is not None
+                (parameter, value), = fill
+                self.fill.setdefault(parameter, value)
+                variants.append(items | {(parameter, 0)})
+        for variant in variants:
+            self.minimal.setdefault(signature, []).append(variant)
             for t in self.required - self.proven:
-                if items <= frozenset(t):
+                if variant <= frozenset(t):
                     self.proven.add(t)
         return True
 
@@ -153,11 +238,11 @@ class Rounds:
         rows: list[tuple[int, ...]] = []
         while remaining and len(rows) < limit:
             row: dict[int, int] = {}
-            held: set[Item] = set()
+            held: set[Item] = set()  # the items set so far, "not given" ones included
             left = []
             for t in remaining:
                 if all(row.get(p, v) == v for p, v in t):
-                    trial = held | {(p, v) for p, v in t if v}
+                    trial = held | set(t)
                     if not any(m <= trial for m in forbidden):
                         for p, v in t:
                             row[p] = v
@@ -167,25 +252,49 @@ class Rounds:
             if len(left) == len(remaining):
                 break  # nothing fits: cannot happen for a tuple free of forbidden combinations
             remaining = left
-            rows.append(tuple(row.get(p, 0) for p in range(n)))
+            rows.append(self._repaired(row, forbidden, n))
         return rows
+
+    def _repaired(self, row: dict[int, int], forbidden: list[frozenset[Item]], n: int) -> tuple[int, ...]:
+        """The row, with each flag a learnt combination needs absent filled in where the row holds the
+        rest of that combination and leaves the flag unset (the flag's companion value)."""
+        for m in forbidden:
+            absent = [p for p, v in m if not v]
+            if not absent or any(row.get(p, 0) != v for p, v in m if v):
+                continue
+            if any(row.get(p, 0) for p in absent):
+                continue  # already defused
+            for p in absent:
+                if p in row or p not in self.fill:
+                    continue  # a tuple asked for "not given" here: keep it
+                trial = {**row, p: self.fill[p]}
+                items = frozenset((q, trial.get(q, 0)) for q in range(n))
+                if not any((p, self.fill[p]) in f and f <= items for f in forbidden):
+                    row[p] = self.fill[p]
+                    break
+        return tuple(row.get(p, 0) for p in range(n))
 
     def result(self, rounds: list[dict[str, Any]]) -> MaskingResult:
         unmasked = len(self.unmasked)
         proven = len(self.proven - self.unmasked)
         return MaskingResult(len(self.required), unmasked, proven, len(self.required) - unmasked - proven, rounds,
-                             {k: v for k, v in sorted(self.minimal_argv.items())})
+                             {k: v for k, v in sorted(self.minimal_argv.items())},
+                             {k: [c.argv() for c in v] for k, v in sorted(self.missing.items()) if any(v)})
 
 
 def cover_unmasked(space: FlagSpace, first: Sequence[tuple[int, ...]], *,
                    evaluate: Callable[[list[Config]], list[Key]], shrink: Callable[[Config, str], Config | None],
                    strength: int = 2, core_strength: int = 3, max_rounds: int = 4, row_limit: int = 500,
+                   candidates: Callable[[Config, str], Sequence[str]] | None = None,
                    ) -> MaskingResult:
     """Evaluate ``first`` (a covering array's rows), then rounds of rows for the tuples still masked.
 
     :param evaluate: outcome keys of configurations (``None`` = passed, else a signature id).
     :param shrink: the 1-minimal reproducer of a failing configuration with that signature, or None.
     :param max_rounds: rounds after the first; :param row_limit: rows per round at most.
+    :param candidates: the flags a failure names (its statement's and guard's fields), given its
+        first failing configuration and signature; those of them in the space that a reproducer leaves
+        unset are tried given (:func:`needed_absent`). None: no absence is ever learnt.
     """
     state = Rounds(space, strength, core_strength)
     rounds: list[dict[str, Any]] = []
@@ -203,8 +312,16 @@ def cover_unmasked(space: FlagSpace, first: Sequence[tuple[int, ...]], *,
                     unexplained[key] = row
         learnt = 0
         for key, row in sorted(unexplained.items()):
-            minimal = shrink(space.config_of(row), key)
-            if minimal is not None and state.learn(key, minimal):
+            config = space.config_of(row)
+            minimal = shrink(config, key)
+            if minimal is None or minimal.argv() in state.minimal_argv.get(key, []):
+                continue
+            absent: list[Config] = []
+            if candidates is not None:
+                tries = [(flag, spec.values[1]) for flag in candidates(config, key)
+                         if (spec := space.spec(flag)) is not None and len(spec.values) > 1]
+                absent = needed_absent(minimal, key, tries, evaluate, lambda c: space.complete(c.as_dict()))
+            if state.learn(key, minimal, absent):
                 learnt += 1
         covered = sum(state.observe(row, key) for row, key in zip(rows, keys, strict=True))
         rounds.append({"round": number, "rows": len(rows), "failed": sum(k is not None for k in keys),

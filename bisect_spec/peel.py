@@ -14,8 +14,12 @@ required t-tuples into new rows, peeling keeps each row's own higher-order combi
 failures it finds need three to five flags at once (``--enable-dp-attention --dp-size 8 --tp-size
 8`` with NGRAM; a LoRA backend with DP attention), which no 2-way tuple holds.
 
-Invariants: each configuration is evaluated at most once; a peeled row is strictly smaller than
-the row it came from, so peeling ends after at most ``depth`` levels; the result is deterministic
+A failure that needs a flag *absent* (``missing``: DFLASH without a draft model; learnt by
+:func:`bisect_spec.masking.needed_absent`) is peeled by giving that flag instead: removing the
+algorithm would defuse it too, but would take every later check of that algorithm with it.
+
+Invariants: each configuration is evaluated at most once; a peeled row differs from the row it
+came from (a flag fewer, or a missing flag given), and peeling ends after at most ``depth`` levels; the result is deterministic
 for a deterministic ``evaluate``. Algorithms take predicates: ``evaluate`` (configurations to
 outcome keys); no processes, no files.
 """
@@ -46,7 +50,8 @@ class PeelResult:
 
 def peel(rows: Sequence[tuple[Config, str]], minimal: Mapping[str, Config],
          evaluate: Callable[[list[Config]], list[Key]], *, depth: int = 8,
-         keep: Sequence[str] | None = None) -> PeelResult:
+         keep: Sequence[str] | None = None, missing: Mapping[str, Config] | None = None,
+         complete: Callable[[Config], Config] = lambda c: c) -> PeelResult:
     """Peel failing rows (see the module's design note).
 
     :param rows: failing configurations with their signature ids.
@@ -56,6 +61,9 @@ def peel(rows: Sequence[tuple[Config, str]], minimal: Mapping[str, Config],
     :param keep: None removes every flag of the reproducer; else one flag only (removing any one of a
         1-minimal reproducer's flags defuses it), the first not in ``keep``, else the last of ``keep``
         (so the algorithm, first in ``keep``, stays with the rest of its row as long as possible).
+    :param missing: signature id -> flags (with values) its failure needs not given; a row lacking
+        them gets them instead of losing a flag.
+    :param complete: what a configuration needs added to be evaluated (a space's groups).
     """
     result = PeelResult()
     frontier = list(dict.fromkeys(rows))
@@ -64,6 +72,15 @@ def peel(rows: Sequence[tuple[Config, str]], minimal: Mapping[str, Config],
         for config, signature in frontier:
             known = minimal.get(signature)
             if known is None:
+                continue
+            give = [(f, v) for f, v in (missing or {}).get(signature, Config()).items if config.get(f) is None]
+            if give:
+                repaired = config
+                for flag, value in give:
+                    repaired = repaired.with_(flag, value)
+                repaired = complete(repaired)
+                if repaired not in result.evaluated:
+                    peeled.append(repaired)
                 continue
             present = [f for f in known.flags() if config.get(f) is not None]
             if keep is not None and present:

@@ -94,3 +94,76 @@ def test_rows_after_the_first_never_hold_a_known_failure(domains: list[int], dat
             held = set(config.items)
             assert not any(set(m.items) <= held for m in known if m.items)
     assert result.masked == 0  # perfect shrinker, failures of at most 2 flags: everything is covered
+
+
+def absent_oracle(rules: list[tuple[str, dict[str, str | None]]]) -> Callable[[Config], Key]:
+    """As :func:`oracle`, where a rule's value None means "this flag not given"."""
+    def key(config: Config) -> Key:
+        given = {flag: " ".join(value) for flag, value in config.items}
+        for name, needs in rules:
+            if all(given.get(f) == v for f, v in needs.items()):
+                return name
+        return None
+    return key
+
+
+def test_a_failure_that_needs_a_flag_absent_masks_nothing_behind_it() -> None:
+    """DFLASH without a draft fails; DFLASH with a draft reaches a later check (f3=2). Learnt as "f0=1
+    fails", the first failure proved every tuple with f0=1 and the later check was never reached."""
+    domains = [3] * 6
+    space = space_of(domains)
+    rules: list[tuple[str, dict[str, str | None]]] = [
+        ("needs-draft", {"--f0": "1", "--f1": None}), ("deep", {"--f0": "1", "--f3": "2"})]
+    key = absent_oracle(rules)
+    # an array whose rows with f0=1 all leave f1 out (as a draft-less DFLASH row does)
+    first = [tuple(0 if p == 1 and row[0] == 1 else v for p, v in enumerate(row))
+             for row in covering_array(domains, 2, seed=0)]
+    assert "deep" not in {key(space.config_of(row)) for row in first}  # masked in the array: f1 absent there
+
+    def run(candidates: Callable[[Config, str], list[str]] | None) -> tuple[list[Key], object]:
+        seen: list[Key] = []
+
+        def evaluate(configs: list[Config]) -> list[Key]:
+            keys = [key(c) for c in configs]
+            seen.extend(keys)
+            return keys
+
+        result = cover_unmasked(space, first, evaluate=evaluate, shrink=shrinker(key), strength=2,
+                                core_strength=2, candidates=candidates)
+        return seen, result
+
+    seen, _ = run(None)
+    assert "deep" not in seen  # removal alone: "f0=1 fails" proves (f0=1, f3=2) and forbids f0=1
+    seen, result = run(lambda config, signature: ["--f1", "--f3"] if signature == "needs-draft" else [])
+    assert "deep" in seen
+    assert result.needs_absent == {"needs-draft": [["--f1", "1"]]}  # type: ignore[attr-defined]
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_learnt_absences_are_true(data: st.DataObject) -> None:
+    """The flags learnt as needed absent do make their failure go away when given, each of them needed."""
+    domains = data.draw(st.lists(st.integers(2, 4), min_size=3, max_size=6))
+    space = space_of(domains)
+    flags = [s.flag for s in space.specs]
+    rules: list[tuple[str, dict[str, str | None]]] = []
+    for number in range(data.draw(st.integers(1, 4))):
+        chosen = data.draw(st.lists(st.sampled_from(flags), min_size=1, max_size=3, unique=True))
+        needs: dict[str, str | None] = {}
+        for f in chosen:
+            absent = data.draw(st.booleans()) and len(needs) > 0
+            needs[f] = None if absent else str(data.draw(st.integers(1, domains[flags.index(f)] - 1)))
+        rules.append((f"r{number}", needs))
+    key = absent_oracle(rules)
+    result = cover_unmasked(space, covering_array(domains, 2, seed=0), evaluate=lambda cs: [key(c) for c in cs],
+                            shrink=shrinker(key), strength=2, core_strength=2, max_rounds=6,
+                            candidates=lambda config, signature: flags)
+    for signature, lists in result.needs_absent.items():
+        for reproducer, argv in zip(result.forbidden[signature], lists, strict=True):
+            minimal, companions = Config.from_argv(reproducer), Config.from_argv(argv)
+            if not companions.items:
+                continue
+            assert key(minimal) == signature
+            assert key(Config.of({**minimal.as_dict(), **companions.as_dict()})) != signature  # given, they defuse it
+            for flag in companions.flags():  # and each one is needed
+                assert key(Config.of({**minimal.as_dict(), **companions.without(flag).as_dict()})) == signature

@@ -77,3 +77,25 @@ def test_keep_removes_one_flag_and_keeps_the_algorithm_with_its_row() -> None:
     assert everything.evaluated == {cfg("--f"): None}  # the algorithm went with the reproducer: F stays masked
     one = peel(rows, minimal, lambda cs: [verdict_alg(c) for c in cs], keep=["--alg"])
     assert one.evaluated == {cfg("--alg", "--f"): "F"} and one.new == {"F": cfg("--alg", "--f")}
+
+
+def test_a_failure_that_needs_a_flag_absent_is_peeled_by_giving_it() -> None:
+    """DFLASH without a draft fails (N); with the draft, the row reaches the window check (W). Removing
+    the algorithm would defuse N too, and W with it."""
+    def verdict(config: Config) -> Key:
+        if config.get("--alg") and not config.get("--draft"):
+            return "N"
+        if config.get("--alg") and config.get("--window"):
+            return "W"
+        return None
+
+    def evaluate(configs: list[Config]) -> list[Key]:
+        return [verdict(c) for c in configs]
+
+    row = cfg("--alg", "--window")
+    minimal = {"N": cfg("--alg")}
+    removed = peel([(row, "N")], minimal, evaluate, keep=["--alg"])
+    assert removed.evaluated == {cfg("--window"): None}  # the algorithm went: W never reached
+    given = peel([(row, "N")], minimal, evaluate, keep=["--alg"], missing={"N": cfg("--draft")})
+    assert given.evaluated == {cfg("--alg", "--window", "--draft"): "W"}
+    assert given.new == {"W": cfg("--alg", "--window", "--draft")}
