@@ -518,7 +518,8 @@ def _masking_rounds(session: Session, *, space: Any, plan: Sequence[Config], str
     """Masking-aware covering (:mod:`bisect_spec.masking`) wired to the session, the cache and the journal.
 
     The plan's rows over the fitted space are the first round (already evaluated); each later
-    round's rows are journaled as phase ``round``; failures are shrunk with the sweep's shrink budget.
+    round's rows are journaled as phase ``round``, the trials that learn what a failure needs
+    absent (:func:`bisect_spec.masking.needed_absent`) as phase ``absence``; failures are shrunk with the sweep's shrink budget.
     """
     from .masking import Key, cover_unmasked
     from .shrink import Budget
@@ -533,11 +534,13 @@ def _masking_rounds(session: Session, *, space: Any, plan: Sequence[Config], str
             row.append(spec.values.index(value) if value is not None else 0)
         return tuple(row)
 
-    def evaluate(batch: list[Config]) -> list[Key]:
-        _evaluate_journaled(session, batch, "round", outcomes=outcomes, cache=cache, target_key=target_key,
-                            record=record, total=total)
-        configs.extend(c for c in batch if c not in configs)
-        return [_outcome_key(outcomes[c.key()]) for c in batch]
+    def evaluate_as(phase: str) -> Callable[[list[Config]], list[Key]]:
+        def evaluate(batch: list[Config]) -> list[Key]:
+            _evaluate_journaled(session, batch, phase, outcomes=outcomes, cache=cache, target_key=target_key,
+                                record=record, total=total)
+            configs.extend(c for c in batch if c not in configs)
+            return [_outcome_key(outcomes[c.key()]) for c in batch]
+        return evaluate
 
     learnt: dict[str, list[Config]] = {}  # signature -> minimal reproducers found in earlier rounds
 
@@ -559,9 +562,10 @@ def _masking_rounds(session: Session, *, space: Any, plan: Sequence[Config], str
         return sorted(failure_hints(session, outcome))
 
     first = [row for row in (row_of(c) for c in plan) if row is not None]
-    return cover_unmasked(space, first, evaluate=evaluate, shrink=shrink, strength=strategy.strength,
+    return cover_unmasked(space, first, evaluate=evaluate_as("round"), shrink=shrink, strength=strategy.strength,
                           core_strength=strategy.core_strength, max_rounds=strategy.rounds,
-                          row_limit=strategy.round_rows, candidates=candidates)
+                          row_limit=strategy.round_rows, candidates=candidates,
+                          evaluate_absent=evaluate_as("absence"))
 
 
 def _evaluate_journaled(session: Session, batch: Sequence[Config], phase: str, *, outcomes: dict[str, Outcome],

@@ -286,6 +286,7 @@ def cover_unmasked(space: FlagSpace, first: Sequence[tuple[int, ...]], *,
                    evaluate: Callable[[list[Config]], list[Key]], shrink: Callable[[Config, str], Config | None],
                    strength: int = 2, core_strength: int = 3, max_rounds: int = 4, row_limit: int = 500,
                    candidates: Callable[[Config, str], Sequence[str]] | None = None,
+                   evaluate_absent: Callable[[list[Config]], list[Key]] | None = None,
                    ) -> MaskingResult:
     """Evaluate ``first`` (a covering array's rows), then rounds of rows for the tuples still masked.
 
@@ -295,6 +296,8 @@ def cover_unmasked(space: FlagSpace, first: Sequence[tuple[int, ...]], *,
     :param candidates: the flags a failure names (its statement's and guard's fields), given its
         first failing configuration and signature; those of them in the space that a reproducer leaves
         unset are tried given (:func:`needed_absent`). None: no absence is ever learnt.
+    :param evaluate_absent: evaluates those trials (default ``evaluate``); a caller that journals
+        evaluations passes its own, so round rows and absence trials are told apart.
     """
     state = Rounds(space, strength, core_strength)
     rounds: list[dict[str, Any]] = []
@@ -320,7 +323,7 @@ def cover_unmasked(space: FlagSpace, first: Sequence[tuple[int, ...]], *,
             if candidates is not None:
                 tries = [(flag, spec.values[1]) for flag in candidates(config, key)
                          if (spec := space.spec(flag)) is not None and len(spec.values) > 1]
-                absent = needed_absent(minimal, key, tries, evaluate, lambda c: space.complete(c.as_dict()))
+                absent = needed_absent(minimal, key, tries, evaluate_absent or evaluate, lambda c: space.complete(c.as_dict()))
             if state.learn(key, minimal, absent):
                 learnt += 1
         covered = sum(state.observe(row, key) for row, key in zip(rows, keys, strict=True))
