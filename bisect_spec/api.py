@@ -41,7 +41,7 @@ from typing import Any
 from . import environments, profiles, sources
 from .errors import BisectSpecError, ProfileError, UsageError
 from .errors import StoreError as BisectSpecStoreError
-from .flags import CONFIG_ENV, Config, parse_command
+from .flags import CONFIG_ENV, PATH_TOKEN, Config, parse_command
 from .outcome import Outcome, Status
 from .session import DRAFT, MODEL, Session, Target
 from .signature import Signature
@@ -482,7 +482,9 @@ def sweep(spec: TargetSpec | None = None, *, strategy: str = "default", jobs: in
                 _shrink_signatures(session, summary, run.path / "reproducers", fix=fix, progress=progress,
                                    budget=(shrink_evaluations, shrink_seconds), outcomes=ordered)
                 triage(summary)
-            local = {str(target.model.path): MODEL}
+            from .session import placeholder_file
+
+            local = {str(target.model.path): MODEL, str(placeholder_file()): PATH_TOKEN}
             if target.draft and target.draft.path:
                 local[str(target.draft.path)] = DRAFT
             run.write_text("results.jsonl", "".join(store.canonical_json(_reproducible(o.to_dict(), local)) + "\n"
@@ -877,7 +879,8 @@ def write_reproducers(session: Session, report: ShrinkReport, out_dir: Path, *, 
         newest=history.get("newest"), newest_known=history.get("newest_known"), bisection=history.get("bisection"),
         notes=list(history.get("notes") or []), local=local)
     files = {
-        "launch.sh": reproducers.launch_script(bug_report.launch_command(config, names, env, model_args), described),
+        "launch.sh": reproducers.launch_script(bug_report.launch_command(config, names, env, model_args), described,
+                                               config),
         "repro.py": reproducers.repro_script(config, outcome, described, target.model.config, draft_config,
                                              hardware, target.hardware.gpus, model_args, info.get("cpu_imports", []),
                                              source),

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .flags import Config
+from .flags import PATH_TOKEN, Config, path_variable
 from .outcome import Outcome
 
 TEMPLATE = "https://github.com/sgl-project/sglang/blob/main/.github/ISSUE_TEMPLATE/1-bug-report.yml"
@@ -102,7 +102,11 @@ def launch_command(config: Config, names: Names, env: dict[str, str], model_args
     argv = ["--model-path", names.model, *extra,
             *[names.draft or "" if token == DRAFT_TOKEN else token for token in config.flag_argv()]]
     prefix = "".join(f"{name}={shlex.quote(value)} " for name, value in sorted({**env, **config.env()}.items()))
-    return f"{prefix}python3 -m sglang.launch_server {shlex.join(argv)}"
+    words, flag = [], ""
+    for token in argv:  # a file the user supplies: its shell variable, unquoted so the shell expands it
+        words.append(f'"${path_variable(flag)}"' if token == PATH_TOKEN else shlex.quote(token))
+        flag = token
+    return f"{prefix}python3 -m sglang.launch_server {' '.join(words)}"
 
 
 def render(facts: Facts) -> str:
@@ -213,6 +217,8 @@ def _reproduction(facts: Facts) -> list[str]:
            "value that the failure does not need; each removal was evaluated):", "", "```bash",
            launch_command(facts.config, facts.names, facts.env, facts.model_args), "```", ""]
     out += [f"- {note}" for note in facts.names.notes]
+    out += [f"- `${path_variable(flag)}` is any file for `{flag}`: the failure happens before it is read"
+            for flag, value in facts.config.items if value == (PATH_TOKEN,)]
     out += ["", "It fails before any weights load, so no GPU is needed to see it: the attached `repro.py` builds "
             "`ServerArgs` as `launch_server` does, on a CPU machine with the GPU box simulated, and exits 1 when "
             "the failure reproduces (0 when it passes):", "", "```bash", facts.repro_command, "```", ""]

@@ -33,6 +33,15 @@ from .errors import UsageError
 #: Flags that name the model or draft location (replaced by profiles when pasted).
 MODEL_FLAGS = ("--model-path", "--model")
 DRAFT_FLAGS = ("--speculative-draft-model-path", "--speculative-draft")
+#: A file the user supplies (``--speculative-ngram-external-corpus-path @path``): SGLang's checks only ask
+#: whether it is given. Evaluations get an empty file; launch commands a shell variable (:func:`path_variable`).
+PATH_TOKEN = "@path"
+
+
+def path_variable(flag: str) -> str:
+    """The shell variable a launch command reads a placeholder path from: ``--uno-lora-path`` ->
+    ``UNO_LORA_PATH``."""
+    return re.sub(r"[^A-Za-z0-9]+", "_", flag.lstrip("-")).upper()
 #: Flags that only matter once the server runs: kept, but free to drop when shrinking.
 RUNTIME_FLAGS = frozenset({
     "--host", "--port", "--log-level", "--log-level-http", "--log-requests", "--api-key", "--served-model-name",

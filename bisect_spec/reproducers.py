@@ -19,7 +19,7 @@ import json
 from importlib import resources
 from typing import Any
 
-from .flags import Config
+from .flags import PATH_TOKEN, Config, path_variable
 from .outcome import Outcome
 
 
@@ -33,12 +33,16 @@ def _env(config: Config, target: dict[str, Any]) -> dict[str, str]:
     return {**dict(target.get("env") or {}), **config.env()}
 
 
-def launch_script(command: str, target: dict[str, Any]) -> str:
-    """``launch.sh``: the full launch command (model and draft as the user names them)."""
+def launch_script(command: str, target: dict[str, Any], config: Config | None = None) -> str:
+    """``launch.sh``: the full launch command (model and draft as the user names them); a file the
+    user supplies (``@path``) is read from a shell variable the script asks for."""
+    asks = "".join(f': "${{{path_variable(flag)}:?set {path_variable(flag)} to your file for {flag} '
+                   '(the failure does not depend on its contents)}"\n'
+                   for flag, value in (config.items if config else ()) if value == (PATH_TOKEN,))
     return ("#!/usr/bin/env bash\n"
             f"# SGLang {target['release']} · {target['model']} + {target.get('draft')} · {target['hardware']}\n"
             "# Fails at start-up, before loading weights (found by bisect-spec).\n"
-            f"{command}\n")
+            f"{asks}{command}\n")
 
 
 def install_hint(release: str, source: dict[str, Any] | None = None) -> str:
@@ -115,7 +119,9 @@ def resolve() -> object:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.update(ENV)
     root = tempfile.mkdtemp(prefix="sglang-repro-")
-    paths = {{"@model": os.path.join(root, "model"), "@draft": os.path.join(root, "draft")}}
+    paths = {{"@model": os.path.join(root, "model"), "@draft": os.path.join(root, "draft"),
+             "@path": os.path.join(root, "empty-file")}}
+    open(paths["@path"], "w").close()  # a file you supply: the checks only ask whether it is given
     for key, config in (("@model", MODEL_CONFIG), ("@draft", DRAFT_CONFIG)):
         if config is not None:
             os.makedirs(paths[key])

@@ -20,7 +20,7 @@ from typing import Any
 from . import environments, sources
 from .errors import ArchitectureUnknown, ReleaseError, UsageError, WarmWorkerError, WorkerError
 from .executor import LOCAL, EvaluationPool, make_pool
-from .flags import DRAFT_FLAGS, Config, is_env
+from .flags import DRAFT_FLAGS, PATH_TOKEN, Config, is_env
 from .outcome import Outcome
 from .profiles import DraftProfile, HardwareProfile, ModelProfile
 from .warm import WarmPool, idle_limit
@@ -36,6 +36,15 @@ NEEDS_DRAFT = frozenset({"EAGLE", "EAGLE3", "STANDALONE", "DFLASH", "DSPARK"})
 
 #: SGLang's option naming a YAML file of options (0.5.3 and newer)
 CONFIG_FLAG = "--config"
+
+
+def placeholder_file() -> Path:
+    """The empty file ``@path`` stands for in evaluations (created on first use)."""
+    path = environments.home() / "placeholders" / "empty-file"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch()
+    return path
 
 
 @dataclass(frozen=True)
@@ -291,6 +300,8 @@ class Session:
                     raise UsageError(f"draft '{self.target.draft.name if self.target.draft else 'none'}' has no draft "
                                      "model path; pick --draft eagle3/eagle/standalone or --draft-path DIR")
                 out.append(draft_path)
+            elif token == PATH_TOKEN:
+                out.append(str(placeholder_file()))
             else:
                 out.append(token)
         return out

@@ -7,7 +7,11 @@ is the single definition of "simpler" that shrinking uses (:func:`simplicity_key
 
 Value domains: argparse choices where given; ints: unset plus boundary values
 (1, 2, 0, 3, 4, 8, 16, 64, -1); floats: a few meaningful fractions and nonsense;
-booleans: absent/present; the draft path: absent/present (``@draft``).
+booleans: absent/present; the draft path: absent/present (``@draft``); another path a speculative
+check tests (``--speculative-ngram-external-corpus-path``, ``--uno-lora-path``): absent/present
+(``@path``, an empty file in evaluations: the checks before weight loading only ask whether it is given,
+and without it ``--speculative-algorithm UNO`` stops at "UNO requires --uno-lora-path", masking every UNO
+check after it).
 
 **Data flow** (``@dataflow``, issue 12 item 3): the worker reads the release's speculative
 checks (:mod:`bisect_spec.inside.data_flow`) and marks each flag whose field they test
@@ -30,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import UsageError
-from .flags import Config, Value
+from .flags import MODEL_FLAGS, PATH_TOKEN, Config, Value
 
 #: The flag is not given: SGLang's default applies.
 ABSENT: Value | None = None
@@ -57,8 +61,7 @@ INTERACTING = (
 CORE = ("--speculative-algorithm", DRAFT_FLAG, "--speculative-num-steps", "--speculative-eagle-topk",
         "--speculative-num-draft-tokens")
 #: Flags never swept: paths, hosts, free text without meaningful values.
-_NEVER = ("--speculative-draft-model-revision", "--speculative-token-map", "--speculative-draft-load-format",
-          "--speculative-ngram-*-path")
+_NEVER = ("--speculative-draft-model-revision", "--speculative-token-map", "--speculative-draft-load-format")
 
 
 @dataclass(frozen=True)
@@ -198,6 +201,8 @@ def domain_for(entry: Mapping[str, Any], overrides: Mapping[str, Sequence[str | 
         return None
     if DRAFT_FLAG in entry.get("aliases", (flag,)):
         return FlagSpec(flag, (ABSENT, ("@draft",)), "path")
+    if _is_checked_path(entry, flag, branch):
+        return FlagSpec(flag, (ABSENT, (PATH_TOKEN,)), "path")
     if entry.get("kind") == "bool" or entry.get("nargs") == 0:
         return FlagSpec(flag, (ABSENT, PRESENT), "bool")
     if entry.get("nargs") not in (None, "?", 1):
@@ -219,6 +224,13 @@ def domain_for(entry: Mapping[str, Any], overrides: Mapping[str, Sequence[str | 
         # free text the speculative checks compare with constants: exactly those constants
         return FlagSpec(flag, (ABSENT, *branch), "value")
     return None
+
+
+def _is_checked_path(entry: Mapping[str, Any], flag: str, branch: Sequence[Value]) -> bool:
+    """A path a speculative check tests for being given (compared with nothing else), other than the model's."""
+    return (bool(entry.get("speculative_read")) and flag.endswith("-path") and flag not in MODEL_FLAGS
+            and entry.get("kind") == "value" and entry.get("nargs") is None and not entry.get("choices")
+            and entry.get("type") in (None, "str") and not branch)
 
 
 def _admissible(entry: Mapping[str, Any], branch: Sequence[Value]) -> list[Value]:

@@ -28,8 +28,7 @@ MODEL = {"0.4.6": "deepseek-v3", "0.5.11": "kimi-k2.6", "0.5.12": "kimi-k2.6", "
 #: Flags and variables SGLang's own speculative unit tests set that the default space does not sweep, and why
 #: (``tests/resources/sglang_unit_cases.json``, the cases that set ``--speculative-algorithm``).
 NOT_SWEPT = {
-    "--speculative-ngram-external-corpus-path": "a file: the checks test only that one is given",
-    "--speculative-adaptive-config": "a file: the checks test only that one is given",
+    "--speculative-adaptive-config": "a JSON file that resolution reads: an empty placeholder would not parse",
     "--lora-paths": "the LoRA group gives a rank and target modules instead, the other valid way",
     "SGLANG_RAGGED_VERIFY_MODE": "free text, compared only after it is copied to a local variable",
     "SGLANG_DEEPEP_V2_NUM_MAX_DISPATCH_TOKENS_PER_RANK": "its check reaches speculation only through a helper",
@@ -110,3 +109,20 @@ def test_the_space_holds_the_flags_sglangs_own_speculative_unit_tests_set(releas
     assert len(used) >= 13
     missed = sorted({flag for flag in used if flag not in space.flags and flag not in filled})
     assert [flag for flag in missed if flag not in NOT_SWEPT] == []
+
+
+def test_a_path_the_checks_test_is_swept_as_a_placeholder_file_and_unmasks_the_checks_after_it() -> None:
+    """Without ``--uno-lora-path`` UNO stops at its first check; the placeholder lets SGLang reach the next ones."""
+    space = default_space("0.5.23")
+    for flag in ("--uno-lora-path", "--speculative-ngram-external-corpus-path", "--speculative-dspark-sps-table-path"):
+        spec = space.spec(flag)
+        assert spec is not None and spec.values == (None, ("@path",)), flag
+    session = shared_session("0.5.23")
+    alone = session.evaluate(Config.of({"--speculative-algorithm": "UNO"}))
+    assert alone.exception.get("message") == "UNO requires --uno-lora-path.", alone.headline
+    given = session.evaluate(Config.of({"--speculative-algorithm": "UNO", "--uno-lora-path": "@path"}))
+    assert given.frame.get("function") == "_handle_uno" and given.frame.get("line") != alone.frame.get("line")
+    corpus = session.evaluate(Config.of({"--speculative-algorithm": "NGRAM",
+                                         "--speculative-ngram-external-corpus-path": "@path",
+                                         "--speculative-ngram-external-sam-budget": "0"}))
+    assert "when --speculative-ngram-external-corpus-path is set" in corpus.headline, corpus.headline

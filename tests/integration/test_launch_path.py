@@ -6,6 +6,7 @@ Real SGLang releases: the checks ``Engine._launch_subprocesses`` runs after reso
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -131,3 +132,23 @@ def test_an_environment_variable_a_failure_needs_stays_in_its_reproducer(tmp_pat
                              inherited, budget=Budget(60, 120), out_dir=tmp_path / "b",
                              fix=False).to_dict()["files"]["launch.sh"]).read_text()
     assert "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 python3 -m sglang.launch_server" in script, script
+
+
+def test_a_failure_that_needs_a_file_reproduces_with_a_placeholder_file_and_its_launch_asks_for_it(
+        tmp_path: Path) -> None:
+    spec = api.TargetSpec(release="0.5.23", model="llama-3.1-8b", draft="eagle3", hardware="h100")
+    flags = ["--speculative-algorithm", "NGRAM", "--speculative-ngram-external-corpus-path", "@path",
+             "--speculative-ngram-external-sam-budget", "0"]
+    data = api.shrink(flags, spec, budget=Budget(60, 120), out_dir=tmp_path, fix=False).to_dict()
+    assert "--speculative-ngram-external-corpus-path" in data["minimal_argv"]
+    files = data["files"]
+    env = environments.get("0.5.23")
+    run = subprocess.run([env.python, files["repro.py"]], env=env.worker_spec(hardware=None, gpus=1).environment(),
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 1 and "reproduced: ValueError" in run.stderr, run.stderr[-2000:]
+    script = Path(files["launch.sh"]).read_text()
+    assert '--speculative-ngram-external-corpus-path "$SPECULATIVE_NGRAM_EXTERNAL_CORPUS_PATH"' in script, script
+    unset = subprocess.run(["bash", files["launch.sh"]], capture_output=True, text=True, timeout=60,
+                           env={"PATH": os.environ["PATH"]})
+    assert unset.returncode != 0 and "set SPECULATIVE_NGRAM_EXTERNAL_CORPUS_PATH to your file" in unset.stderr
+    assert "$SPECULATIVE_NGRAM_EXTERNAL_CORPUS_PATH" in Path(files["bug_report.md"]).read_text()

@@ -296,3 +296,27 @@ def test_core_alone_covers_every_core_tuple_again_in_rows_without_any_other_flag
     bare = [row for row in rows_of(space, plan) if all(v == 0 for i, v in enumerate(row) if i not in core)]
     core_domains = [space.domains()[i] for i in core]
     assert missing_tuples([tuple(row[i] for i in core) for row in bare], core_domains, 3) == 0
+
+
+def test_a_path_a_speculative_check_tests_is_swept_as_given_or_not_and_no_other_free_text() -> None:
+    def read(option: str, **kw: Any) -> dict[str, Any]:
+        return {**entry(option, type="str", **kw), "speculative_read": True, "branch_values": []}
+
+    table = [read("--uno-lora-path"), read("--model-path"), read("--lora-paths", nargs="*"),
+             entry("--speculative-ngram-external-corpus-path", type="str"),  # not read by a check: no domain
+             read("--speculative-free-text")]
+    space = build_space(table, include=["@dataflow", "--speculative-*"])
+    assert [(s.flag, s.values, s.kind) for s in space.specs] == [("--uno-lora-path", (ABSENT, ("@path",)), "path")]
+
+
+def test_a_placeholder_path_becomes_a_shell_variable_the_launch_script_asks_for() -> None:
+    from bisect_spec.bug_report import Names, launch_command
+    from bisect_spec.reproducers import launch_script
+
+    config = Config.of({"--speculative-algorithm": "UNO", "--uno-lora-path": "@path"})
+    command = launch_command(config, Names("org/model", None), {}, [])
+    assert command == ('python3 -m sglang.launch_server --model-path org/model --speculative-algorithm UNO '
+                       '--uno-lora-path "$UNO_LORA_PATH"')
+    script = launch_script(command, {"release": "0.5.23", "model": "m", "hardware": "h"}, config)
+    assert ': "${UNO_LORA_PATH:?set UNO_LORA_PATH to your file for --uno-lora-path' in script
+    assert script.index("UNO_LORA_PATH:?") < script.index("sglang.launch_server")
