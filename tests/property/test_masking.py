@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -18,8 +18,9 @@ def space_of(domains: list[int]) -> FlagSpace:
                      core=())
 
 
-def oracle(rules: list[tuple[str, dict[str, str]]]) -> Callable[[Config], Key]:
-    """The first rule whose flags all hold decides the failure (as SGLang's checks run in order)."""
+def oracle(rules: Sequence[tuple[str, Mapping[str, str | None]]]) -> Callable[[Config], Key]:
+    """The first rule whose flags all hold decides the failure (as SGLang's checks run in order); a
+    rule's value None means "this flag not given"."""
     def key(config: Config) -> Key:
         given = {flag: " ".join(value) for flag, value in config.items}
         for name, needs in rules:
@@ -96,17 +97,6 @@ def test_rows_after_the_first_never_hold_a_known_failure(domains: list[int], dat
     assert result.masked == 0  # perfect shrinker, failures of at most 2 flags: everything is covered
 
 
-def absent_oracle(rules: list[tuple[str, dict[str, str | None]]]) -> Callable[[Config], Key]:
-    """As :func:`oracle`, where a rule's value None means "this flag not given"."""
-    def key(config: Config) -> Key:
-        given = {flag: " ".join(value) for flag, value in config.items}
-        for name, needs in rules:
-            if all(given.get(f) == v for f, v in needs.items()):
-                return name
-        return None
-    return key
-
-
 def test_a_failure_that_needs_a_flag_absent_masks_nothing_behind_it() -> None:
     """DFLASH without a draft fails; DFLASH with a draft reaches a later check (f3=2). Learnt as "f0=1
     fails", the first failure proved every tuple with f0=1 and the later check was never reached."""
@@ -114,7 +104,7 @@ def test_a_failure_that_needs_a_flag_absent_masks_nothing_behind_it() -> None:
     space = space_of(domains)
     rules: list[tuple[str, dict[str, str | None]]] = [
         ("needs-draft", {"--f0": "1", "--f1": None}), ("deep", {"--f0": "1", "--f3": "2"})]
-    key = absent_oracle(rules)
+    key = oracle(rules)
     # an array whose rows with f0=1 all leave f1 out (as a draft-less DFLASH row does)
     first = [tuple(0 if p == 1 and row[0] == 1 else v for p, v in enumerate(row))
              for row in covering_array(domains, 2, seed=0)]
@@ -154,7 +144,7 @@ def test_learnt_absences_are_true(data: st.DataObject) -> None:
             absent = data.draw(st.booleans()) and len(needs) > 0
             needs[f] = None if absent else str(data.draw(st.integers(1, domains[flags.index(f)] - 1)))
         rules.append((f"r{number}", needs))
-    key = absent_oracle(rules)
+    key = oracle(rules)
     result = cover_unmasked(space, covering_array(domains, 2, seed=0), evaluate=lambda cs: [key(c) for c in cs],
                             shrink=shrinker(key), strength=2, core_strength=2, max_rounds=6,
                             candidates=lambda config, signature: flags)
