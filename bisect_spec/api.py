@@ -640,7 +640,7 @@ def _peel_rows(session: Session, *, rows: Sequence[Config], space: Any, masking:
         if lists[shortest]:
             missing[signature] = Config.from_argv(lists[shortest])
     return peel(list(failing.items()), minimal, evaluate, depth=strategy.peel_depth, keep=strategy.core,
-                missing=missing, complete=lambda c: space.complete(c.as_dict()))
+                missing=missing, complete=lambda c: space.complete(c.as_dict()), width=strategy.peel_width or None)
 
 
 def failures_for_ci(summary: dict[str, Any], fail_on: str, *, runs_dir: Path, run_id: str) -> list[dict[str, Any]]:

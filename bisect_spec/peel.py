@@ -18,6 +18,12 @@ A failure that needs a flag *absent* (``missing``: DFLASH without a draft model;
 :func:`bisect_spec.masking.needed_absent`) is peeled by giving that flag instead: removing the
 algorithm would defuse it too, but would take every later check of that algorithm with it.
 
+**Width.** Most peeled rows fail again with a known signature, and rows peeled from the same
+signature mostly meet the same checks next: on 0.5.23's 96-flag space, 2,368 failing rows made
+10,600 peeled evaluations, half of the default command's. ``width`` keeps, per level and per
+signature peeled, the rows that together hold the most distinct (flag, value) items
+(:func:`diverse`); what is left out shares its items with a row kept.
+
 Invariants: each configuration is evaluated at most once; a peeled row differs from the row it
 came from (a flag fewer, or a missing flag given), and peeling ends after at most ``depth`` levels; the result is deterministic
 for a deterministic ``evaluate``. Algorithms take predicates: ``evaluate`` (configurations to
@@ -51,7 +57,7 @@ class PeelResult:
 def peel(rows: Sequence[tuple[Config, str]], minimal: Mapping[str, Config],
          evaluate: Callable[[list[Config]], list[Key]], *, depth: int = 8,
          keep: Sequence[str] | None = None, missing: Mapping[str, Config] | None = None,
-         complete: Callable[[Config], Config] = lambda c: c) -> PeelResult:
+         complete: Callable[[Config], Config] = lambda c: c, width: int | None = None) -> PeelResult:
     """Peel failing rows (see the module's design note).
 
     :param rows: failing configurations with their signature ids.
@@ -64,11 +70,14 @@ def peel(rows: Sequence[tuple[Config, str]], minimal: Mapping[str, Config],
     :param missing: signature id -> flags (with values) its failure needs not given; a row lacking
         them gets them instead of losing a flag.
     :param complete: what a configuration needs added to be evaluated (a space's groups).
+    :param width: per level, at most this many peeled rows for each signature they were peeled from,
+        the most diverse first (:func:`diverse`); None peels every row.
     """
     result = PeelResult()
     frontier = list(dict.fromkeys(rows))
     for level in range(depth):
         peeled: list[Config] = []
+        parents: dict[Config, str] = {}
         for config, signature in frontier:
             known = minimal.get(signature)
             if known is None:
@@ -81,6 +90,7 @@ def peel(rows: Sequence[tuple[Config, str]], minimal: Mapping[str, Config],
                 repaired = complete(repaired)
                 if repaired not in result.evaluated:
                     peeled.append(repaired)
+                    parents.setdefault(repaired, signature)
                 continue
             present = [f for f in known.flags() if config.get(f) is not None]
             if keep is not None and present:
@@ -89,7 +99,14 @@ def peel(rows: Sequence[tuple[Config, str]], minimal: Mapping[str, Config],
             smaller = config.without(*present)
             if smaller != config and smaller not in result.evaluated:
                 peeled.append(smaller)
+                parents.setdefault(smaller, signature)
         peeled = list(dict.fromkeys(peeled))
+        if width is not None:
+            groups: dict[str, list[Config]] = {}
+            for config in peeled:
+                groups.setdefault(parents[config], []).append(config)
+            chosen = {c for group in groups.values() for c in diverse(group, width)}
+            peeled = [c for c in peeled if c in chosen]
         if not peeled:
             break
         keys = evaluate(peeled)
@@ -103,3 +120,20 @@ def peel(rows: Sequence[tuple[Config, str]], minimal: Mapping[str, Config],
         result.levels.append({"level": level, "rows": len(peeled), "passed": sum(k is None for k in keys),
                               "peel_again": len(frontier)})
     return result
+
+
+def diverse(rows: Sequence[Config], width: int) -> list[Config]:
+    """At most ``width`` of ``rows``, greedily the one holding the most (flag, value) items the rows
+    chosen so far lack (ties: the earlier row), so the rows kept still reach the checks their other
+    flags lead to. Deterministic; all of ``rows`` when there are at most ``width``."""
+    if len(rows) <= width:
+        return list(rows)
+    left = list(rows)
+    seen: set[tuple[str, tuple[str, ...]]] = set()
+    chosen: list[Config] = []
+    while left and len(chosen) < width:
+        best = max(range(len(left)), key=lambda i: (len(set(left[i].items) - seen), -i))
+        row = left.pop(best)
+        seen |= set(row.items)
+        chosen.append(row)
+    return chosen

@@ -18,6 +18,7 @@ A strategy is a TOML file in ``strategies/`` (``--strategy NAME``) or anywhere
     round_rows = 400                                 # rows per round at most
     peel = true                                      # failing rows peeled after the search (peel.py)
     peel_depth = 8                                   # levels of peeling at most
+    peel_width = 0                                   # rows per signature and level at most (0: all)
     [forbid]                                         # more values tested once, never combined
     "--kv-cache-dtype" = ["fp4_e2m1"]
     [groups]                                         # flags filled in together (default: space.GROUPS)
@@ -45,7 +46,7 @@ from .space import CORE, FlagSpace, build_space
 DEFAULT_STRATEGY = "default"
 _KEYS = {"description", "include", "exclude", "strength", "core", "core_strength", "random_budget", "seed", "values",
          "require", "forbid", "fit", "rounds", "round_rows",
-         "peel", "peel_depth", "groups", "core_alone"}
+         "peel", "peel_depth", "peel_width", "groups", "core_alone"}
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,7 @@ class Strategy:
     round_rows: int = 400
     peel: bool = False
     peel_depth: int = 8
+    peel_width: int = 0
     core_alone: bool = False
     #: flag -> the flags it needs, filled in together; None: :data:`bisect_spec.space.GROUPS`
     groups: Mapping[str, tuple[str, ...]] | None = None
@@ -85,7 +87,7 @@ class Strategy:
                 "values": {k: list(v) for k, v in self.values.items()}, "description": self.description,
                 "forbid": {k: list(v) for k, v in self.forbid.items()}, "fit": self.fit, "rounds": self.rounds,
                 "round_rows": self.round_rows, "peel": self.peel, "peel_depth": self.peel_depth,
-                "core_alone": self.core_alone,
+                "peel_width": self.peel_width, "core_alone": self.core_alone,
                 **({} if self.groups is None else {"groups": {k: " ".join(v) for k, v in self.groups.items()}})}
 
 
@@ -151,7 +153,8 @@ def load_strategy(name: str, *, seed: int | None = None, random_budget: int | No
             forbid={str(k): tuple(str(x) for x in v) for k, v in data.get("forbid", {}).items()},
             fit=bool(data.get("fit", True)), rounds=int(data.get("rounds", 0)),
             round_rows=int(data.get("round_rows", 400)), peel=bool(data.get("peel", False)),
-            peel_depth=int(data.get("peel_depth", 8)), core_alone=bool(data.get("core_alone", False)),
+            peel_depth=int(data.get("peel_depth", 8)), peel_width=int(data.get("peel_width", 0)),
+            core_alone=bool(data.get("core_alone", False)),
             groups={str(k): tuple(str(v).split()) for k, v in data["groups"].items()} if "groups" in data else None)
     except (TypeError, ValueError) as exc:
         raise UsageError(f"strategy file {path}: {exc}") from exc

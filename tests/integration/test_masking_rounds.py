@@ -55,9 +55,9 @@ def test_rounds_cover_tuples_the_array_masked_and_never_repeat_a_known_failure(t
     assert learnt
     for entry in rounds:
         argv = entry["outcome"]["config"]
-        pairs = set(zip(argv[::2], argv[1::2], strict=False))
+        held = set(zip(argv[::2], argv[1::2], strict=False))
         for minimal, absent in learnt:
-            holds = set(zip(minimal[::2], minimal[1::2], strict=False)) <= pairs
+            holds = set(zip(minimal[::2], minimal[1::2], strict=False)) <= held
             assert not holds or any(flag in argv for flag in absent[::2]), (minimal, absent, argv)
     absence = [e for e in journal if e["phase"] == "absence"]  # the trials that learn an absence
     assert not masking["needs_absent"] or absence

@@ -99,3 +99,25 @@ def test_a_failure_that_needs_a_flag_absent_is_peeled_by_giving_it() -> None:
     given = peel([(row, "N")], minimal, evaluate, keep=["--alg"], missing={"N": cfg("--draft")})
     assert given.evaluated == {cfg("--alg", "--window", "--draft"): "W"}
     assert given.new == {"W": cfg("--alg", "--window", "--draft")}
+
+
+def test_width_keeps_the_most_diverse_rows_per_signature_and_still_finds_what_they_hold() -> None:
+    from bisect_spec.peel import diverse
+
+    # ten rows fail on --a; only one of them also holds --c --d (C behind A); rows of B are peeled apart
+    same = [(cfg("--a", f"--n{i}"), "A") for i in range(9)]
+    rows = [*same, (cfg("--a", "--c", "--d"), "A"), (cfg("--b", "--c"), "B"), (cfg("--b", "--c", "--e"), "B")]
+    minimal = {"A": cfg("--a"), "B": cfg("--b", "--c")}
+    asked: list[Config] = []
+
+    def evaluate(configs: list[Config]) -> list[Key]:
+        asked.extend(configs)
+        return [verdict(c) for c in configs]
+
+    result = peel(rows, minimal, evaluate, width=2, keep=["--a", "--b"])
+    assert result.new == {"C": cfg("--c", "--d")}  # the row holding two more items is among the two kept
+    assert len(asked) == 4  # two of A's ten rows, and both of B's
+    unlimited = peel(rows, minimal, lambda cs: [verdict(c) for c in cs], keep=["--a", "--b"])
+    assert unlimited.new == result.new and len(unlimited.evaluated) == 12
+    assert diverse([cfg("--a"), cfg("--a", "--b"), cfg("--a")], 1) == [cfg("--a", "--b")]
+    assert diverse([cfg("--a"), cfg("--b")], 5) == [cfg("--a"), cfg("--b")]
