@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .flags import PATH_TOKEN, Config, path_variable
+from .flags import PATH_TOKEN, Config, path_variable, placeholder_paths
 from .outcome import Outcome
 
 TEMPLATE = "https://github.com/sgl-project/sglang/blob/main/.github/ISSUE_TEMPLATE/1-bug-report.yml"
@@ -218,7 +218,7 @@ def _reproduction(facts: Facts) -> list[str]:
            launch_command(facts.config, facts.names, facts.env, facts.model_args), "```", ""]
     out += [f"- {note}" for note in facts.names.notes]
     out += [f"- `${path_variable(flag)}` is any file for `{flag}`: the failure happens before it is read"
-            for flag, value in facts.config.items if value == (PATH_TOKEN,)]
+            for flag in placeholder_paths(facts.config)]
     out += ["", "It fails before any weights load, so no GPU is needed to see it: the attached `repro.py` builds "
             "`ServerArgs` as `launch_server` does, on a CPU machine with the GPU box simulated, and exits 1 when "
             "the failure reproduces (0 when it passes):", "", "```bash", facts.repro_command, "```", ""]

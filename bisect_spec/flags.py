@@ -42,6 +42,11 @@ def path_variable(flag: str) -> str:
     """The shell variable a launch command reads a placeholder path from: ``--uno-lora-path`` ->
     ``UNO_LORA_PATH``."""
     return re.sub(r"[^A-Za-z0-9]+", "_", flag.lstrip("-")).upper()
+
+
+def placeholder_paths(config: Config) -> list[str]:
+    """The flags of ``config`` given as ``@path`` (a file the user supplies), in order."""
+    return [flag for flag, value in config.items if value == (PATH_TOKEN,)]
 #: Flags that only matter once the server runs: kept, but free to drop when shrinking.
 RUNTIME_FLAGS = frozenset({
     "--host", "--port", "--log-level", "--log-level-http", "--log-requests", "--api-key", "--served-model-name",

@@ -19,7 +19,7 @@ import json
 from importlib import resources
 from typing import Any
 
-from .flags import PATH_TOKEN, Config, path_variable
+from .flags import Config, path_variable, placeholder_paths
 from .outcome import Outcome
 
 
@@ -38,7 +38,7 @@ def launch_script(command: str, target: dict[str, Any], config: Config | None = 
     user supplies (``@path``) is read from a shell variable the script asks for."""
     asks = "".join(f': "${{{path_variable(flag)}:?set {path_variable(flag)} to your file for {flag} '
                    '(the failure does not depend on its contents)}"\n'
-                   for flag, value in (config.items if config else ()) if value == (PATH_TOKEN,))
+                   for flag in (placeholder_paths(config) if config else ()))
     return ("#!/usr/bin/env bash\n"
             f"# SGLang {target['release']} · {target['model']} + {target.get('draft')} · {target['hardware']}\n"
             "# Fails at start-up, before loading weights (found by bisect-spec).\n"
