@@ -160,6 +160,9 @@ def load_strategy(name: str, *, seed: int | None = None, random_budget: int | No
         raise UsageError(f"strategy file {path}: {exc}") from exc
     if not 1 <= strategy.strength <= 4 or not 1 <= strategy.core_strength <= 5:
         raise UsageError(f"strategy file {path}: strength must be 1-4 and core_strength 1-5")
+    if strategy.peel_width < 0:
+        raise UsageError(f"strategy file {path}: peel_width must be 0 (every row) or a number of rows, "
+                         f"not {strategy.peel_width}")
     if seed is not None or random_budget is not None:
         strategy = Strategy(**{**strategy.__dict__, "seed": strategy.seed if seed is None else seed,
                                "random_budget": strategy.random_budget if random_budget is None else random_budget})

@@ -320,3 +320,11 @@ def test_a_placeholder_path_becomes_a_shell_variable_the_launch_script_asks_for(
     script = launch_script(command, {"release": "0.5.23", "model": "m", "hardware": "h"}, config)
     assert ': "${UNO_LORA_PATH:?set UNO_LORA_PATH to your file for --uno-lora-path' in script
     assert script.index("UNO_LORA_PATH:?") < script.index("sglang.launch_server")
+
+
+def test_a_negative_peel_width_is_refused_in_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "w.toml"
+    path.write_text('include = ["--page-size"]\npeel = true\npeel_width = -1\n')
+    with pytest.raises(UsageError) as info:
+        load_strategy(str(path))
+    assert str(info.value) == f"strategy file {path}: peel_width must be 0 (every row) or a number of rows, not -1"
