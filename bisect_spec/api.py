@@ -415,8 +415,8 @@ def sweep(spec: TargetSpec | None = None, *, strategy: str = "default", jobs: in
                     signatures.add(outcome.signature)
                 if cache is not None and not cached and outcome.status.value in ("passed", "failed", "usage"):
                     cache.put(target_key, key, outcome.to_dict())
-                if progress:
-                    progress(len(outcomes), total[0], len(signatures), phase)
+                if progress:  # absence trials run inside the masking rounds: one bar for both
+                    progress(len(outcomes), total[0], len(signatures), PROGRESS_PHASE.get(phase, phase))
 
             todo = [(i, c) for i, c in enumerate(plan) if c.key() not in outcomes]
             if cache is not None and todo:
@@ -511,6 +511,10 @@ def sweep(spec: TargetSpec | None = None, *, strategy: str = "default", jobs: in
                           f"resume with bisect-spec sweep --resume {run.id}") from None
     finally:
         session.close()
+
+
+#: journal phase -> the progress bar's phase, where the bar would otherwise restart at every switch
+PROGRESS_PHASE = {"absence": "round"}
 
 
 def _masking_rounds(session: Session, *, space: Any, plan: Sequence[Config], strategy: Any,

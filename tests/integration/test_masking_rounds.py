@@ -35,7 +35,9 @@ def test_rounds_cover_tuples_the_array_masked_and_never_repeat_a_known_failure(t
     strategy = tmp_path / "masking.toml"
     strategy.write_text(STRATEGY)
     spec = api.TargetSpec(release="0.5.23", model="kimi-k2.6", draft="eagle3", hardware="rtx-pro-6000")
-    result = api.sweep(spec, strategy=str(strategy), runs_dir=tmp_path / "runs", jobs=2, use_cache=False)
+    shown: list[str] = []
+    result = api.sweep(spec, strategy=str(strategy), runs_dir=tmp_path / "runs", jobs=2, use_cache=False,
+                       progress=lambda done, total, signatures, phase: shown.append(phase))
     masking = result.summary["masking"]
     first, *later = masking["rounds"]
     assert later and sum(r["newly_covered"] for r in later) > 0  # the rounds saw tuples the array had masked
@@ -61,6 +63,7 @@ def test_rounds_cover_tuples_the_array_masked_and_never_repeat_a_known_failure(t
             assert not holds or any(flag in argv for flag in absent[::2]), (minimal, absent, argv)
     absence = [e for e in journal if e["phase"] == "absence"]  # the trials that learn an absence
     assert not masking["needs_absent"] or absence
+    assert "round" in shown and "absence" not in shown  # the progress bar shows them as one phase
     # peeling: the failing rows again without their reproducers, journaled and summarised
     peeled = [e for e in journal if e["phase"] == "peel"]
     peel = result.summary["peel"]
