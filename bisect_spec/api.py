@@ -33,7 +33,8 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections import ChainMap
+from collections.abc import Callable, Iterator, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -413,7 +414,7 @@ def sweep(spec: TargetSpec | None = None, *, strategy: str = "default", jobs: in
                 outcomes[key] = outcome
                 if outcome.signature:
                     signatures.add(outcome.signature)
-                if cache is not None and not cached and outcome.status.value in ("passed", "failed", "usage"):
+                if cache is not None and not cached and outcome.status.value in DURABLE:
                     cache.put(target_key, key, outcome.to_dict())
                 if progress:  # absence trials run inside the masking rounds: one bar for both
                     progress(len(outcomes), total[0], len(signatures), PROGRESS_PHASE.get(phase, phase))
@@ -434,11 +435,15 @@ def sweep(spec: TargetSpec | None = None, *, strategy: str = "default", jobs: in
                 for outcome in session.evaluate_many(c for _, c in todo):
                     record("cover", index_of[outcome.config.key()], outcome, False)
 
+            # every shrink of this sweep reads the rows' outcomes and what earlier shrinks evaluated
+            memo: MutableMapping[str, Outcome] = ChainMap({}, outcomes)
+            learnt: dict[str, list[Config]] = {}  # signature -> 1-minimal reproducers shrunk so far
             rounds_configs: list[Config] = []
             if chosen.rounds > 0:
                 masking = _masking_rounds(session, space=search_space, plan=plan, strategy=chosen, outcomes=outcomes,
                                           cache=cache, target_key=target_key, record=record,
-                                          configs=rounds_configs, total=total, budget=(shrink_evaluations, shrink_seconds))
+                                          configs=rounds_configs, total=total, budget=(shrink_evaluations, shrink_seconds),
+                                          memo=memo, learnt=learnt)
             else:
                 masking = None
 
@@ -464,7 +469,7 @@ def sweep(spec: TargetSpec | None = None, *, strategy: str = "default", jobs: in
                                     masking=masking,
                                     strategy=chosen, outcomes=outcomes, cache=cache, target_key=target_key,
                                     record=record, configs=peel_configs, total=total,
-                                    budget=(shrink_evaluations, shrink_seconds))
+                                    budget=(shrink_evaluations, shrink_seconds), memo=memo, learnt=learnt)
             if cache is not None:
                 cache.close()
             ordered = [outcomes[c.key()] for c in plan]
@@ -480,7 +485,8 @@ def sweep(spec: TargetSpec | None = None, *, strategy: str = "default", jobs: in
                 summary["peel"] = peeled.to_dict()
             if shrink:
                 _shrink_signatures(session, summary, run.path / "reproducers", fix=fix, progress=progress,
-                                   budget=(shrink_evaluations, shrink_seconds), outcomes=ordered)
+                                   budget=(shrink_evaluations, shrink_seconds), outcomes=ordered, memo=memo,
+                                   learnt=learnt)
                 triage(summary)
             from .session import placeholder_file
 
@@ -519,13 +525,16 @@ PROGRESS_PHASE = {"absence": "round"}
 
 def _masking_rounds(session: Session, *, space: Any, plan: Sequence[Config], strategy: Any,
                     outcomes: dict[str, Outcome], cache: Any, target_key: str, record: Callable[..., None],
-                    configs: list[Config], total: list[int],
-                    budget: tuple[int, float]) -> Any:
+                    configs: list[Config], total: list[int], budget: tuple[int, float],
+                    memo: MutableMapping[str, Outcome] | None = None,
+                    learnt: dict[str, list[Config]] | None = None) -> Any:
     """Masking-aware covering (:mod:`bisect_spec.masking`) wired to the session, the cache and the journal.
 
     The plan's rows over the fitted space are the first round (already evaluated); each later
     round's rows are journaled as phase ``round``, the trials that learn what a failure needs
     absent (:func:`bisect_spec.masking.needed_absent`) as phase ``absence``; failures are shrunk with the sweep's shrink budget.
+    Every reproducer shrunk is added to ``learnt`` (signature -> reproducers), which the sweep's later
+    shrinks start from; ``memo`` is the outcomes they share (:func:`shrink_in_session`).
     """
     from .masking import Key, cover_unmasked
     from .shrink import Budget
@@ -548,17 +557,18 @@ def _masking_rounds(session: Session, *, space: Any, plan: Sequence[Config], str
             return [_outcome_key(outcomes[c.key()]) for c in batch]
         return evaluate
 
-    learnt: dict[str, list[Config]] = {}  # signature -> minimal reproducers found in earlier rounds
+    learnt = {} if learnt is None else learnt  # signature -> minimal reproducers found in earlier rounds
 
     def shrink(config: Config, signature: str) -> Config | None:
         session.start()
         report = shrink_in_session(session, config, budget=Budget(*budget), fix=False,
-                                   first=outcomes.get(config.key()), learnt=learnt.get(signature, []))
+                                   first=outcomes.get(config.key()), learnt=learnt.get(signature, []), memo=memo)
         result = report.result
         if result.signature is None or result.signature.id != signature or result.status != "minimal":
             return None
         minimal: Config = result.minimal
-        learnt.setdefault(signature, []).append(minimal)
+        if minimal not in learnt.setdefault(signature, []):
+            learnt[signature].append(minimal)
         return minimal
 
     def candidates(config: Config, signature: str) -> list[str]:
@@ -604,7 +614,9 @@ def _outcome_key(outcome: Outcome) -> str | None:
 
 def _peel_rows(session: Session, *, rows: Sequence[Config], space: Any, masking: Any, strategy: Any,
                outcomes: dict[str, Outcome], cache: Any, target_key: str, record: Callable[..., None],
-               configs: list[Config], total: list[int], budget: tuple[int, float]) -> Any:
+               configs: list[Config], total: list[int], budget: tuple[int, float],
+               memo: MutableMapping[str, Outcome] | None = None,
+               learnt: dict[str, list[Config]] | None = None) -> Any:
     """Peeling (:mod:`bisect_spec.peel`) wired to the session, the cache and the journal.
 
     The reproducers the masking-aware rounds learnt are the known ones; a failing signature
@@ -627,9 +639,11 @@ def _peel_rows(session: Session, *, rows: Sequence[Config], space: Any, masking:
         smallest = min((c for c, k in failing.items() if k == signature), key=lambda c: (len(c), c.key()))
         session.start()
         result = shrink_in_session(session, smallest, budget=Budget(*budget), fix=False,
-                                   first=outcomes.get(smallest.key())).result
+                                   first=outcomes.get(smallest.key()), memo=memo).result
         if result.signature is not None and result.signature.id == signature and result.status == "minimal":
             minimal[signature] = result.minimal
+            if learnt is not None:
+                learnt.setdefault(signature, []).append(result.minimal)
 
     def evaluate(batch: list[Config]) -> list[str | None]:
         _evaluate_journaled(session, batch, "peel", outcomes=outcomes, cache=cache, target_key=target_key,
@@ -644,7 +658,8 @@ def _peel_rows(session: Session, *, rows: Sequence[Config], space: Any, masking:
         if lists[shortest]:
             missing[signature] = Config.from_argv(lists[shortest])
     return peel(list(failing.items()), minimal, evaluate, depth=strategy.peel_depth, keep=strategy.core,
-                missing=missing, complete=lambda c: space.complete(c.as_dict()), width=strategy.peel_width or None)
+                missing=missing, complete=lambda c: space.complete(c.as_dict()), width=strategy.peel_width or None,
+                remove=strategy.peel_remove)
 
 
 def failures_for_ci(summary: dict[str, Any], fail_on: str, *, runs_dir: Path, run_id: str) -> list[dict[str, Any]]:
@@ -672,8 +687,15 @@ def failures_for_ci(summary: dict[str, Any], fail_on: str, *, runs_dir: Path, ru
 
 
 def _shrink_signatures(session: Session, summary: dict[str, Any], out_dir: Path, *, fix: bool,
-                       progress: ProgressFn | None, budget: tuple[int, float], outcomes: Sequence[Outcome]) -> None:
-    """Shrink every failure signature of a summary in place (adds ``minimal_argv`` and friends)."""
+                       progress: ProgressFn | None, budget: tuple[int, float], outcomes: Sequence[Outcome],
+                       memo: MutableMapping[str, Outcome] | None = None,
+                       learnt: dict[str, list[Config]] | None = None) -> None:
+    """Shrink every failure signature of a summary in place (adds ``minimal_argv`` and friends).
+
+    A signature the sweep already shrank (``learnt``, or the masking rounds' reproducers in the
+    summary) starts from that reproducer where its smallest row holds it; ``memo``: see
+    :func:`shrink_in_session`.
+    """
     from .shrink import Budget
 
     failures = [s for s in summary["signatures"] if s["kind"] == "failed"]
@@ -682,10 +704,10 @@ def _shrink_signatures(session: Session, summary: dict[str, Any], out_dir: Path,
     session.start()
     for number, entry in enumerate(failures, 1):
         smallest = Config.from_argv(entry["smallest"])
-        learnt = [Config.from_argv(argv) for argv in forbidden.get(entry["id"], [])]
+        known = [*(learnt or {}).get(entry["id"], []), *(Config.from_argv(argv) for argv in forbidden.get(entry["id"], []))]
         report = shrink_in_session(session, smallest, budget=Budget(*budget), fix=fix, out_dir=out_dir,
                                    evidence=evidence_of(outcomes, entry["id"]), first=by_config.get(smallest),
-                                   learnt=learnt)
+                                   learnt=list(dict.fromkeys(known)), memo=memo)
         result = report.result
         entry["shrink"] = {"status": result.status, "minimal_argv": result.minimal.argv(),
                            "evaluations": result.evaluations, "stop_reason": result.stop_reason,
@@ -771,47 +793,76 @@ def evidence_of(outcomes: Sequence[Outcome], signature_id: str) -> set[str]:
     return set.intersection(*members) if members else set()
 
 
+#: outcome statuses that evaluating again would repeat: cached across runs, shared by one sweep's shrinks
+DURABLE = ("passed", "failed", "usage")
+
+
 def shrink_in_session(session: Session, config: Config, *, budget: Any = None, fix: bool = True,
                       out_dir: Path | None = None, original: Config | None = None,
                       evidence: set[str] | None = None, first: Outcome | None = None,
-                      progress: Callable[[int], None] | None = None, learnt: Sequence[Config] = ()) -> ShrinkReport:
+                      progress: Callable[[int], None] | None = None, learnt: Sequence[Config] = (),
+                      memo: MutableMapping[str, Outcome] | None = None) -> ShrinkReport:
     """Shrink one failing configuration with an already started session (used by sweeps too).
 
     :param first: the configuration's outcome if the caller has it (it is not evaluated again for it;
         the shrinker's own re-check still evaluates the original afresh).
     :param progress: called with the number of evaluations so far, after each.
     :param evidence: flags present in every configuration seen failing this way (tried first).
-    :param learnt: minimal reproducers already known for this failure's signature (their flags are hints).
+    :param learnt: minimal reproducers already known for this failure's signature: their flags are hints,
+        and one the configuration holds is the shrinker's first guess.
+    :param memo: outcomes by configuration key that one sweep's shrinks share (its rows' outcomes
+        included): a candidate found there is not evaluated again, and what is evaluated is added.
+        The original is always re-checked afresh.
     """
     from .errors import BudgetExhausted
     from .shrink import Shrinker
 
     outcomes: dict[Config, Outcome] = {}
+    shared: MutableMapping[str, Outcome] = memo if memo is not None else {}
+
+    def remembered(candidate: Config) -> Outcome | None:
+        found = shared.get(candidate.key())
+        if found is None or found.status.value not in DURABLE:
+            return None
+        outcomes[candidate] = found
+        return found
+
+    def keep(candidate: Config, outcome: Outcome) -> None:
+        outcomes[candidate] = outcome
+        if outcome.status.value in DURABLE:  # a crash or a time-out may not happen again
+            shared[candidate.key()] = outcome
 
     def evaluate(candidate: Config) -> Outcome:
-        if candidate not in outcomes:
-            outcomes[candidate] = session.evaluate(candidate)
+        if candidate not in outcomes and remembered(candidate) is None:
+            keep(candidate, session.evaluate(candidate))
             if progress:
                 progress(len(outcomes))
         return outcomes[candidate]
 
     def evaluate_many(candidates: Sequence[Config]) -> list[Outcome]:
-        missing = [c for c in dict.fromkeys(candidates) if c not in outcomes]
+        missing = [c for c in dict.fromkeys(candidates) if c not in outcomes and remembered(c) is None]
         for outcome in session.evaluate_many(missing):
-            outcomes[outcome.config] = outcome
+            keep(outcome.config, outcome)
         if progress and missing:
             progress(len(outcomes))
         return [outcomes[c] for c in candidates]
 
+    first = first or evaluate(config)
+    checks = [0]
+
     def predicate(candidate: Config) -> Signature | None:
-        if candidate == config:  # the shrinker asks for the original only to (re-)check it: evaluate afresh
-            outcomes[candidate] = session.evaluate(candidate)
+        if candidate == config:  # the shrinker asks for the original to check it, then to re-check it:
+            checks[0] += 1      # the outcome known is the check, every re-check is evaluated afresh
+            if checks[0] > 1:
+                outcomes[candidate] = session.evaluate(candidate)
+            else:
+                outcomes[candidate] = first
         return evaluate(candidate).signature
 
-    first = first or evaluate(config)
     space = shrink_space(session, config)
     shrinker = Shrinker(config, predicate, space=space, budget=budget,
-                        hints=failure_hints(session, first, learnt), evidence=evidence or (), rechecks=1)
+                        hints=failure_hints(session, first, learnt), evidence=evidence or (), rechecks=1,
+                        learnt=learnt)
     notes: list[str] = []
     try:
         result = shrinker.run()

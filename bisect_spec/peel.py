@@ -57,7 +57,8 @@ class PeelResult:
 def peel(rows: Sequence[tuple[Config, str]], minimal: Mapping[str, Config],
          evaluate: Callable[[list[Config]], list[Key]], *, depth: int = 8,
          keep: Sequence[str] | None = None, missing: Mapping[str, Config] | None = None,
-         complete: Callable[[Config], Config] = lambda c: c, width: int | None = None) -> PeelResult:
+         complete: Callable[[Config], Config] = lambda c: c, width: int | None = None,
+         remove: str = "one") -> PeelResult:
     """Peel failing rows (see the module's design note).
 
     :param rows: failing configurations with their signature ids.
@@ -72,6 +73,8 @@ def peel(rows: Sequence[tuple[Config, str]], minimal: Mapping[str, Config],
     :param complete: what a configuration needs added to be evaluated (a space's groups).
     :param width: per level, at most this many peeled rows for each signature they were peeled from,
         the most diverse first (:func:`diverse`); None peels every row.
+    :param remove: with ``keep``, ``"one"`` removes one flag of the reproducer; ``"non-core"`` every flag
+        of it not in ``keep`` (one of ``keep`` when it has no other).
     """
     result = PeelResult()
     frontier = list(dict.fromkeys(rows))
@@ -95,7 +98,8 @@ def peel(rows: Sequence[tuple[Config, str]], minimal: Mapping[str, Config],
             present = [f for f in known.flags() if config.get(f) is not None]
             if keep is not None and present:
                 ranked = sorted(present, key=lambda f: (f in keep, -list(keep).index(f) if f in keep else 0, f))
-                present = ranked[:1]
+                others = [f for f in ranked if f not in keep]
+                present = others if remove == "non-core" and others else ranked[:1]
             smaller = config.without(*present)
             if smaller != config and smaller not in result.evaluated:
                 peeled.append(smaller)

@@ -19,6 +19,7 @@ A strategy is a TOML file in ``strategies/`` (``--strategy NAME``) or anywhere
     peel = true                                      # failing rows peeled after the search (peel.py)
     peel_depth = 8                                   # levels of peeling at most
     peel_width = 0                                   # rows per signature and level at most (0: all)
+    peel_remove = "one"                              # "one" flag of the reproducer, or every "non-core" one
     [forbid]                                         # more values tested once, never combined
     "--kv-cache-dtype" = ["fp4_e2m1"]
     [groups]                                         # flags filled in together (default: space.GROUPS)
@@ -44,9 +45,11 @@ from .flags import Config
 from .space import CORE, FlagSpace, build_space
 
 DEFAULT_STRATEGY = "default"
+#: what peeling removes of a failure's reproducer (:func:`bisect_spec.peel.peel`'s ``remove``)
+PEEL_REMOVE = ("one", "non-core")
 _KEYS = {"description", "include", "exclude", "strength", "core", "core_strength", "random_budget", "seed", "values",
          "require", "forbid", "fit", "rounds", "round_rows",
-         "peel", "peel_depth", "peel_width", "groups", "core_alone"}
+         "peel", "peel_depth", "peel_width", "peel_remove", "groups", "core_alone"}
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,7 @@ class Strategy:
     peel: bool = False
     peel_depth: int = 8
     peel_width: int = 0
+    peel_remove: str = "one"
     core_alone: bool = False
     #: flag -> the flags it needs, filled in together; None: :data:`bisect_spec.space.GROUPS`
     groups: Mapping[str, tuple[str, ...]] | None = None
@@ -87,7 +91,7 @@ class Strategy:
                 "values": {k: list(v) for k, v in self.values.items()}, "description": self.description,
                 "forbid": {k: list(v) for k, v in self.forbid.items()}, "fit": self.fit, "rounds": self.rounds,
                 "round_rows": self.round_rows, "peel": self.peel, "peel_depth": self.peel_depth,
-                "peel_width": self.peel_width, "core_alone": self.core_alone,
+                "peel_width": self.peel_width, "peel_remove": self.peel_remove, "core_alone": self.core_alone,
                 **({} if self.groups is None else {"groups": {k: " ".join(v) for k, v in self.groups.items()}})}
 
 
@@ -154,6 +158,7 @@ def load_strategy(name: str, *, seed: int | None = None, random_budget: int | No
             fit=bool(data.get("fit", True)), rounds=int(data.get("rounds", 0)),
             round_rows=int(data.get("round_rows", 400)), peel=bool(data.get("peel", False)),
             peel_depth=int(data.get("peel_depth", 8)), peel_width=int(data.get("peel_width", 0)),
+            peel_remove=str(data.get("peel_remove", "one")),
             core_alone=bool(data.get("core_alone", False)),
             groups={str(k): tuple(str(v).split()) for k, v in data["groups"].items()} if "groups" in data else None)
     except (TypeError, ValueError) as exc:
@@ -163,6 +168,9 @@ def load_strategy(name: str, *, seed: int | None = None, random_budget: int | No
     if strategy.peel_width < 0:
         raise UsageError(f"strategy file {path}: peel_width must be 0 (every row) or a number of rows, "
                          f"not {strategy.peel_width}")
+    if strategy.peel_remove not in PEEL_REMOVE:
+        raise UsageError(f"strategy file {path}: peel_remove must be one of {', '.join(PEEL_REMOVE)}, "
+                         f"not {strategy.peel_remove!r}")
     if seed is not None or random_budget is not None:
         strategy = Strategy(**{**strategy.__dict__, "seed": strategy.seed if seed is None else seed,
                                "random_budget": strategy.random_budget if random_budget is None else random_budget})

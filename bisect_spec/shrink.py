@@ -15,8 +15,10 @@ Design notes (invariants, in the spirit of Hypothesis' ``Shrinker`` and picire's
   reproducers already learnt for the signature: :mod:`bisect_spec.hints`); ``evidence`` are
   flags present in every configuration a sweep saw failing this way. Phases:
 
-  1. *guess*: keep only a likely set (hinted and seen, seen, hinted, either; at most
-     ``max_guesses`` evaluations, one each);
+  1. *guess*: keep only a likely set: first the flags of a 1-minimal reproducer already learnt
+     for this signature (``learnt``) when the configuration holds it, which, accepted, skips
+     phase 2 (the set is believed minimal; phase 3 proves it); else hinted and seen, seen,
+     hinted, either (at most ``max_guesses`` evaluations, one each);
   2. *isolate*: find the necessary flags one by one, each by binary search for the shortest
      failing prefix of a likelihood-ordered list (hinted and seen, hinted, seen, the rest):
      about k * log2(n) evaluations for k necessary flags of n. It replaced ddmin, which
@@ -98,7 +100,8 @@ class Shrinker:
 
     def __init__(self, original: Config, test: Predicate, *, space: FlagSpace | None = None,
                  budget: Budget | None = None, hints: Iterable[str] = (), evidence: Iterable[str] = (),
-                 protected: Iterable[str] = (), rechecks: int = 1, max_guesses: int = 2) -> None:
+                 protected: Iterable[str] = (), rechecks: int = 1, max_guesses: int = 2,
+                 learnt: Iterable[Config] = ()) -> None:
         self.original = original
         self.test = test
         self.space = space
@@ -108,6 +111,7 @@ class Shrinker:
         self.protected = set(protected)
         self.rechecks = rechecks
         self.max_guesses = max_guesses
+        self.learnt = list(dict.fromkeys(learnt))
         self.cache: dict[Config, Signature | None] = {}
         self.evaluations = 0
         self.started = time.monotonic()
@@ -180,9 +184,11 @@ class Shrinker:
                 self.result.evaluations = self.evaluations
                 return self.result
         spent = self.evaluations
-        self.guess()
+        reused = self.reuse()
+        if not reused:
+            self.guess()
+        first_pass = not reused  # a learnt reproducer is believed minimal: no isolation, the proof checks it
         self.result.removal_evaluations += self.evaluations - spent
-        first_pass = True
         while True:
             before = self.best
             spent = self.evaluations
@@ -220,6 +226,21 @@ class Shrinker:
             if ordered and len(ordered) < len(flags) and ordered not in [k for k, _ in out]:
                 out.append((ordered, why))
         return out
+
+    def reuse(self) -> bool:
+        """Keep only the flags of a reproducer already learnt for this signature that the best holds
+        (same values); True when one still fails the same way (then it needs no isolation)."""
+        held = set(self.best.items)
+        if self.best in self.learnt:
+            return True
+        for known in self.learnt:
+            if known.items and set(known.items) <= held and not (
+                    set(known.flags()) & self.protected):
+                keep = set(known.flags()) | {f for f in self.best.flags() if f in self.protected}
+                drop = [f for f in self.removable() if f not in keep]
+                if self.accept(self.best.without(*drop), "keep only the flags of a reproducer already learnt"):
+                    return True
+        return False
 
     def guess(self) -> bool:
         """Keep only a likely set of flags (:meth:`guesses`); True when one still fails the same way.

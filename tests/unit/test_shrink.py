@@ -134,3 +134,26 @@ def test_hint_and_evidence_together_guess_their_intersection_first() -> None:
                     hints={"--f3", "--f7", "--f1"}, evidence={"--f3", "--f7", "--f9"})
     assert result.history[0] == ("keep only the 2 flags named by the failure and present in every configuration "
                                  "seen failing this way", Config.of({"--f3": "8", "--f7": "8"}))
+
+
+def test_a_learnt_reproducer_the_configuration_holds_is_the_first_guess_and_still_proven() -> None:
+    wide = Config.of({f"--g{i}": "1" for i in range(60)})
+    test = needs("--g5", "--g41")
+    learnt = Config.of({"--g5": "1", "--g41": "1"})
+    cold = shrink(wide, test)  # type: ignore[arg-type]
+    warm = shrink(wide, test, learnt=[learnt])  # type: ignore[arg-type]
+    assert warm.minimal == cold.minimal == learnt
+    assert warm.history[0][0] == "keep only the flags of a reproducer already learnt"
+    assert warm.evaluations < cold.evaluations
+    assert [p.change for p in warm.proof] == ["remove --g41", "remove --g5"]  # 1-minimality is still shown
+
+
+def test_a_learnt_reproducer_that_does_not_reproduce_here_costs_one_evaluation_and_changes_nothing() -> None:
+    wide = Config.of({f"--g{i}": "1" for i in range(60)})
+    test = needs("--g5", "--g41")
+    cold = shrink(wide, test)  # type: ignore[arg-type]
+    wrong = shrink(wide, test, learnt=[Config.of({"--g5": "1", "--g7": "1"})])  # type: ignore[arg-type]
+    absent = shrink(wide, test, learnt=[Config.of({"--g5": "1", "--g99": "1"})])  # type: ignore[arg-type]
+    assert wrong.minimal == absent.minimal == cold.minimal
+    assert wrong.evaluations == cold.evaluations + 1
+    assert absent.evaluations == cold.evaluations  # not held by the configuration: not tried
