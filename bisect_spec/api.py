@@ -520,7 +520,7 @@ def sweep(spec: TargetSpec | None = None, *, strategy: str = "default", jobs: in
 
 
 #: journal phase -> the progress bar's phase, where the bar would otherwise restart at every switch
-PROGRESS_PHASE = {"absence": "round"}
+PROGRESS_PHASE = {"absence": "round", "projection": "round"}
 
 
 def _masking_rounds(session: Session, *, space: Any, plan: Sequence[Config], strategy: Any,
@@ -532,7 +532,9 @@ def _masking_rounds(session: Session, *, space: Any, plan: Sequence[Config], str
 
     The plan's rows over the fitted space are the first round (already evaluated); each later
     round's rows are journaled as phase ``round``, the trials that learn what a failure needs
-    absent (:func:`bisect_spec.masking.needed_absent`) as phase ``absence``; failures are shrunk with the sweep's shrink budget.
+    absent (:func:`bisect_spec.masking.needed_absent`) as phase ``absence``, the projections of
+    unexplained rows onto known reproducers (:meth:`bisect_spec.masking.Rounds.projections`) as
+    phase ``projection``; failures are shrunk with the sweep's shrink budget.
     Every reproducer shrunk is added to ``learnt`` (signature -> reproducers), which the sweep's later
     shrinks start from; ``memo`` is the outcomes they share (:func:`shrink_in_session`).
     """
@@ -581,7 +583,7 @@ def _masking_rounds(session: Session, *, space: Any, plan: Sequence[Config], str
     return cover_unmasked(space, first, evaluate=evaluate_as("round"), shrink=shrink, strength=strategy.strength,
                           core_strength=strategy.core_strength, max_rounds=strategy.rounds,
                           row_limit=strategy.round_rows, candidates=candidates,
-                          evaluate_absent=evaluate_as("absence"))
+                          evaluate_absent=evaluate_as("absence"), evaluate_projection=evaluate_as("projection"))
 
 
 def _evaluate_journaled(session: Session, batch: Sequence[Config], phase: str, *, outcomes: dict[str, Outcome],

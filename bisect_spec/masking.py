@@ -28,6 +28,17 @@ as the item "not given" (value index 0), so the combination proves only tuples i
 is not given, and a new row that holds the rest of it gets the flag filled in (a *repair*, as a
 group fills ``--enable-lora``'s companions) instead of losing the algorithm.
 
+**The row's own values.** Shrinking simplifies values as well as flags, so the reproducer of
+``dwdp_size ({_.dwdp_size}) must equal tp_size`` is ``--dwdp-size 2``, whatever value the row held;
+a row holding ``--dwdp-size 8`` fails the same way, is not explained by it, and shrinks to
+``--dwdp-size 2`` again, which adds nothing: the rounds went on generating ``--dwdp-size 8``
+rows (510 of 1,181 round rows on 0.5.23's default space failed so). So before shrinking, each
+unexplained failing row is *projected* onto the flags of its signature's known reproducers, with
+the row's own values (:meth:`Rounds.projections`), before the round's shrinks and again after
+them; a projection that fails the same way while
+each of its flags removed does not is learnt as one more reproducer: 1 + k evaluations, in one
+batch, instead of a shrink, and the value is forbidden from then on.
+
 Invariants: rows never contain a known forbidden combination; the result is deterministic
 for deterministic predicates. Algorithms take predicates: ``evaluate`` (rows to outcome
 keys) and ``shrink`` (a failing configuration to its minimal reproducer); no processes, no
@@ -210,6 +221,46 @@ class Rounds:
                     self.proven.add(t)
         return True
 
+    def projections(self, rows: Sequence[Sequence[int]], keys: Sequence[Key]
+                    ) -> list[tuple[str, tuple[int, ...], tuple[int, ...]]]:
+        """For each failing row no known reproducer of its signature explains: the row restricted to the
+        flags of each such reproducer (as a row: the row's own values there, "not given" elsewhere),
+        where the row holds all the flags it gives; a flag it needs absent that the row gives joins
+        with the row's value (``--enable-return-aux-hidden-states`` learnt without an algorithm, the
+        row's NGRAM: the pair fails too). Distinct, in order, never a reproducer already known; each
+        with the parameters whose removal must lose the failure (the reproducer's own)."""
+        out: dict[tuple[str, tuple[int, ...]], tuple[int, ...]] = {}
+        n = len(self.space.specs)
+        for row, key in zip(rows, keys, strict=True):
+            if key is None or key.startswith(("crashed", "timeout")) or self.explained(row, key):
+                continue
+            for known in self.minimal.get(key, []):
+                given = [p for p, v in known if v]
+                if not given or any(not row[p] for p in given):
+                    continue
+                named = set(given) | {p for p, v in known if not v}
+                projected = tuple(row[p] if p in named else 0 for p in range(n))
+                if frozenset((p, projected[p]) for p in named) not in self.minimal[key]:
+                    out.setdefault((key, projected), tuple(given))
+        return [(key, projected, given) for (key, projected), given in out.items()]
+
+    def absent_companions(self, signature: str, row: Sequence[int]) -> list[Config]:
+        """The flags a reproducer of ``signature`` with these given flags needs absent (as :meth:`learn`
+        takes them): those of the known reproducer it was projected from."""
+        given = {p for p, v in enumerate(row) if v}
+        for items, companions in zip(self._variants(signature), self.missing.get(signature, []), strict=False):
+            if {p for p, v in items if v} == given:
+                return [Config.of({flag: value}) for flag, value in companions.items]
+        return []
+
+    def _variants(self, signature: str) -> list[frozenset[Item]]:
+        """One items set per entry of ``minimal_argv`` (its first variant), aligned with ``missing``."""
+        out = []
+        for argv in self.minimal_argv.get(signature, []):
+            items = _items(self.space, Config.from_argv(argv))
+            out.append(items if items is not None else frozenset())
+        return out
+
     def explained(self, row: Sequence[int], key: Key) -> bool:
         """Whether a failing row holds a known minimal reproducer of its own signature."""
         held = _row_items(row)
@@ -282,11 +333,35 @@ class Rounds:
                              {k: [c.argv() for c in v] for k, v in sorted(self.missing.items()) if any(v)})
 
 
+def _learn_projections(state: Rounds, space: FlagSpace, rows: Sequence[tuple[int, ...]], keys: Sequence[Key],
+                       evaluate: Callable[[list[Config]], list[Key]]) -> int:
+    """Learn the projections (:meth:`Rounds.projections`) that fail with their row's signature and lose it
+    with any one flag removed; the number learnt. One batch of evaluations."""
+    candidates = state.projections(rows, keys)
+    if not candidates:
+        return 0
+
+    def removals(projected: tuple[int, ...], given: tuple[int, ...]) -> list[Config]:
+        return [space.config_of(tuple(0 if q == p else v for q, v in enumerate(projected))) for p in given]
+
+    batch = list(dict.fromkeys(c for _, projected, given in candidates
+                               for c in (space.config_of(projected), *removals(projected, given))))
+    outcome = dict(zip(batch, evaluate(batch), strict=True))
+    learnt = 0
+    for key, projected, given in candidates:
+        if outcome[space.config_of(projected)] != key or any(outcome[r] == key for r in removals(projected, given)):
+            continue
+        if state.learn(key, space.config_of(projected), state.absent_companions(key, projected)):
+            learnt += 1
+    return learnt
+
+
 def cover_unmasked(space: FlagSpace, first: Sequence[tuple[int, ...]], *,
                    evaluate: Callable[[list[Config]], list[Key]], shrink: Callable[[Config, str], Config | None],
                    strength: int = 2, core_strength: int = 3, max_rounds: int = 4, row_limit: int = 500,
                    candidates: Callable[[Config, str], Sequence[str]] | None = None,
                    evaluate_absent: Callable[[list[Config]], list[Key]] | None = None,
+                   evaluate_projection: Callable[[list[Config]], list[Key]] | None = None,
                    ) -> MaskingResult:
     """Evaluate ``first`` (a covering array's rows), then rounds of rows for the tuples still masked.
 
@@ -298,6 +373,8 @@ def cover_unmasked(space: FlagSpace, first: Sequence[tuple[int, ...]], *,
         unset are tried given (:func:`needed_absent`). None: no absence is ever learnt.
     :param evaluate_absent: evaluates those trials (default ``evaluate``); a caller that journals
         evaluations passes its own, so round rows and absence trials are told apart.
+    :param evaluate_projection: evaluates the projections of unexplained rows onto known reproducers
+        (:meth:`Rounds.projections`; default ``evaluate``), for the same reason.
     """
     state = Rounds(space, strength, core_strength)
     rounds: list[dict[str, Any]] = []
@@ -306,6 +383,7 @@ def cover_unmasked(space: FlagSpace, first: Sequence[tuple[int, ...]], *,
         if not rows:
             break
         keys = evaluate([space.config_of(r) for r in rows])
+        learnt = _learn_projections(state, space, rows, keys, evaluate_projection or evaluate)
         # shrink each signature's smallest failing row that no known reproducer explains
         unexplained: dict[str, tuple[int, ...]] = {}
         for row, key in zip(rows, keys, strict=True):
@@ -313,7 +391,6 @@ def cover_unmasked(space: FlagSpace, first: Sequence[tuple[int, ...]], *,
                 best = unexplained.get(key)
                 if best is None or sum(1 for v in row if v) < sum(1 for v in best if v):
                     unexplained[key] = row
-        learnt = 0
         for key, row in sorted(unexplained.items()):
             config = space.config_of(row)
             minimal = shrink(config, key)
@@ -326,6 +403,8 @@ def cover_unmasked(space: FlagSpace, first: Sequence[tuple[int, ...]], *,
                 absent = needed_absent(minimal, key, tries, evaluate_absent or evaluate, lambda c: space.complete(c.as_dict()))
             if state.learn(key, minimal, absent):
                 learnt += 1
+        # and onto the reproducers this round's shrinks learnt (--dwdp-size 2 learnt: the --dwdp-size 8 rows)
+        learnt += _learn_projections(state, space, rows, keys, evaluate_projection or evaluate)
         covered = sum(state.observe(row, key) for row, key in zip(rows, keys, strict=True))
         rounds.append({"round": number, "rows": len(rows), "failed": sum(k is not None for k in keys),
                        "newly_covered": covered, "reproducers_learnt": learnt, "uncovered": len(state.uncovered())})

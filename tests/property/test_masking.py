@@ -157,3 +157,78 @@ def test_learnt_absences_are_true(data: st.DataObject) -> None:
             assert key(Config.of({**minimal.as_dict(), **companions.as_dict()})) != signature  # given, they defuse it
             for flag in companions.flags():  # and each one is needed
                 assert key(Config.of({**minimal.as_dict(), **companions.without(flag).as_dict()})) == signature
+
+
+def test_a_reproducer_shrunk_to_a_simpler_value_is_learnt_with_the_rows_own_value_too() -> None:
+    """As ``dwdp_size must equal tp_size``: every --f0 above 1 fails, and shrinking (values simplified)
+    always answers --f0 2, which a row holding --f0 3 does not contain. The row's projection onto the
+    reproducer's flags is learnt instead, so no later row holds --f0 3 (before: a third of the rounds' rows)."""
+    domains = [4, 3, 3, 3, 3]
+    space = space_of(domains)
+
+    def key(config: Config) -> Key:
+        given = {flag: int(" ".join(value)) for flag, value in config.items}
+        if given.get("--f0", 1) >= 2:
+            return "dwdp"
+        return "deep" if given.get("--f3") == 2 and given.get("--f4") == 2 else None
+
+    def shrink(config: Config, signature: str) -> Config | None:
+        minimal = shrinker(key)(config, signature)
+        assert minimal is not None
+        for flag, value in minimal.items:  # value simplification: the smallest value that still fails
+            for simpler in range(1, int(value[0])):
+                if key(minimal.with_(flag, str(simpler))) == signature:
+                    minimal = minimal.with_(flag, str(simpler))
+                    break
+        return minimal
+
+    rows_seen: list[list[Config]] = []
+
+    def evaluate(configs: list[Config]) -> list[Key]:
+        rows_seen.append(configs)
+        return [key(c) for c in configs]
+
+    projections: list[Config] = []
+
+    def evaluate_projection(configs: list[Config]) -> list[Key]:
+        projections.extend(configs)
+        return [key(c) for c in configs]
+
+    first = covering_array(domains, 2, seed=0)
+    result = cover_unmasked(space, first, evaluate=evaluate, shrink=shrink, strength=2, core_strength=2,
+                            evaluate_projection=evaluate_projection)
+    assert sorted(result.forbidden["dwdp"]) == [["--f0", "2"], ["--f0", "3"]]
+    assert Config.of({"--f0": "3"}) in projections
+    assert all(c.get("--f0") is None or c.get("--f0") == ("1",) for batch in rows_seen[1:] for c in batch)
+    assert result.forbidden["deep"] == [["--f3", "2", "--f4", "2"]]
+    assert result.masked == 0
+
+
+def test_a_flag_a_reproducer_needs_absent_joins_its_projection_with_the_rows_value() -> None:
+    """As ``--enable-return-aux-hidden-states``: it fails without an algorithm and with any algorithm but
+    one, so the reproducer learnt (the flag alone, the algorithm absent) does not explain a row holding
+    another algorithm; that row's projection keeps the algorithm it holds, and the pair is learnt."""
+    domains = [3, 4, 3, 3]
+    space = space_of(domains)
+
+    def key(config: Config) -> Key:
+        given = {flag: " ".join(value) for flag, value in config.items}
+        if "--f0" in given and given.get("--f1") != "1":
+            return "aux"
+        return None
+
+    learnt: list[Config] = []
+
+    def shrink(config: Config, signature: str) -> Config | None:
+        minimal = shrinker(key)(config, signature)
+        assert minimal is not None
+        learnt.append(minimal)
+        return minimal
+
+    result = cover_unmasked(space, covering_array(domains, 2, seed=0), evaluate=lambda cs: [key(c) for c in cs],
+                            shrink=shrink, strength=2, core_strength=2,
+                            candidates=lambda config, signature: ["--f1"])
+    forbidden = result.forbidden["aux"]
+    assert len(learnt) == 1  # one shrink: every other reproducer came from a projection
+    assert [argv for argv in forbidden if "--f1" in argv], forbidden  # a pair with the row's own --f1
+    assert all(argv[:2] != ["--f0", "1"] or "--f1" not in argv or argv[-1] != "1" for argv in forbidden)
