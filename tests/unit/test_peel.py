@@ -46,7 +46,7 @@ def test_a_new_signature_ends_its_row_and_is_reported() -> None:
     result = peel([(cfg("--a", "--c", "--d"), "A")], minimal, lambda cs: [verdict(c) for c in cs])
     assert result.new == {"C": cfg("--c", "--d")}
     assert result.to_dict() == {"rows": 1, "levels": [{"level": 0, "rows": 1, "passed": 0, "peel_again": 0}],
-                                "new_signatures": ["C"]}
+                                "new_signatures": ["C"], "peeled_unevaluated": 0}
 
 
 def test_depth_bounds_the_levels() -> None:
@@ -121,3 +121,56 @@ def test_width_keeps_the_most_diverse_rows_per_signature_and_still_finds_what_th
     assert unlimited.new == result.new and len(unlimited.evaluated) == 12
     assert diverse([cfg("--a"), cfg("--a", "--b"), cfg("--a")], 1) == [cfg("--a", "--b")]
     assert diverse([cfg("--a"), cfg("--b")], 5) == [cfg("--a"), cfg("--b")]
+
+
+def test_non_core_removal_takes_every_flag_of_the_reproducer_but_the_core_ones() -> None:
+    """A reproducer --alg + --p + --q where --p or --q alone fails too: "one" removes --p only, the row
+    fails again the same way and takes a second level; "non-core" removes --p and --q at once, the
+    algorithm stays."""
+    def verdict3(config: Config) -> Key:
+        if config.get("--alg") and (config.get("--p") or config.get("--q")):
+            return "P"
+        return "D" if config.get("--alg") and config.get("--deep") else None
+
+    minimal = {"P": cfg("--alg", "--p", "--q")}
+    row = (cfg("--alg", "--p", "--q", "--deep"), "P")
+    one = peel([row], minimal, lambda cs: [verdict3(c) for c in cs], keep=["--alg"])
+    both = peel([row], minimal, lambda cs: [verdict3(c) for c in cs], keep=["--alg"], remove="non-core")
+    assert one.evaluated == {cfg("--alg", "--q", "--deep"): "P", cfg("--alg", "--deep"): "D"}
+    assert both.evaluated == {cfg("--alg", "--deep"): "D"}
+    assert both.new == one.new == {"D": cfg("--alg", "--deep")}
+    only_core = peel([(cfg("--alg", "--deep"), "D")], {"D": cfg("--alg", "--deep")},
+                     lambda cs: [verdict3(c) for c in cs], keep=["--alg", "--deep"], remove="non-core")
+    assert list(only_core.evaluated) == [cfg("--alg")]  # no non-core flag: one core flag goes, the last listed
+
+
+def test_a_row_holding_known_reproducers_is_peeled_unevaluated_down_to_the_row_that_holds_none() -> None:
+    """The chain --a (A) then --b --c (B) is known; only the row past both is evaluated, and it meets
+    C (--c --d would have been masked by B's --c: with "one" removal --b goes first, --c stays)."""
+    asked: list[Config] = []
+
+    def evaluate(configs: list[Config]) -> list[Key]:
+        asked.extend(configs)
+        return [verdict(c) for c in configs]
+
+    minimal = {"A": cfg("--a"), "B": cfg("--b", "--c")}
+    rows = [(cfg("--a", "--b", "--c", "--d", "--e"), "A")]
+    slow = peel(rows, minimal, lambda cs: [verdict(c) for c in cs], keep=["--c"])
+    fast = peel(rows, minimal, evaluate, keep=["--c"], known={"A": [cfg("--a")], "B": [cfg("--b", "--c")]})
+    assert list(slow.evaluated) == [cfg("--b", "--c", "--d", "--e"), cfg("--c", "--d", "--e")]
+    assert asked == [cfg("--c", "--d", "--e")]  # the row with B's reproducer was not evaluated
+    assert fast.new == slow.new == {"C": cfg("--c", "--d", "--e")}
+    assert fast.predicted == 1
+
+
+def test_a_reproducer_whose_failure_needs_a_flag_absent_is_never_predicted() -> None:
+    minimal = {"A": cfg("--a"), "N": cfg("--n")}
+    asked: list[Config] = []
+
+    def evaluate(configs: list[Config]) -> list[Key]:
+        asked.extend(configs)
+        return [verdict(c) for c in configs]
+
+    peel([(cfg("--a", "--n", "--m"), "A")], minimal, evaluate, keep=[], known={"N": [cfg("--n")]},
+         missing={"N": cfg("--m")})
+    assert asked == [cfg("--n", "--m")]  # evaluated: --n fails only while --m is absent
