@@ -653,11 +653,6 @@ def _peel_rows(session: Session, *, rows: Sequence[Config], space: Any, masking:
         configs.extend(batch)
         return [_outcome_key(outcomes[c.key()]) for c in batch]
 
-    known: dict[str, list[Config]] = {}  # every reproducer learnt, for peel_predict
-    for signature, argvs in (masking.forbidden.items() if masking is not None else ()):
-        known.setdefault(signature, []).extend(Config.from_argv(a) for a in argvs)
-    for signature, reproducers in (learnt or {}).items():
-        known.setdefault(signature, []).extend(r for r in reproducers if r not in known[signature])
     missing: dict[str, Config] = {}  # what each signature's reproducer above needs absent
     for signature, lists in (masking.needs_absent.items() if masking is not None else ()):
         argvs = masking.forbidden[signature]
@@ -666,7 +661,7 @@ def _peel_rows(session: Session, *, rows: Sequence[Config], space: Any, masking:
             missing[signature] = Config.from_argv(lists[shortest])
     return peel(list(failing.items()), minimal, evaluate, depth=strategy.peel_depth, keep=strategy.core,
                 missing=missing, complete=lambda c: space.complete(c.as_dict()), width=strategy.peel_width or None,
-                remove=strategy.peel_remove, known=known if strategy.peel_predict else None)
+                remove=strategy.peel_remove)
 
 
 def failures_for_ci(summary: dict[str, Any], fail_on: str, *, runs_dir: Path, run_id: str) -> list[dict[str, Any]]:

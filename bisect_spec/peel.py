@@ -49,18 +49,16 @@ class PeelResult:
     evaluated: dict[Config, Key] = field(default_factory=dict)
     levels: list[dict[str, int]] = field(default_factory=list)
     new: dict[str, Config] = field(default_factory=dict)  # new signature -> first row that raised it
-    predicted: int = 0  # rows peeled again unevaluated: they held a known reproducer (fast_forward)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"rows": len(self.evaluated), "levels": self.levels, "new_signatures": sorted(self.new),
-                "peeled_unevaluated": self.predicted}
+        return {"rows": len(self.evaluated), "levels": self.levels, "new_signatures": sorted(self.new)}
 
 
 def peel(rows: Sequence[tuple[Config, str]], minimal: Mapping[str, Config],
          evaluate: Callable[[list[Config]], list[Key]], *, depth: int = 8,
          keep: Sequence[str] | None = None, missing: Mapping[str, Config] | None = None,
          complete: Callable[[Config], Config] = lambda c: c, width: int | None = None,
-         remove: str = "one", known: Mapping[str, Sequence[Config]] | None = None) -> PeelResult:
+         remove: str = "one") -> PeelResult:
     """Peel failing rows (see the module's design note).
 
     :param rows: failing configurations with their signature ids.
@@ -77,17 +75,13 @@ def peel(rows: Sequence[tuple[Config, str]], minimal: Mapping[str, Config],
         the most diverse first (:func:`diverse`); None peels every row.
     :param remove: with ``keep``, ``"one"`` removes one flag of the reproducer; ``"non-core"`` every flag
         of it not in ``keep`` (one of ``keep`` when it has no other).
-    :param known: signature id -> reproducers known to fail with it (``minimal``'s included). A peeled
-        row that holds one, whatever it would fail with first, is peeled again at once, unevaluated
-        (:func:`fast_forward`); only the row that holds none is evaluated. None: every row is.
     """
     result = PeelResult()
     frontier = list(dict.fromkeys(rows))
 
-    def step(config: Config, signature: str, reproducer: Config | None = None) -> Config:
-        """The row without (part of) the reproducer of ``signature`` (``minimal``'s unless given), or with
-        what it needs absent given."""
-        reproducer = reproducer or minimal[signature]
+    def step(config: Config, signature: str) -> Config:
+        """The row without (part of) the reproducer of ``signature``, or with what it needs absent given."""
+        reproducer = minimal[signature]
         give = [(f, v) for f, v in (missing or {}).get(signature, Config()).items if config.get(f) is None]
         if give:
             repaired = config
@@ -108,9 +102,6 @@ def peel(rows: Sequence[tuple[Config, str]], minimal: Mapping[str, Config],
             if signature not in minimal:
                 continue
             smaller = step(config, signature)
-            if known is not None and smaller != config:
-                smaller, skipped = fast_forward(smaller, known, minimal, step, set(missing or ()))
-                result.predicted += skipped
             if smaller != config and smaller not in result.evaluated:
                 peeled.append(smaller)
                 parents.setdefault(smaller, signature)
@@ -134,28 +125,6 @@ def peel(rows: Sequence[tuple[Config, str]], minimal: Mapping[str, Config],
         result.levels.append({"level": level, "rows": len(peeled), "passed": sum(k is None for k in keys),
                               "peel_again": len(frontier)})
     return result
-
-
-def fast_forward(config: Config, known: Mapping[str, Sequence[Config]], minimal: Mapping[str, Config],
-                 step: Callable[[Config, str, Config], Config], needs_absent: set[str],
-                 limit: int = 32) -> tuple[Config, int]:
-    """Peel ``config`` while it holds a known reproducer (same flags, same values), without evaluating it;
-    the first row that holds none, and how many rows were skipped. Signatures whose failure needs a
-    flag absent are never predicted (holding the reproducer is not enough for them)."""
-    skipped = 0
-    while skipped < limit:
-        items = set(config.items)
-        held = next(((signature, r) for signature, reproducers in known.items()
-                     if signature in minimal and signature not in needs_absent
-                     for r in reproducers if r.items and set(r.items) <= items), None)
-        if held is None:
-            break
-        smaller = step(config, *held)
-        if smaller == config:
-            break
-        config = smaller
-        skipped += 1
-    return config, skipped
 
 
 def diverse(rows: Sequence[Config], width: int) -> list[Config]:

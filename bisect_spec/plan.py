@@ -20,7 +20,6 @@ A strategy is a TOML file in ``strategies/`` (``--strategy NAME``) or anywhere
     peel_depth = 8                                   # levels of peeling at most
     peel_width = 0                                   # rows per signature and level at most (0: all)
     peel_remove = "one"                              # "one" flag of the reproducer, or every "non-core" one
-    peel_predict = false                             # a row holding a known reproducer: peeled unevaluated
     [forbid]                                         # more values tested once, never combined
     "--kv-cache-dtype" = ["fp4_e2m1"]
     [groups]                                         # flags filled in together (default: space.GROUPS)
@@ -50,7 +49,7 @@ DEFAULT_STRATEGY = "default"
 PEEL_REMOVE = ("one", "non-core")
 _KEYS = {"description", "include", "exclude", "strength", "core", "core_strength", "random_budget", "seed", "values",
          "require", "forbid", "fit", "rounds", "round_rows",
-         "peel", "peel_depth", "peel_width", "peel_remove", "peel_predict", "groups", "core_alone"}
+         "peel", "peel_depth", "peel_width", "peel_remove", "groups", "core_alone"}
 
 
 @dataclass(frozen=True)
@@ -76,7 +75,6 @@ class Strategy:
     peel_depth: int = 8
     peel_width: int = 0
     peel_remove: str = "one"
-    peel_predict: bool = False
     core_alone: bool = False
     #: flag -> the flags it needs, filled in together; None: :data:`bisect_spec.space.GROUPS`
     groups: Mapping[str, tuple[str, ...]] | None = None
@@ -93,8 +91,7 @@ class Strategy:
                 "values": {k: list(v) for k, v in self.values.items()}, "description": self.description,
                 "forbid": {k: list(v) for k, v in self.forbid.items()}, "fit": self.fit, "rounds": self.rounds,
                 "round_rows": self.round_rows, "peel": self.peel, "peel_depth": self.peel_depth,
-                "peel_width": self.peel_width, "peel_remove": self.peel_remove, "peel_predict": self.peel_predict,
-                "core_alone": self.core_alone,
+                "peel_width": self.peel_width, "peel_remove": self.peel_remove, "core_alone": self.core_alone,
                 **({} if self.groups is None else {"groups": {k: " ".join(v) for k, v in self.groups.items()}})}
 
 
@@ -143,7 +140,7 @@ def load_strategy(name: str, *, seed: int | None = None, random_budget: int | No
             isinstance(v, str) and v.startswith("--") for v in data["groups"].values())):
         raise UsageError(f"strategy file {path}: 'groups' must be a table: [groups] then \"--enable-lora\" = "
                          f"\"--max-lora-rank 16 --lora-target-modules all\"")
-    for key in ("fit", "peel", "peel_predict", "core_alone"):
+    for key in ("fit", "peel", "core_alone"):
         if key in data and not isinstance(data[key], bool):
             raise UsageError(f"strategy file {path}: '{key}' must be true or false")
     for flag, listed in data.get("values", {}).items():
@@ -161,7 +158,7 @@ def load_strategy(name: str, *, seed: int | None = None, random_budget: int | No
             fit=bool(data.get("fit", True)), rounds=int(data.get("rounds", 0)),
             round_rows=int(data.get("round_rows", 400)), peel=bool(data.get("peel", False)),
             peel_depth=int(data.get("peel_depth", 8)), peel_width=int(data.get("peel_width", 0)),
-            peel_remove=str(data.get("peel_remove", "one")), peel_predict=bool(data.get("peel_predict", False)),
+            peel_remove=str(data.get("peel_remove", "one")),
             core_alone=bool(data.get("core_alone", False)),
             groups={str(k): tuple(str(v).split()) for k, v in data["groups"].items()} if "groups" in data else None)
     except (TypeError, ValueError) as exc:

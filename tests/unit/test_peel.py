@@ -46,7 +46,7 @@ def test_a_new_signature_ends_its_row_and_is_reported() -> None:
     result = peel([(cfg("--a", "--c", "--d"), "A")], minimal, lambda cs: [verdict(c) for c in cs])
     assert result.new == {"C": cfg("--c", "--d")}
     assert result.to_dict() == {"rows": 1, "levels": [{"level": 0, "rows": 1, "passed": 0, "peel_again": 0}],
-                                "new_signatures": ["C"], "peeled_unevaluated": 0}
+                                "new_signatures": ["C"]}
 
 
 def test_depth_bounds_the_levels() -> None:
@@ -143,34 +143,3 @@ def test_non_core_removal_takes_every_flag_of_the_reproducer_but_the_core_ones()
                      lambda cs: [verdict3(c) for c in cs], keep=["--alg", "--deep"], remove="non-core")
     assert list(only_core.evaluated) == [cfg("--alg")]  # no non-core flag: one core flag goes, the last listed
 
-
-def test_a_row_holding_known_reproducers_is_peeled_unevaluated_down_to_the_row_that_holds_none() -> None:
-    """The chain --a (A) then --b --c (B) is known; only the row past both is evaluated, and it meets
-    C (--c --d would have been masked by B's --c: with "one" removal --b goes first, --c stays)."""
-    asked: list[Config] = []
-
-    def evaluate(configs: list[Config]) -> list[Key]:
-        asked.extend(configs)
-        return [verdict(c) for c in configs]
-
-    minimal = {"A": cfg("--a"), "B": cfg("--b", "--c")}
-    rows = [(cfg("--a", "--b", "--c", "--d", "--e"), "A")]
-    slow = peel(rows, minimal, lambda cs: [verdict(c) for c in cs], keep=["--c"])
-    fast = peel(rows, minimal, evaluate, keep=["--c"], known={"A": [cfg("--a")], "B": [cfg("--b", "--c")]})
-    assert list(slow.evaluated) == [cfg("--b", "--c", "--d", "--e"), cfg("--c", "--d", "--e")]
-    assert asked == [cfg("--c", "--d", "--e")]  # the row with B's reproducer was not evaluated
-    assert fast.new == slow.new == {"C": cfg("--c", "--d", "--e")}
-    assert fast.predicted == 1
-
-
-def test_a_reproducer_whose_failure_needs_a_flag_absent_is_never_predicted() -> None:
-    minimal = {"A": cfg("--a"), "N": cfg("--n")}
-    asked: list[Config] = []
-
-    def evaluate(configs: list[Config]) -> list[Key]:
-        asked.extend(configs)
-        return [verdict(c) for c in configs]
-
-    peel([(cfg("--a", "--n", "--m"), "A")], minimal, evaluate, keep=[], known={"N": [cfg("--n")]},
-         missing={"N": cfg("--m")})
-    assert asked == [cfg("--n", "--m")]  # evaluated: --n fails only while --m is absent

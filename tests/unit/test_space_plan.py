@@ -190,7 +190,7 @@ def test_strategy_file_errors_name_the_file(tmp_path: Path) -> None:
     typo = write(tmp_path, 'include = ["--page-size"]\nstrenght = 2\n')
     assert usage_error(str(typo)) == (
         f"strategy file {typo}: unknown key 'strenght' (known: core, core_alone, core_strength, description, exclude, "
-        "fit, forbid, groups, include, peel, peel_depth, peel_predict, peel_remove, peel_width, "
+        "fit, forbid, groups, include, peel, peel_depth, peel_remove, peel_width, "
         "random_budget, require, round_rows, rounds, seed, strength, values)")
     group = write(tmp_path, 'include = ["--page-size"]\n[groups]\n"--enable-lora" = 16\n')
     assert usage_error(str(group)) == (f"strategy file {group}: 'groups' must be a table: [groups] then "
