@@ -133,6 +133,23 @@ def collect(parts: Mapping[str, Iterable[tuple[Config, Mapping[str, Any]]]],
     return found
 
 
+def score_against(stored: Mapping[str, Any], runs: Sequence[Path]) -> list[dict[str, Any]]:
+    """Each run's statements against a stored result's oracle (its ``statements_list``), unchanged: plans
+    compared side by side against one oracle, where a full run draws part of its oracle (the peel) from the
+    plan it scores."""
+    oracle = {Statement(s["file"], s["line"], s["function"]): s for s in stored["oracle"]["statements_list"]}
+    speculative = {s for s in oracle if is_speculative(s)}
+    out = []
+    for run in runs:
+        rows, _, cost = read_run(run)
+        found = {s for _, r in rows if (s := statement_of(r)) is not None}
+        out.append({"run": str(run), "all": len(found & set(oracle)), "speculative": len(found & speculative),
+                    "oracle": len(oracle), "oracle_speculative": len(speculative), "evaluations": cost["evaluations"],
+                    "seconds": cost["seconds"], "missed": [str(s) for s in sorted(set(oracle) - found)],
+                    "found_outside_oracle": len(found - set(oracle))})
+    return out
+
+
 def score(oracle: Mapping[Statement, Seen], found: Iterable[Statement]) -> dict[str, Any]:
     """Recall of ``found`` against the oracle, over all statements and over those in speculative code."""
     hit = set(found)
@@ -357,7 +374,16 @@ def main() -> None:
     parser.add_argument("--default-only", action="store_true",
                         help="Run the default command (counting its evaluations), print its run directory and stop.")
     parser.add_argument("--out", type=Path, default=Path("bench_recall.json"))
+    parser.add_argument("--score-against", type=Path, metavar="RESULT",
+                        help="Score the runs given with --run against this earlier result's oracle, and stop.")
+    parser.add_argument("--run", type=Path, action="append", default=[], help="A default-command run (with --score-against).")
     args = parser.parse_args()
+    if args.score_against:
+        for line in score_against(json.loads(args.score_against.read_text()), args.run):
+            print(f"{line['run']}: {line['all']}/{line['oracle']} statements, {line['speculative']}/"
+                  f"{line['oracle_speculative']} in speculative code, {line['evaluations']} evaluations; "
+                  f"{line['found_outside_oracle']} more outside the oracle; missed: {', '.join(line['missed'])}")
+        return
 
     from bisect_spec import api, environments, store
     from bisect_spec.plan import fitted_plan, load_strategy

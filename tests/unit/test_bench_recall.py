@@ -121,3 +121,23 @@ def test_uniform_sample_is_distinct_and_deterministic_and_grid_is_complete() -> 
     assert len(bench.uniform_sample(space, 100, seed=0)) == space.grid_size() == 24
     grid = bench.core_grid(space)
     assert len(set(grid)) == 6 and all(c.get("--c") is None for c in grid)
+
+
+def test_score_against_scores_each_run_on_one_stored_oracle(tmp_path: Path) -> None:
+    import json
+
+    stored = {"oracle": {"statements_list": [
+        {"file": f, "line": n, "function": fn} for f, n, fn in (HOOK, ARGS_OTHER, MODEL)]}}
+    runs = []
+    for name, found in (("a", [HOOK]), ("b", [HOOK, ARGS_OTHER, ARGS_SPEC])):
+        run = tmp_path / name
+        run.mkdir()
+        rows = [{"config": ["--x", str(i)], **failed(*where, sig=str(i))} for i, where in enumerate(found)]
+        (run / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        (run / "summary.json").write_text(json.dumps({"signatures": []}))
+        (run / "bench_recall_cost.json").write_text(json.dumps({"evaluations": 10 * len(found), "seconds": 1.0}))
+        runs.append(run)
+    a, b = bench.score_against(stored, runs)
+    assert (a["all"], a["speculative"], a["oracle"], a["oracle_speculative"]) == (1, 1, 3, 1)
+    assert (b["all"], b["speculative"], b["found_outside_oracle"], b["evaluations"]) == (2, 1, 1, 30)
+    assert b["missed"] == [str(bench.Statement(*MODEL[:2], MODEL[2]))]
