@@ -322,17 +322,13 @@ def test_a_placeholder_path_becomes_a_shell_variable_the_launch_script_asks_for(
     assert script.index("UNO_LORA_PATH:?") < script.index("sglang.launch_server")
 
 
-def test_a_negative_peel_width_is_refused_in_one_line(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("line", "message"), [
+    ("peel_width = -1", "peel_width must be 0 (every row) or a number of rows, not -1"),
+    ('peel_remove = "all"', "peel_remove must be one of one, non-core, not 'all'"),
+])
+def test_a_bad_peel_setting_is_refused_in_one_line(tmp_path: Path, line: str, message: str) -> None:
     path = tmp_path / "w.toml"
-    path.write_text('include = ["--page-size"]\npeel = true\npeel_width = -1\n')
+    path.write_text(f'include = ["--page-size"]\npeel = true\n{line}\n')
     with pytest.raises(UsageError) as info:
         load_strategy(str(path))
-    assert str(info.value) == f"strategy file {path}: peel_width must be 0 (every row) or a number of rows, not -1"
-
-
-def test_an_unknown_peel_removal_is_refused_in_one_line(tmp_path: Path) -> None:
-    path = tmp_path / "s.toml"
-    path.write_text('include = ["--page-size"]\npeel = true\npeel_remove = "all"\n')
-    with pytest.raises(UsageError) as info:
-        load_strategy(str(path))
-    assert str(info.value) == f"strategy file {path}: peel_remove must be one of one, non-core, not 'all'"
+    assert str(info.value) == f"strategy file {path}: {message}"
