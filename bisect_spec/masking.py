@@ -222,14 +222,15 @@ class Rounds:
         return True
 
     def projections(self, rows: Sequence[Sequence[int]], keys: Sequence[Key]
-                    ) -> list[tuple[str, tuple[int, ...], tuple[int, ...]]]:
+                    ) -> list[tuple[str, tuple[int, ...], tuple[int, ...], list[Config]]]:
         """For each failing row no known reproducer of its signature explains: the row restricted to the
         flags of each such reproducer (as a row: the row's own values there, "not given" elsewhere),
         where the row holds all the flags it gives; a flag it needs absent that the row gives joins
         with the row's value (``--enable-return-aux-hidden-states`` learnt without an algorithm, the
         row's NGRAM: the pair fails too). Distinct, in order, never a reproducer already known; each
-        with the parameters whose removal must lose the failure (the reproducer's own)."""
-        out: dict[tuple[str, tuple[int, ...]], tuple[int, ...]] = {}
+        with the parameters whose removal must lose the failure (the reproducer's own) and the flags it
+        still needs absent, as :meth:`learn` takes them (each with the value a repair gives it)."""
+        out: dict[tuple[str, tuple[int, ...]], tuple[tuple[int, ...], list[Config]]] = {}
         n = len(self.space.specs)
         for row, key in zip(rows, keys, strict=True):
             if key is None or key.startswith(("crashed", "timeout")) or self.explained(row, key):
@@ -241,25 +242,10 @@ class Rounds:
                 named = set(given) | {p for p, v in known if not v}
                 projected = tuple(row[p] if p in named else 0 for p in range(n))
                 if frozenset((p, projected[p]) for p in named) not in self.minimal[key]:
-                    out.setdefault((key, projected), tuple(given))
-        return [(key, projected, given) for (key, projected), given in out.items()]
-
-    def absent_companions(self, signature: str, row: Sequence[int]) -> list[Config]:
-        """The flags a reproducer of ``signature`` with these given flags needs absent (as :meth:`learn`
-        takes them): those of the known reproducer it was projected from."""
-        given = {p for p, v in enumerate(row) if v}
-        for items, companions in zip(self._variants(signature), self.missing.get(signature, []), strict=False):
-            if {p for p, v in items if v} == given:
-                return [Config.of({flag: value}) for flag, value in companions.items]
-        return []
-
-    def _variants(self, signature: str) -> list[frozenset[Item]]:
-        """One items set per entry of ``minimal_argv`` (its first variant), aligned with ``missing``."""
-        out = []
-        for argv in self.minimal_argv.get(signature, []):
-            items = _items(self.space, Config.from_argv(argv))
-            out.append(items if items is not None else frozenset())
-        return out
+                    absent = [Config.of({self.space.specs[p].flag: self.space.specs[p].values[self.fill[p]]})
+                              for p in sorted(named) if not projected[p]]
+                    out.setdefault((key, projected), (tuple(given), absent))
+        return [(key, projected, given, absent) for (key, projected), (given, absent) in out.items()]
 
     def explained(self, row: Sequence[int], key: Key) -> bool:
         """Whether a failing row holds a known minimal reproducer of its own signature."""
@@ -341,17 +327,16 @@ def _learn_projections(state: Rounds, space: FlagSpace, rows: Sequence[tuple[int
     if not candidates:
         return 0
 
-    def removals(projected: tuple[int, ...], given: tuple[int, ...]) -> list[Config]:
-        return [space.config_of(tuple(0 if q == p else v for q, v in enumerate(projected))) for p in given]
-
-    batch = list(dict.fromkeys(c for _, projected, given in candidates
-                               for c in (space.config_of(projected), *removals(projected, given))))
+    trials = [(key, space.config_of(projected),
+               [space.config_of(tuple(0 if q == p else v for q, v in enumerate(projected))) for p in given], absent)
+              for key, projected, given, absent in candidates]
+    batch = list(dict.fromkeys(c for _, config, removals, _ in trials for c in (config, *removals)))
     outcome = dict(zip(batch, evaluate(batch), strict=True))
     learnt = 0
-    for key, projected, given in candidates:
-        if outcome[space.config_of(projected)] != key or any(outcome[r] == key for r in removals(projected, given)):
+    for key, config, removals, absent in trials:
+        if outcome[config] != key or any(outcome[r] == key for r in removals):
             continue
-        if state.learn(key, space.config_of(projected), state.absent_companions(key, projected)):
+        if state.learn(key, config, absent):
             learnt += 1
     return learnt
 
