@@ -379,6 +379,11 @@ def main() -> None:
     parser.add_argument("--run", type=Path, action="append", default=[], help="A default-command run (with --score-against).")
     args = parser.parse_args()
     if args.score_against:
+        missing = [str(path) for path in [args.score_against, *(run / "results.jsonl" for run in args.run)]
+                   if not path.is_file()]
+        if missing or not args.run:
+            parser.error(f"--score-against needs an earlier result and at least one --run RUN holding results.jsonl; "
+                         f"not found: {', '.join(missing) or 'no --run given'}")
         for line in score_against(json.loads(args.score_against.read_text()), args.run):
             print(f"{line['run']}: {line['all']}/{line['oracle']} statements, {line['speculative']}/"
                   f"{line['oracle_speculative']} in speculative code, {line['evaluations']} evaluations; "
