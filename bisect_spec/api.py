@@ -435,12 +435,17 @@ def sweep(spec: TargetSpec | None = None, *, strategy: str = "default", jobs: in
                 for outcome in session.evaluate_many(c for _, c in todo):
                     record("cover", index_of[outcome.config.key()], outcome, False)
 
+            branch_configs: list[Config] = []
+            if chosen.branches:
+                _branch_rows(session, space=search_space, outcomes=outcomes, cache=cache, target_key=target_key,
+                             record=record, configs=branch_configs, total=total)
             # every shrink of this sweep reads the rows' outcomes and what earlier shrinks evaluated
             memo: MutableMapping[str, Outcome] = ChainMap({}, outcomes)
             learnt: dict[str, list[Config]] = {}  # signature -> 1-minimal reproducers shrunk so far
             rounds_configs: list[Config] = []
             if chosen.rounds > 0:
-                masking = _masking_rounds(session, space=search_space, plan=plan, strategy=chosen, outcomes=outcomes,
+                masking = _masking_rounds(session, space=search_space, plan=[*plan, *branch_configs], strategy=chosen,
+                                          outcomes=outcomes,
                                           cache=cache, target_key=target_key, record=record,
                                           configs=rounds_configs, total=total, budget=(shrink_evaluations, shrink_seconds),
                                           memo=memo, learnt=learnt)
@@ -465,7 +470,7 @@ def sweep(spec: TargetSpec | None = None, *, strategy: str = "default", jobs: in
             peel_configs: list[Config] = []
             peeled = None
             if chosen.peel:
-                peeled = _peel_rows(session, rows=[*plan, *rounds_configs, *searched], space=search_space,
+                peeled = _peel_rows(session, rows=[*plan, *branch_configs, *rounds_configs, *searched], space=search_space,
                                     masking=masking,
                                     strategy=chosen, outcomes=outcomes, cache=cache, target_key=target_key,
                                     record=record, configs=peel_configs, total=total,
@@ -474,7 +479,7 @@ def sweep(spec: TargetSpec | None = None, *, strategy: str = "default", jobs: in
                 cache.close()
             ordered = [outcomes[c.key()] for c in plan]
             seen = {c.key() for c in plan}
-            for config in [*rounds_configs, *searched, *peel_configs]:
+            for config in [*branch_configs, *rounds_configs, *searched, *peel_configs]:
                 if config.key() not in seen:
                     seen.add(config.key())
                     ordered.append(outcomes[config.key()])
@@ -520,7 +525,24 @@ def sweep(spec: TargetSpec | None = None, *, strategy: str = "default", jobs: in
 
 
 #: journal phase -> the progress bar's phase, where the bar would otherwise restart at every switch
-PROGRESS_PHASE = {"absence": "round", "projection": "round"}
+PROGRESS_PHASE = {"absence": "round", "projection": "round", "branch": "cover"}
+
+
+def _branch_rows(session: Session, *, space: Any, outcomes: dict[str, Outcome], cache: Any, target_key: str,
+                 record: Callable[..., None], configs: list[Config], total: list[int]) -> None:
+    """Branch rows (:mod:`bisect_spec.branches`), journaled as phase ``branch``: every context first,
+    then the rows of the contexts that passed."""
+    from .branches import contexts, passing_bases
+
+    found = contexts(space, passing_bases(space, [o.config for o in outcomes.values() if o.passed]))
+    batch = [context for context, _ in found]
+    _evaluate_journaled(session, batch, "branch", outcomes=outcomes, cache=cache, target_key=target_key,
+                        record=record, total=total)
+    configs.extend(batch)
+    rows = [row for context, rows in found if outcomes[context.key()].passed for row in rows]
+    _evaluate_journaled(session, rows, "branch", outcomes=outcomes, cache=cache, target_key=target_key,
+                        record=record, total=total)
+    configs.extend(rows)
 
 
 def _masking_rounds(session: Session, *, space: Any, plan: Sequence[Config], strategy: Any,

@@ -42,7 +42,7 @@ from .versions import version_key as version_key
 
 CURRENT = "current"
 #: File caching a release's flag table; bump the suffix when the table's shape changes.
-FLAGS_CACHE = "flags-v6.json"
+FLAGS_CACHE = "flags-v7.json"
 _VERSION = re.compile(r"^\d+\.\d+(\.\d+)*(\.post\d+|rc\d+)?$")
 
 

@@ -111,7 +111,7 @@ def fitted_space(space: FlagSpace, unfit: Sequence[Unfit]) -> FlagSpace:
     """``space`` without the unfit values (their flags stay, with the values that fit)."""
     drop = {(u.flag, u.value) for u in unfit}
     specs = tuple(FlagSpec(s.flag, tuple(v for v in s.values if (s.flag, v) not in drop), s.kind) for s in space.specs)
-    return FlagSpace(specs, space.core, space.fixed, space.groups)
+    return FlagSpace(specs, space.core, space.fixed, space.groups, space.branches)
 
 
 def once_rows(space: FlagSpace, unfit: Sequence[Unfit]) -> list[Config]:

@@ -9,6 +9,7 @@ A strategy is a TOML file in ``strategies/`` (``--strategy NAME``) or anywhere
     core = ["--speculative-algorithm", ...]          # flags with higher coverage
     core_strength = 3
     core_alone = true                                # the core flags' array again, no other flag given
+    branches = true                                  # switch + algorithm + each read, alone (branches.py)
     random_budget = 300                              # Hypothesis search after the array
     seed = 0
     [values]                                         # per-flag domains ("" = unset)
@@ -49,7 +50,7 @@ DEFAULT_STRATEGY = "default"
 PEEL_REMOVE = ("one", "non-core")
 _KEYS = {"description", "include", "exclude", "strength", "core", "core_strength", "random_budget", "seed", "values",
          "require", "forbid", "fit", "rounds", "round_rows",
-         "peel", "peel_depth", "peel_width", "peel_remove", "groups", "core_alone"}
+         "peel", "peel_depth", "peel_width", "peel_remove", "groups", "core_alone", "branches"}
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,7 @@ class Strategy:
     peel_width: int = 0
     peel_remove: str = "one"
     core_alone: bool = False
+    branches: bool = False
     #: flag -> the flags it needs, filled in together; None: :data:`bisect_spec.space.GROUPS`
     groups: Mapping[str, tuple[str, ...]] | None = None
 
@@ -92,6 +94,7 @@ class Strategy:
                 "forbid": {k: list(v) for k, v in self.forbid.items()}, "fit": self.fit, "rounds": self.rounds,
                 "round_rows": self.round_rows, "peel": self.peel, "peel_depth": self.peel_depth,
                 "peel_width": self.peel_width, "peel_remove": self.peel_remove, "core_alone": self.core_alone,
+                "branches": self.branches,
                 **({} if self.groups is None else {"groups": {k: " ".join(v) for k, v in self.groups.items()}})}
 
 
@@ -140,7 +143,7 @@ def load_strategy(name: str, *, seed: int | None = None, random_budget: int | No
             isinstance(v, str) and v.startswith("--") for v in data["groups"].values())):
         raise UsageError(f"strategy file {path}: 'groups' must be a table: [groups] then \"--enable-lora\" = "
                          f"\"--max-lora-rank 16 --lora-target-modules all\"")
-    for key in ("fit", "peel", "core_alone"):
+    for key in ("fit", "peel", "core_alone", "branches"):
         if key in data and not isinstance(data[key], bool):
             raise UsageError(f"strategy file {path}: '{key}' must be true or false")
     for flag, listed in data.get("values", {}).items():
@@ -159,7 +162,7 @@ def load_strategy(name: str, *, seed: int | None = None, random_budget: int | No
             round_rows=int(data.get("round_rows", 400)), peel=bool(data.get("peel", False)),
             peel_depth=int(data.get("peel_depth", 8)), peel_width=int(data.get("peel_width", 0)),
             peel_remove=str(data.get("peel_remove", "one")),
-            core_alone=bool(data.get("core_alone", False)),
+            core_alone=bool(data.get("core_alone", False)), branches=bool(data.get("branches", False)),
             groups={str(k): tuple(str(v).split()) for k, v in data["groups"].items()} if "groups" in data else None)
     except (TypeError, ValueError) as exc:
         raise UsageError(f"strategy file {path}: {exc}") from exc

@@ -89,6 +89,17 @@ class FlagSpec:
 
 
 @dataclass(frozen=True)
+class Branch:
+    """A branch of SGLang's checks that runs only with ``switches`` on and the algorithm one of
+    ``algorithms``, and tests ``reads`` (flags of the space); ``where`` names it (``function:line``)."""
+
+    where: str
+    algorithms: tuple[str, ...]
+    switches: tuple[str, ...]
+    reads: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class FlagSpace:
     """An ordered set of :class:`FlagSpec`; ``core`` flags get the higher coverage strength."""
 
@@ -97,6 +108,9 @@ class FlagSpace:
     fixed: Config = field(default_factory=Config)
     #: flag -> the flags it needs, filled in wherever a row sets it (:data:`GROUPS`)
     groups: Mapping[str, Config] = field(default_factory=dict)
+    #: the branches a switch and an algorithm open together, over this space's flags
+    #: (:func:`bisect_spec.inside.data_flow.branch_contexts`; rows: :mod:`bisect_spec.branches`)
+    branches: tuple[Branch, ...] = ()
 
     def __post_init__(self) -> None:
         names = [s.flag for s in self.specs]
@@ -319,4 +333,23 @@ def build_space(table: Sequence[Mapping[str, Any]], *, include: Iterable[str], e
             companions = Config.from_argv(list(argv))
             if all(companion in aliases for companion, _ in companions.items):
                 kept_groups[aliases[flag]] = Config.of({aliases[c]: v for c, v in companions.items})
-    return FlagSpace(tuple(specs), core_flags, fixed or Config(), kept_groups)
+    return FlagSpace(tuple(specs), core_flags, fixed or Config(), kept_groups, _branches(table, specs))
+
+
+def _branches(table: Sequence[Mapping[str, Any]], specs: Sequence[FlagSpec]) -> tuple[Branch, ...]:
+    """The data flow's branch contexts (``branch_contexts`` of the algorithm's entry) whose algorithm,
+    switches and at least one read are flags of the space, as flags."""
+    option = {str(e["dest"]): str(e["option"]) for e in table if e.get("dest")}
+    swept = {s.flag for s in specs}
+    algorithm = option.get("speculative_algorithm")
+    if algorithm not in swept:
+        return ()
+    out = []
+    for entry in table:
+        for context in entry.get("branch_contexts") or ():
+            switches = tuple(option.get(d, "") for d in context["switches"])
+            reads = tuple(option[d] for d in context["reads"] if option.get(d) in swept and option[d] not in switches)
+            if reads and all(flag in swept for flag in switches):
+                out.append(Branch(f"{context['function']}:{context['line']}",
+                                  tuple(str(a) for a in context["algorithms"]), switches, reads))
+    return tuple(out)

@@ -59,6 +59,7 @@ ARGUMENT_MODULES = (os.path.join("srt", "server_args.py"), os.path.join("srt", "
                     os.path.join("srt", "managers", "tokenizer_manager.py"))
 #: A read of a field under this prefix puts a function in scope.
 SPECULATIVE_FIELD = "speculative_"
+ALGORITHM_FIELD = "speculative_algorithm"
 
 _BOUNDARY = {ast.Lt: (-1, 0), ast.LtE: (0, 1), ast.Gt: (0, 1), ast.GtE: (-1, 0)}
 
@@ -98,6 +99,110 @@ def speculative_reads(package_root: str, dests: Iterable[str]) -> dict[str, list
                             if value not in found[field]:
                                 found[field].append(value)
     return found
+
+
+def branch_contexts(package_root: str, dests: Iterable[str]) -> list[dict[str, Any]]:
+    """The branches a feature switch and an algorithm open together, and what each reads.
+
+    A check such as unified memory's ``_assert_spec_verify_backends`` runs only where a switch is on
+    (``if not cfg.enable_unified_memory: return``) *and* the algorithm is one value (``if
+    cfg.speculative_algorithm == "DFLASH":``), and then tests a third flag (the attention backends):
+    a 3-way interaction of non-core flags with the algorithm, which 2-way covering never has to hold
+    together. Each such branch is ``{"function", "line", "switches": [dest], "algorithms": [name],
+    "reads": [dest]}``: the conditions come from enclosing ``if`` tests and from the early exits
+    before it (an ``and`` of conditions counts; ``or`` does not), the reads from the branch's body
+    and the functions it calls by name, defined in the argument modules (``attention_backends_of``),
+    transitively. A switch is a non-speculative field tested for truth; an algorithm test is
+    ``==``/``in`` (or an early exit on ``!=``/``not in``) against constants. The sweep evaluates
+    each branch's context, and the context with each value of each read (:mod:`bisect_spec.branches`).
+    """
+    known = set(dests)
+    trees = []
+    for path in _argument_files(package_root):
+        try:
+            with open(path, encoding="utf-8") as handle:
+                trees.append(ast.parse(handle.read()))
+        except (OSError, SyntaxError, ValueError):
+            continue
+    defined: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
+    for tree in trees:
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                defined.setdefault(node.name, node)
+
+    def reads(nodes: Iterable[ast.AST], seen: set[str]) -> set[str]:
+        found: set[str] = set()
+        for node in nodes:
+            for inner in ast.walk(node):
+                if (field := _field_read(inner, known)) is not None:
+                    found.add(field)
+                if isinstance(inner, ast.Call):
+                    called = inner.func
+                    name = called.id if isinstance(called, ast.Name) else \
+                        called.attr if isinstance(called, ast.Attribute) else None
+                    if name is not None and name in defined and name not in seen:
+                        seen.add(name)
+                        found |= reads(defined[name].body, seen)
+        return found
+
+    out: list[dict[str, Any]] = []
+
+    def note(function: str, line: int, body: list[ast.stmt], algorithms: list[Any], switches: list[str]) -> None:
+        read = sorted(reads(body, {function}) - {ALGORITHM_FIELD, *switches})
+        if read:
+            out.append({"function": function, "line": line, "switches": list(dict.fromkeys(switches)),
+                        "algorithms": algorithms, "reads": read})
+
+    def walk(function: str, body: list[ast.stmt], algorithms: list[Any] | None, switches: list[str]) -> None:
+        for index, statement in enumerate(body):
+            if isinstance(statement, ast.If):
+                named, switched = _conditions(statement.test, known, False)
+                inner_algorithms = named if named is not None else algorithms
+                if (named is not None or switched) and inner_algorithms and switches + switched:
+                    note(function, statement.lineno, statement.body, inner_algorithms, switches + switched)
+                walk(function, statement.body, inner_algorithms, switches + switched)
+                walk(function, statement.orelse, algorithms, switches)
+                if statement.body and isinstance(statement.body[-1], (ast.Return, ast.Raise)) and not statement.orelse:
+                    named, switched = _conditions(statement.test, known, True)  # an early exit: the rest holds
+                    if named is not None or switched:
+                        rest = body[index + 1:]
+                        rest_algorithms = named if named is not None else algorithms
+                        if rest_algorithms and switches + switched:
+                            note(function, statement.lineno, rest, rest_algorithms, switches + switched)
+                        walk(function, rest, rest_algorithms, switches + switched)
+                        return
+            elif isinstance(statement, (ast.For, ast.While, ast.With, ast.Try)):
+                walk(function, [s for s in ast.iter_child_nodes(statement) if isinstance(s, ast.stmt)],
+                     algorithms, switches)
+
+    for tree in trees:
+        for function in _functions(tree):
+            walk(function.name, function.body, None, [])
+    return out
+
+
+def _conditions(test: ast.expr, known: set[str], negate: bool) -> tuple[list[Any] | None, list[str]]:
+    """(algorithms, switches) that ``test`` being true (false with ``negate``) asserts."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) and not negate:
+        algorithms: list[Any] | None = None
+        switches: list[str] = []
+        for value in test.values:
+            named, switched = _conditions(value, known, False)
+            algorithms = named if named is not None else algorithms
+            switches += switched
+        return algorithms, switches
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return _conditions(test.operand, known, not negate)
+    field = _field_read(test, known)
+    if field is not None and not field.startswith(SPECULATIVE_FIELD):
+        return None, [] if negate else [field]
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and _field_read(test.left, known) == ALGORITHM_FIELD:
+        values = _constants(test.comparators[0])
+        positive = isinstance(test.ops[0], (ast.Eq, ast.In))
+        negative = isinstance(test.ops[0], (ast.NotEq, ast.NotIn))
+        if values and (positive or negative) and positive != negate:
+            return values, []
+    return None, []
 
 
 def _speculative_tests(body: list[ast.stmt], known: set[str], guarded: bool) -> Iterator[ast.expr]:

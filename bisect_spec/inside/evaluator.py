@@ -583,6 +583,10 @@ class Evaluator:
             if values is not None:
                 entry["speculative_read"] = True
                 entry["branch_values"] = [_jsonable(v) for v in values]
+            if entry["dest"] == "speculative_algorithm":  # the switch-and-algorithm branches (3-way)
+                entry["branch_contexts"] = [
+                    {**context, "algorithms": [_jsonable(a) for a in context["algorithms"]]}
+                    for context in data_flow.branch_contexts(self.package_root, [e["dest"] for e in out])]
         # environment variables the speculative code reads, and those its checks read (data flow, marked so):
         # swept like flags (kind "env")
         checked = {name for name in reads if launch_path.ENV_READ.fullmatch(f"envs.{name}")}

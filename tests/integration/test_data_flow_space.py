@@ -126,3 +126,24 @@ def test_a_path_the_checks_test_is_swept_as_a_placeholder_file_and_unmasks_the_c
                                          "--speculative-ngram-external-corpus-path": "@path",
                                          "--speculative-ngram-external-sam-budget": "0"}))
     assert "when --speculative-ngram-external-corpus-path is set" in corpus.headline, corpus.headline
+
+
+def test_0_5_23s_unified_memory_branch_under_dflash_gives_rows_that_reach_its_backend_check() -> None:
+    """A 3-way check (switch, algorithm, backend) the data flow names and the release itself raises."""
+    from bisect_spec.branches import contexts
+
+    space = default_space("0.5.23")
+    branch = next(b for b in space.branches if b.algorithms == ("DFLASH",))
+    assert branch.where.startswith("handle_unified_memory_pool:") and branch.switches == ("--enable-unified-memory",)
+    assert {"--attention-backend", "--prefill-attention-backend", "--dcp-size"} <= set(branch.reads)
+    base = Config.of({"--speculative-algorithm": "DFLASH", "--speculative-draft-model-path": "@draft"})
+    context, rows = next((c, r) for c, r in contexts(space, {"DFLASH": base}) if c.get("--speculative-algorithm") == ("DFLASH",))
+    session = shared_session("0.5.23")
+    assert session.evaluate(context).passed
+    backends = [row for row in rows if row.get("--attention-backend") is not None]
+    outcomes = {row.get("--attention-backend"): session.evaluate(row) for row in backends}
+    refused = {" ".join(value or ()) for value, o in outcomes.items()
+               if o.frame.get("function") == "_assert_spec_verify_backends"}
+    assert refused and "triton" not in refused and outcomes[("triton",)].passed, outcomes[("triton",)].headline
+    for name in refused:
+        assert f"got ['{name}']" in outcomes[(name,)].headline or name in outcomes[(name,)].headline

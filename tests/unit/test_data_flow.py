@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from bisect_spec.flags import Config
-from bisect_spec.inside.data_flow import known_algorithms, speculative_reads
+from bisect_spec.inside.data_flow import branch_contexts, known_algorithms, speculative_reads
 from bisect_spec.masking import _items
 from bisect_spec.space import ABSENT, PRESENT, build_space
 
@@ -162,3 +162,49 @@ def test_a_group_fills_in_the_flags_its_flag_needs_wherever_a_row_sets_it() -> N
     # a strategy may replace the groups, and a release lacking a companion flag keeps none
     assert build_space(TABLE, include=["--enable-lora"], core=[], groups={}).groups == {}
     assert build_space(TABLE[:7], include=["--enable-lora"], core=[]).groups == {}
+
+
+def test_a_branch_a_switch_and_an_algorithm_open_together_with_what_it_reads_through_helpers(tmp_path: Path) -> None:
+    """The shape of 0.5.23's unified-memory check: an early exit on the switch, a branch on the algorithm,
+    an assert in a helper that reads the backends through another helper (in another module)."""
+    root = tree(tmp_path, {
+        "srt/arg_groups/kv_cache_hook.py": """
+            def _assert_backends(server_args, *, algorithm):
+                if server_args.dcp_size > 1:
+                    pass
+                assert set(backends_of(server_args)) <= {"triton"}
+
+            def handle_unified_memory_pool(server_args):
+                cfg = server_args
+                if not cfg.enable_unified_memory:
+                    return
+                if cfg.speculative_algorithm == "DFLASH":
+                    _assert_backends(server_args, algorithm="DFLASH")
+                if cfg.speculative_algorithm in ("EAGLE", "EAGLE3") and cfg.enable_lora:
+                    assert cfg.page_size == 1
+                if cfg.speculative_algorithm != "NGRAM":
+                    assert cfg.host
+
+            def handle_other(cfg):
+                if cfg.speculative_algorithm == "DFLASH":
+                    assert cfg.tp_size == 1
+            """,
+        "srt/arg_groups/model_override_base.py": """
+            def backends_of(cfg):
+                return cfg.attention_backend, cfg.attention_backend
+            """,
+        "srt/arg_groups/watermark_hook.py": """
+            def check_watermark(args):
+                if not args.enable_lora:
+                    return
+                if args.speculative_algorithm not in ("NGRAM",):
+                    return
+                assert args.grammar_backend is None
+            """})
+    found = [(c["function"], c["switches"], c["algorithms"], c["reads"])
+             for c in branch_contexts(root, [*DESTS, "dcp_size"])]
+    assert found == [
+        ("handle_unified_memory_pool", ["enable_unified_memory"], ["DFLASH"], ["attention_backend", "dcp_size"]),
+        ("handle_unified_memory_pool", ["enable_unified_memory", "enable_lora"], ["EAGLE", "EAGLE3"], ["page_size"]),
+        ("check_watermark", ["enable_lora"], ["NGRAM"], ["grammar_backend"]),
+    ]  # != "NGRAM" names no algorithm to hold; handle_other has no switch; host: not an algorithm branch's own

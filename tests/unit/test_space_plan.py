@@ -189,7 +189,8 @@ def test_strategy_file_errors_name_the_file(tmp_path: Path) -> None:
     assert "line 2" in message
     typo = write(tmp_path, 'include = ["--page-size"]\nstrenght = 2\n')
     assert usage_error(str(typo)) == (
-        f"strategy file {typo}: unknown key 'strenght' (known: core, core_alone, core_strength, description, exclude, "
+        f"strategy file {typo}: unknown key 'strenght' (known: branches, core, core_alone, core_strength, description, "
+        "exclude, "
         "fit, forbid, groups, include, peel, peel_depth, peel_remove, peel_width, "
         "random_budget, require, round_rows, rounds, seed, strength, values)")
     group = write(tmp_path, 'include = ["--page-size"]\n[groups]\n"--enable-lora" = 16\n')
