@@ -24,6 +24,7 @@ every later install runs with a constraint pinning it, so no CUDA build is pulle
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import re
@@ -41,8 +42,20 @@ from .errors import ReleaseError, ReleaseUnavailable, UsageError
 from .versions import version_key as version_key
 
 CURRENT = "current"
-#: File caching a release's flag table; bump the suffix when the table's shape changes.
-FLAGS_CACHE = "flags-v7.json"
+#: The modules that build a release's flag table (the worker's ``flags`` operation): its cache file is
+#: named after their digest, so a change to the data flow never reads an older table.
+FLAG_TABLE_MODULES = ("evaluator.py", "data_flow.py", "launch_path.py")
+
+
+def _flags_cache_name() -> str:
+    digest = hashlib.sha1()
+    for name in FLAG_TABLE_MODULES:
+        digest.update(name.encode() + b"\0" + (Path(__file__).parent / "inside" / name).read_bytes())
+    return f"flags-{digest.hexdigest()[:12]}.json"
+
+
+#: File caching a release's flag table (:data:`FLAG_TABLE_MODULES`).
+FLAGS_CACHE = _flags_cache_name()
 _VERSION = re.compile(r"^\d+\.\d+(\.\d+)*(\.post\d+|rc\d+)?$")
 
 
