@@ -347,8 +347,10 @@ def sweep(spec: TargetSpec | None = None, *, strategy: str = "default", jobs: in
           address: str | None = None) -> SweepResult:
     """Sweep a strategy's flag space on one target and store the run.
 
-    A covering array is evaluated in parallel, then a Hypothesis-driven search spends
-    ``random_budget`` more evaluations steered towards new outcomes. Every result is
+    A covering array is evaluated in parallel, then the strategy's branch rows
+    (:mod:`bisect_spec.branches`) and masking-aware rounds; a Hypothesis-driven search spends
+    ``random_budget`` more evaluations steered towards new outcomes; peeling runs every
+    failing row again without its failure. Every result is
     journaled as it arrives; ``resume=RUN`` continues a stopped run without
     re-evaluating or duplicating, and outcomes cached by earlier runs are reused.
     With ``shrink``, every failure signature is then shrunk from the smallest

@@ -305,7 +305,8 @@ def sweep(**kwargs: Any) -> api.SweepResult:
     """Sweep a strategy's flag space; journal every result; summarise signatures.
 
     A covering array (2-way over all flags, 3-way over the core speculative flags)
-    runs in parallel, then a Hypothesis-driven search. kill -9 loses nothing already
+    runs in parallel, then branch rows, masking-aware rounds, a Hypothesis-driven search
+    (--budget N; off in the default strategy) and peeling. kill -9 loses nothing already
     reported: continue with --resume RUN.
 
     Example:

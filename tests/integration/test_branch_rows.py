@@ -1,0 +1,66 @@
+"""Branch rows in a real sweep (SGLang 0.5.23, kimi-k2.6 + eagle3, simulated rtx-pro-6000 x8).
+
+``--enable-unified-memory`` with DFLASH refuses attention backends the unified pool has not audited
+(``_assert_spec_verify_backends``): three flags at once. The release raises it; the branch rows are what
+reach it in this space, the same sweep without them does not.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bisect_spec import api
+from tests.conftest import require_release
+
+pytestmark = pytest.mark.sglang
+
+STRATEGY = """
+include = ["--speculative-algorithm", "--speculative-draft-model-path", "--enable-unified-memory",
+           "--attention-backend", "--page-size"]
+strength = 2
+core = ["--speculative-algorithm", "--speculative-draft-model-path"]
+core_strength = 2
+core_alone = true
+random_budget = 0
+branches = {branches}
+[values]
+"--speculative-algorithm" = ["", "EAGLE3", "DFLASH"]
+"--attention-backend" = ["", "triton", "flashmla"]
+"--page-size" = ["", "16"]
+"""
+
+
+def statements(result: api.SweepResult) -> set[str]:
+    return {s["example_frame"]["function"] for s in result.summary["signatures"] if s.get("example_frame")}
+
+
+@pytest.mark.parametrize("branches", [True, False])
+def test_branch_rows_reach_the_unified_memory_check_under_dflash_that_covering_rows_mask(
+        tmp_path: Path, branches: bool) -> None:
+    require_release("0.5.23")
+    strategy = tmp_path / "branches.toml"
+    strategy.write_text(STRATEGY.format(branches=str(branches).lower()))
+    spec = api.TargetSpec(release="0.5.23", model="kimi-k2.6", draft="eagle3", hardware="rtx-pro-6000")
+    shown: list[str] = []
+    result = api.sweep(spec, strategy=str(strategy), runs_dir=tmp_path / "runs", jobs=2, use_cache=False,
+                       progress=lambda done, total, signatures, phase: shown.append(phase))
+    journal = [json.loads(line) for line in (result.run_path / "journal.jsonl").read_text().splitlines()]
+    rows = [e["outcome"] for e in journal if e["phase"] == "branch"]
+    assert ("_assert_spec_verify_backends" in statements(result)) is branches
+    if not branches:
+        assert rows == []
+        return
+    assert "branch" not in shown and "cover" in shown  # one bar for the plan and its branch rows
+    contexts = [o for o in rows if "--attention-backend" not in o["config"] and "--page-size" not in o["config"]]
+    assert {" ".join(o["config"]) for o in contexts} >= {
+        "--enable-unified-memory --speculative-algorithm DFLASH --speculative-draft-model-path @draft"}
+    refused = [o for o in rows if (o.get("frame") or {}).get("function") == "_assert_spec_verify_backends"]
+    assert refused and all(o["config"][o["config"].index("--attention-backend") + 1] == "flashmla" for o in refused)
+    # a context that fails (EAGLE3 needs a hybrid target under unified memory) gets no rows of its own
+    context = {e["outcome"]["status"] for e in journal
+               if e["outcome"]["config"] == ["--enable-unified-memory", "--speculative-algorithm", "EAGLE3"]}
+    assert context == {"failed"}
+    assert not [o for o in rows if "EAGLE3" in o["config"] and "--attention-backend" in o["config"]]
