@@ -17,6 +17,12 @@ from the simplest core-only row of that algorithm that passed (DFLASH needs its 
 fails every row built on it the same way (its failure is a 2-way one the covering rows report),
 so its rows are not evaluated. A handful of rows per branch (on 0.5.23: 4 branches, about 90 rows).
 
+Tried and dropped: a branch's rows also reading everything else its switch guards (0.5.23's ``assert
+not cfg.enable_lmcache`` after the DFLASH branch): 153 rows instead of 85, and on
+``scripts/bench_recall.py``'s fixed oracle 160 statements instead of 161 and one UNO check in speculative
+code lost (the extra rows changed what the masking rounds learnt); the lmcache check still failed first
+on ``handle_cache_compatibility``.
+
 Pure: rows from a space; the sweep evaluates them (phase ``branch``).
 """
 

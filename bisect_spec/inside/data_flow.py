@@ -110,10 +110,8 @@ def branch_contexts(package_root: str, dests: Iterable[str]) -> list[dict[str, A
     a 3-way interaction of non-core flags with the algorithm, which 2-way covering never has to hold
     together. Each such branch is ``{"function", "line", "switches": [dest], "algorithms": [name],
     "reads": [dest]}``: the conditions come from enclosing ``if`` tests and from the early exits
-    before it (an ``and`` of conditions counts; ``or`` does not), the reads from the branch's body and
-    from everything else the switch guards (for an algorithm that passes the branch, every check under
-    the switch runs: 0.5.23's ``assert not cfg.enable_lmcache`` after the DFLASH branch), and from the
-    functions they call by name, defined in the argument modules (``attention_backends_of``),
+    before it (an ``and`` of conditions counts; ``or`` does not), the reads from the branch's body
+    and the functions it calls by name, defined in the argument modules (``attention_backends_of``),
     transitively. A switch is a non-speculative field tested for truth; an algorithm test is
     ``==``/``in`` (or an early exit on ``!=``/``not in``) against constants. The sweep evaluates
     each branch's context, and the context with each value of each read (:mod:`bisect_spec.branches`).
@@ -149,42 +147,37 @@ def branch_contexts(package_root: str, dests: Iterable[str]) -> list[dict[str, A
 
     out: list[dict[str, Any]] = []
 
-    def note(function: str, line: int, body: list[ast.stmt], algorithms: list[Any], switches: list[str],
-             region: list[ast.stmt]) -> None:
-        read = sorted((reads(body, {function}) | reads(region, {function})) - {ALGORITHM_FIELD, *switches})
+    def note(function: str, line: int, body: list[ast.stmt], algorithms: list[Any], switches: list[str]) -> None:
+        read = sorted(reads(body, {function}) - {ALGORITHM_FIELD, *switches})
         if read:
             out.append({"function": function, "line": line, "switches": list(dict.fromkeys(switches)),
                         "algorithms": algorithms, "reads": read})
 
-    def walk(function: str, body: list[ast.stmt], algorithms: list[Any] | None, switches: list[str],
-             region: list[ast.stmt]) -> None:
-        """``region``: the statements where the innermost switch holds (all of them run for a passing context)."""
+    def walk(function: str, body: list[ast.stmt], algorithms: list[Any] | None, switches: list[str]) -> None:
         for index, statement in enumerate(body):
             if isinstance(statement, ast.If):
                 named, switched = _conditions(statement.test, known, False)
                 inner_algorithms = named if named is not None else algorithms
-                inner_region = statement.body if switched else region
                 if (named is not None or switched) and inner_algorithms and switches + switched:
-                    note(function, statement.lineno, statement.body, inner_algorithms, switches + switched, inner_region)
-                walk(function, statement.body, inner_algorithms, switches + switched, inner_region)
-                walk(function, statement.orelse, algorithms, switches, region)
+                    note(function, statement.lineno, statement.body, inner_algorithms, switches + switched)
+                walk(function, statement.body, inner_algorithms, switches + switched)
+                walk(function, statement.orelse, algorithms, switches)
                 if statement.body and isinstance(statement.body[-1], (ast.Return, ast.Raise)) and not statement.orelse:
                     named, switched = _conditions(statement.test, known, True)  # an early exit: the rest holds
                     if named is not None or switched:
                         rest = body[index + 1:]
                         rest_algorithms = named if named is not None else algorithms
-                        rest_region = rest if switched else region
                         if rest_algorithms and switches + switched:
-                            note(function, statement.lineno, rest, rest_algorithms, switches + switched, rest_region)
-                        walk(function, rest, rest_algorithms, switches + switched, rest_region)
+                            note(function, statement.lineno, rest, rest_algorithms, switches + switched)
+                        walk(function, rest, rest_algorithms, switches + switched)
                         return
             elif isinstance(statement, (ast.For, ast.While, ast.With, ast.Try)):
                 walk(function, [s for s in ast.iter_child_nodes(statement) if isinstance(s, ast.stmt)],
-                     algorithms, switches, region)
+                     algorithms, switches)
 
     for tree in trees:
         for function in _functions(tree):
-            walk(function.name, function.body, None, [], [])
+            walk(function.name, function.body, None, [])
     return out
 
 

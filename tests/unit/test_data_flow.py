@@ -204,9 +204,7 @@ def test_a_branch_a_switch_and_an_algorithm_open_together_with_what_it_reads_thr
     found = [(c["function"], c["switches"], c["algorithms"], c["reads"])
              for c in branch_contexts(root, [*DESTS, "dcp_size"])]
     assert found == [
-        # the DFLASH branch, and every check the switch guards (the EAGLE and host ones run for DFLASH too)
-        ("handle_unified_memory_pool", ["enable_unified_memory"], ["DFLASH"],
-         ["attention_backend", "dcp_size", "enable_lora", "host", "page_size"]),
+        ("handle_unified_memory_pool", ["enable_unified_memory"], ["DFLASH"], ["attention_backend", "dcp_size"]),
         ("handle_unified_memory_pool", ["enable_unified_memory", "enable_lora"], ["EAGLE", "EAGLE3"], ["page_size"]),
         ("check_watermark", ["enable_lora"], ["NGRAM"], ["grammar_backend"]),
-    ]  # != "NGRAM" names no algorithm to hold; handle_other has no switch
+    ]  # != "NGRAM" names no algorithm to hold; handle_other has no switch; host: not an algorithm branch's own
