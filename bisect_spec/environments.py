@@ -555,10 +555,17 @@ def remove(release: str) -> None:
     shutil.rmtree(directory)  # also forgets an "unavailable" record, so the next install tries again
 
 
-def cached_flag_table(release: str) -> list[dict[str, Any]] | None:
-    """The flag table recorded for an installed release, or None if not recorded yet."""
+def cached_flag_table(release: str, *, current: bool = True) -> list[dict[str, Any]] | None:
+    """The flag table recorded for an installed release, or None if not recorded yet.
+
+    :param current: False also takes a table an earlier bisect-spec recorded (the newest): its options
+        and aliases are the parser's, whatever the data flow added since (enough for naming releases).
+    """
     directory = _release_dir(release)
     path = directory / FLAGS_CACHE
+    if not path.is_file() and not current:
+        older = sorted(directory.glob("flags-*.json"), key=lambda p: p.stat().st_mtime)
+        path = older[-1] if older else path
     if not path.is_file():
         return None
     table: list[dict[str, Any]] = json.loads(path.read_text())
@@ -586,7 +593,7 @@ def releases_with_flag(flag: str, *, exclude: str = "") -> list[str]:
     """Installed releases whose parser knows ``flag`` (for "it exists in ..." hints)."""
     found = []
     for release in installed():
-        table = cached_flag_table(release) if release != exclude else None
+        table = cached_flag_table(release, current=False) if release != exclude else None
         if table and any(flag in entry["aliases"] for entry in table):
             found.append(release)
     return found

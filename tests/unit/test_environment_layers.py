@@ -27,3 +27,18 @@ def test_missing_layers_are_added_in_pinned_order_and_recorded(tmp_path: Path, m
     assert record["layers_added"] == sorted(added)
     assert environments.add_missing_layers("0.5.23") == []  # complete: nothing to do, nothing installed again
     assert installed == added
+
+
+def test_a_table_an_older_bisect_spec_recorded_still_names_the_releases_that_have_a_flag(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The table's cache file is named after the code that builds it; after an upgrade the older one still
+    holds the parser's options (the data flow's additions aside), enough for "exists in ..." hints."""
+    monkeypatch.setenv("BISECT_SPEC_HOME", str(tmp_path))
+    directory = tmp_path / "envs" / "sglang-0.5.12"
+    directory.mkdir(parents=True)
+    (directory / "env.json").write_text(json.dumps({"release": "0.5.12", "layers": []}))
+    (directory / "flags-0123456789ab.json").write_text(json.dumps([{"option": "--enable-x", "aliases": ["--enable-x"]}]))
+    assert environments.FLAGS_CACHE != "flags-0123456789ab.json"
+    assert environments.cached_flag_table("0.5.12") is None  # a sweep reads the current table only
+    assert environments.releases_with_flag("--enable-x") == ["0.5.12"]
+    assert environments.releases_with_flag("--enable-y") == []
