@@ -439,8 +439,8 @@ def sweep(spec: TargetSpec | None = None, *, strategy: str = "default", jobs: in
 
             branch_configs: list[Config] = []
             if chosen.branches:
-                _branch_rows(session, space=search_space, outcomes=outcomes, cache=cache, target_key=target_key,
-                             record=record, configs=branch_configs, total=total)
+                _branch_rows(session, space=search_space, plan=plan, outcomes=outcomes, cache=cache,
+                             target_key=target_key, record=record, configs=branch_configs, total=total)
             # every shrink of this sweep reads the rows' outcomes and what earlier shrinks evaluated
             memo: MutableMapping[str, Outcome] = ChainMap({}, outcomes)
             learnt: dict[str, list[Config]] = {}  # signature -> 1-minimal reproducers shrunk so far
@@ -530,18 +530,20 @@ def sweep(spec: TargetSpec | None = None, *, strategy: str = "default", jobs: in
 PROGRESS_PHASE = {"absence": "round", "projection": "round", "branch": "cover"}
 
 
-def _branch_rows(session: Session, *, space: Any, outcomes: dict[str, Outcome], cache: Any, target_key: str,
-                 record: Callable[..., None], configs: list[Config], total: list[int]) -> None:
+def _branch_rows(session: Session, *, space: Any, plan: Sequence[Config], outcomes: dict[str, Outcome], cache: Any,
+                 target_key: str, record: Callable[..., None], configs: list[Config], total: list[int]) -> None:
     """Branch rows (:mod:`bisect_spec.branches`), journaled as phase ``branch``: every context first,
-    then the rows of the contexts that passed."""
+    then the rows of the contexts that passed. The contexts start from the plan's passing rows only, so
+    a resumed run (whose journal holds later phases too) builds the same ones."""
     from .branches import contexts, passing_bases
 
-    found = contexts(space, passing_bases(space, [o.config for o in outcomes.values() if o.passed]))
+    found = contexts(space, passing_bases(space, [c for c in plan if outcomes[c.key()].passed]))
     batch = [context for context, _ in found]
     _evaluate_journaled(session, batch, "branch", outcomes=outcomes, cache=cache, target_key=target_key,
                         record=record, total=total)
     configs.extend(batch)
-    rows = [row for context, rows in found if outcomes[context.key()].passed for row in rows]
+    rows = list(dict.fromkeys(row for context, context_rows in found if outcomes[context.key()].passed
+                              for row in context_rows))
     _evaluate_journaled(session, rows, "branch", outcomes=outcomes, cache=cache, target_key=target_key,
                         record=record, total=total)
     configs.extend(rows)

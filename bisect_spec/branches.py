@@ -15,7 +15,8 @@ given) and, where the context passes, the context with each value of each flag t
 one at a time: sparse rows, so nothing but the branch itself can mask them. The context starts
 from the simplest core-only row of that algorithm that passed (DFLASH needs its draft model). A context that fails
 fails every row built on it the same way (its failure is a 2-way one the covering rows report),
-so its rows are not evaluated. A handful of rows per branch (on 0.5.23: 4 branches, about 90 rows).
+so its rows are not evaluated. Up to about 140 rows per context; on 0.5.23 with kimi-k2.6 + eagle3,
+4 branches and 85 evaluations, most contexts failing.
 
 Tried and dropped: a branch's rows also reading everything else its switch guards (0.5.23's ``assert
 not cfg.enable_lmcache`` after the DFLASH branch): 153 rows instead of 85, and on
@@ -35,11 +36,13 @@ from .space import FlagSpace
 
 
 def passing_bases(space: FlagSpace, passed: Iterable[Config]) -> dict[str, Config]:
-    """Algorithm -> the simplest of the ``passed`` configurations that give it with core flags only
-    (the plan's ``core_alone`` rows), as those core flags: what a branch context starts from."""
+    """Algorithm -> the one of the ``passed`` configurations (the plan's: its ``core_alone`` rows) that
+    gives it with core flags only and the fewest of them (then the first by key), as those core flags:
+    what a branch context starts from."""
     found: dict[str, Config] = {}
+    flags = set(space.flags)
     for config in passed:
-        swept = {flag: value for flag, value in config.items if space.spec(flag) is not None}
+        swept = {flag: value for flag, value in config.items if flag in flags}
         algorithm = swept.get("--speculative-algorithm")
         if algorithm is None or any(flag not in space.core for flag in swept):
             continue
@@ -52,8 +55,9 @@ def passing_bases(space: FlagSpace, passed: Iterable[Config]) -> dict[str, Confi
 
 def contexts(space: FlagSpace, bases: Mapping[str, Config] | None = None) -> list[tuple[Config, list[Config]]]:
     """Each branch context (algorithm and switches, completed), with the rows that add one value of
-    one flag the branch reads; distinct, in the data flow's order; a context's rows leave out what
-    an earlier context already has.
+    one flag the branch reads, in the data flow's order; a context two branches share is listed once,
+    with the rows of both (distinct, never the context itself). Rows two contexts share are listed
+    under each: whichever context passes evaluates them.
 
     :param bases: algorithm -> the core flags that make it pass alone (DFLASH needs its draft model:
         :func:`passing_bases`); an algorithm without one stands alone.
@@ -62,7 +66,6 @@ def contexts(space: FlagSpace, bases: Mapping[str, Config] | None = None) -> lis
     if algorithm is None:
         return []
     out: dict[Config, list[Config]] = {}
-    seen: set[Config] = set()
     for branch in space.branches:
         switch_values = []
         for flag in branch.switches:
@@ -79,7 +82,7 @@ def contexts(space: FlagSpace, bases: Mapping[str, Config] | None = None) -> lis
                 chosen = {**base.as_dict(), "--speculative-algorithm": (name,), **dict(switch_values)}
                 context = space.complete(chosen)
                 rows = out.setdefault(context, [])
-                seen.add(context)
+                seen = {context, *rows}
                 for flag in branch.reads:
                     spec = space.spec(flag)
                     for value in spec.values if spec is not None else ():

@@ -42,8 +42,9 @@ from .errors import ReleaseError, ReleaseUnavailable, UsageError
 from .versions import version_key as version_key
 
 CURRENT = "current"
-#: The modules that build a release's flag table (the worker's ``flags`` operation): its cache file is
-#: named after their digest, so a change to the data flow never reads an older table.
+#: The modules that build a release's flag table (the worker's ``flags`` operation: ``evaluator.flags``
+#: and what it calls; keep this list with it): its cache file is named after their digest, so a change to
+#: the data flow never reads an older table.
 FLAG_TABLE_MODULES = ("evaluator.py", "data_flow.py", "launch_path.py")
 
 
@@ -487,7 +488,7 @@ def install(release: str, progress: Callable[[str], None] | None = None, *, veri
         probe = worker.WorkerProcess(environment.worker_spec(hardware=None, gpus=1, log_path=str(directory / "import-check.log")))
         try:
             info = probe.start()
-            (directory / FLAGS_CACHE).write_text(json.dumps(probe.request({"op": "flags"}, 120)["flags"]))
+            record_flag_table(directory, probe.request({"op": "flags"}, 120)["flags"])
         except Exception as exc:
             shutil.rmtree(directory / "site", ignore_errors=True)  # keep the logs, not the files
             raise _mark_unavailable(release, f"does not import: {_one_line(exc)}") from exc
@@ -553,6 +554,14 @@ def remove(release: str) -> None:
     if not directory.exists():
         raise ReleaseError(f"SGLang {release} is not installed (installed: {', '.join(installed()) or 'none'})")
     shutil.rmtree(directory)  # also forgets an "unavailable" record, so the next install tries again
+
+
+def record_flag_table(directory: Path, table: list[dict[str, Any]]) -> None:
+    """Write a release's flag table as :data:`FLAGS_CACHE`; tables older code recorded go."""
+    (directory / FLAGS_CACHE).write_text(json.dumps(table))
+    for older in directory.glob("flags-*.json"):
+        if older.name != FLAGS_CACHE:
+            older.unlink(missing_ok=True)
 
 
 def cached_flag_table(release: str, *, current: bool = True) -> list[dict[str, Any]] | None:

@@ -179,7 +179,7 @@ class Session:
                     self.start()
                 self._flags = self.pool.request({"op": "flags"})["flags"]
                 if cache is not None:
-                    cache.write_text(json.dumps(self._flags))
+                    environments.record_flag_table(cache.parent, self._flags)
         assert self._flags is not None
         return self._flags
 

@@ -338,18 +338,32 @@ def build_space(table: Sequence[Mapping[str, Any]], *, include: Iterable[str], e
 
 def _branches(table: Sequence[Mapping[str, Any]], specs: Sequence[FlagSpec]) -> tuple[Branch, ...]:
     """The data flow's branch contexts (``branch_contexts`` of the algorithm's entry) whose algorithm,
-    switches and at least one read are flags of the space, as flags."""
-    option = {str(e["dest"]): str(e["option"]) for e in table if e.get("dest")}
+    switches and at least one read are flags of the space, as flags. A switch is an on/off flag that is
+    off by default (a ``store_false`` flag is on unless given: giving it closes the branch); a field
+    two options share reads as each of them that is swept."""
     swept = {s.flag for s in specs}
-    algorithm = option.get("speculative_algorithm")
-    if algorithm not in swept:
+    by_dest: dict[str, list[Mapping[str, Any]]] = {}
+    for entry in table:
+        if entry.get("dest"):
+            by_dest.setdefault(str(entry["dest"]), []).append(entry)
+
+    def swept_options(dest: str) -> list[str]:
+        return [str(e["option"]) for e in by_dest.get(dest, ()) if str(e["option"]) in swept]
+
+    def switch(dest: str) -> str | None:
+        found = [str(e["option"]) for e in by_dest.get(dest, ())
+                 if e.get("kind") == "bool" and not e.get("default") and str(e["option"]) in swept]
+        return found[0] if found else None
+
+    if not swept_options("speculative_algorithm"):
         return ()
     out = []
     for entry in table:
         for context in entry.get("branch_contexts") or ():
-            switches = tuple(option.get(d, "") for d in context["switches"])
-            reads = tuple(option[d] for d in context["reads"] if option.get(d) in swept and option[d] not in switches)
-            if reads and all(flag in swept for flag in switches):
+            switches = tuple(switch(d) or "" for d in context["switches"])
+            reads = tuple(dict.fromkeys(option for d in context["reads"] for option in swept_options(d)
+                                        if option not in switches))
+            if reads and all(switches):
                 out.append(Branch(f"{context['function']}:{context['line']}",
                                   tuple(str(a) for a in context["algorithms"]), switches, reads))
     return tuple(out)

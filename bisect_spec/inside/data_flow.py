@@ -111,10 +111,12 @@ def branch_contexts(package_root: str, dests: Iterable[str]) -> list[dict[str, A
     together. Each such branch is ``{"function", "line", "switches": [dest], "algorithms": [name],
     "reads": [dest]}``: the conditions come from enclosing ``if`` tests and from the early exits
     before it (an ``and`` of conditions counts; ``or`` does not), the reads from the branch's body
-    and the functions it calls by name, defined in the argument modules (``attention_backends_of``),
-    transitively. A switch is a non-speculative field tested for truth; an algorithm test is
-    ``==``/``in`` (or an early exit on ``!=``/``not in``) against constants. The sweep evaluates
-    each branch's context, and the context with each value of each read (:mod:`bisect_spec.branches`).
+    and the functions it calls by name (``f(...)`` or ``x.f(...)``: the first definition of that name
+    in the argument modules, ``attention_backends_of``), transitively: an over-approximation. A switch
+    is a non-speculative field tested for truth; an algorithm test is ``==``/``in`` (or an early exit
+    on ``!=``/``not in``) against constants. The sweep evaluates each branch's context, and the
+    context with each value of each read (:mod:`bisect_spec.branches`). Not seen: conditions in
+    ``except`` handlers and ``match`` statements, ``if not a or not b: return`` as ``a and b``.
     """
     known = set(dests)
     trees = []

@@ -49,3 +49,27 @@ def test_a_context_starts_from_the_simplest_passing_row_of_its_algorithm_with_co
     assert passing_bases(space(), passed) == {
         "DFLASH": Config.of({ALGORITHM.flag: "DFLASH", DRAFT.flag: "@draft"}),
         "EAGLE3": Config.of({ALGORITHM.flag: "EAGLE3"})}
+
+
+def test_the_space_keeps_a_branch_whose_switch_is_off_by_default_and_reads_every_option_of_a_shared_field() -> None:
+    from bisect_spec.space import build_space
+
+    def entry(option: str, dest: str, kind: str = "value", default: object = None,
+              choices: list[str] | None = None) -> dict[str, object]:
+        return {"option": option, "aliases": [option], "dest": dest, "kind": kind, "default": default,
+                "choices": choices, "nargs": 0 if kind == "bool" else None, "type": None}
+
+    contexts_seen = [
+        {"function": "f", "line": 1, "switches": ["enable_x"], "algorithms": ["DFLASH"], "reads": ["backend"]},
+        {"function": "g", "line": 2, "switches": ["keep_y"], "algorithms": ["DFLASH"], "reads": ["backend"]},
+        {"function": "h", "line": 3, "switches": ["enable_z"], "algorithms": ["DFLASH"], "reads": ["backend"]},
+    ]
+    table = [{**entry("--speculative-algorithm", "speculative_algorithm", choices=["EAGLE3", "DFLASH"]),
+              "branch_contexts": contexts_seen},
+             entry("--enable-x", "enable_x", "bool", False),
+             entry("--no-keep-y", "keep_y", "bool", True),  # store_false: the branch is open unless given
+             entry("--enable-z", "enable_z", "bool", False),  # not swept below
+             entry("--backend", "backend", choices=["a", "b"]), entry("--backend-alias", "backend", choices=["c"])]
+    space = build_space(table, include=["--speculative-algorithm", "--enable-x", "--no-keep-y", "--backend",
+                                        "--backend-alias"], core=["--speculative-algorithm"])
+    assert space.branches == (Branch("f:1", ("DFLASH",), ("--enable-x",), ("--backend", "--backend-alias")),)

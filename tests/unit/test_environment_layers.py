@@ -42,3 +42,11 @@ def test_a_table_an_older_bisect_spec_recorded_still_names_the_releases_that_hav
     assert environments.cached_flag_table("0.5.12") is None  # a sweep reads the current table only
     assert environments.releases_with_flag("--enable-x") == ["0.5.12"]
     assert environments.releases_with_flag("--enable-y") == []
+
+
+def test_recording_the_current_flag_table_removes_those_older_code_recorded(tmp_path: Path) -> None:
+    (tmp_path / "flags-0123456789ab.json").write_text("[]")
+    (tmp_path / "other.json").write_text("{}")
+    environments.record_flag_table(tmp_path, [{"option": "--x", "aliases": ["--x"]}])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([environments.FLAGS_CACHE, "other.json"])
+    assert json.loads((tmp_path / environments.FLAGS_CACHE).read_text())[0]["option"] == "--x"
