@@ -24,7 +24,6 @@ every later install runs with a constraint pinning it, so no CUDA build is pulle
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import re
@@ -48,15 +47,13 @@ CURRENT = "current"
 FLAG_TABLE_MODULES = ("evaluator.py", "data_flow.py", "launch_path.py")
 
 
-def _flags_cache_name() -> str:
-    digest = hashlib.sha1()
-    for name in FLAG_TABLE_MODULES:
-        digest.update(name.encode() + b"\0" + (Path(__file__).parent / "inside" / name).read_bytes())
-    return f"flags-{digest.hexdigest()[:12]}.json"
+def flags_cache_name() -> str:
+    """The file caching a release's flag table (:data:`FLAG_TABLE_MODULES`)."""
+    from .store import inside_digest
+
+    return f"flags-{inside_digest(FLAG_TABLE_MODULES)[:12]}.json"
 
 
-#: File caching a release's flag table (:data:`FLAG_TABLE_MODULES`).
-FLAGS_CACHE = _flags_cache_name()
 _VERSION = re.compile(r"^\d+\.\d+(\.\d+)*(\.post\d+|rc\d+)?$")
 
 
@@ -557,10 +554,11 @@ def remove(release: str) -> None:
 
 
 def record_flag_table(directory: Path, table: list[dict[str, Any]]) -> None:
-    """Write a release's flag table as :data:`FLAGS_CACHE`; tables older code recorded go."""
-    (directory / FLAGS_CACHE).write_text(json.dumps(table))
+    """Write a release's flag table as :func:`flags_cache_name`; tables older code recorded go."""
+    current = flags_cache_name()
+    (directory / current).write_text(json.dumps(table))
     for older in directory.glob("flags-*.json"):
-        if older.name != FLAGS_CACHE:
+        if older.name != current:
             older.unlink(missing_ok=True)
 
 
@@ -571,7 +569,7 @@ def cached_flag_table(release: str, *, current: bool = True) -> list[dict[str, A
         and aliases are the parser's, whatever the data flow added since (enough for naming releases).
     """
     directory = _release_dir(release)
-    path = directory / FLAGS_CACHE
+    path = directory / flags_cache_name()
     if not path.is_file() and not current:
         older = sorted(directory.glob("flags-*.json"), key=lambda p: p.stat().st_mtime)
         path = older[-1] if older else path

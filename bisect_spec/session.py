@@ -171,7 +171,7 @@ class Session:
     def flags(self) -> list[dict[str, Any]]:
         """The release's flag table, read from its parser once and cached on disk."""
         if self._flags is None:
-            cache = self.environment.path / environments.FLAGS_CACHE if self.environment.path else None
+            cache = self.environment.path / environments.flags_cache_name() if self.environment.path else None
             if cache is not None and cache.is_file():
                 self._flags = json.loads(cache.read_text())
             else:

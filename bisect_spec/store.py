@@ -303,13 +303,18 @@ EVALUATION_MODULES = ("evaluator.py", "launch_path.py", "simulated_gpu.py", "ver
 
 
 @functools.cache
-def evaluation_digest() -> str:
-    """Digest of the code that evaluates a configuration (:data:`EVALUATION_MODULES`)."""
+def inside_digest(names: tuple[str, ...]) -> str:
+    """SHA-1 (hex) of the named modules of ``bisect_spec/inside``, names included, in order."""
     digest = hashlib.sha1()
     here = Path(__file__).parent / "inside"
-    for name in EVALUATION_MODULES:
+    for name in names:
         digest.update(name.encode() + b"\0" + (here / name).read_bytes())
-    return digest.hexdigest()[:16]
+    return digest.hexdigest()
+
+
+def evaluation_digest() -> str:
+    """Digest of the code that evaluates a configuration (:data:`EVALUATION_MODULES`)."""
+    return inside_digest(EVALUATION_MODULES)[:16]
 
 
 class OutcomeCache:

@@ -38,7 +38,7 @@ def test_a_table_an_older_bisect_spec_recorded_still_names_the_releases_that_hav
     directory.mkdir(parents=True)
     (directory / "env.json").write_text(json.dumps({"release": "0.5.12", "layers": []}))
     (directory / "flags-0123456789ab.json").write_text(json.dumps([{"option": "--enable-x", "aliases": ["--enable-x"]}]))
-    assert environments.FLAGS_CACHE != "flags-0123456789ab.json"
+    assert environments.flags_cache_name() != "flags-0123456789ab.json"
     assert environments.cached_flag_table("0.5.12") is None  # a sweep reads the current table only
     assert environments.releases_with_flag("--enable-x") == ["0.5.12"]
     assert environments.releases_with_flag("--enable-y") == []
@@ -48,5 +48,5 @@ def test_recording_the_current_flag_table_removes_those_older_code_recorded(tmp_
     (tmp_path / "flags-0123456789ab.json").write_text("[]")
     (tmp_path / "other.json").write_text("{}")
     environments.record_flag_table(tmp_path, [{"option": "--x", "aliases": ["--x"]}])
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([environments.FLAGS_CACHE, "other.json"])
-    assert json.loads((tmp_path / environments.FLAGS_CACHE).read_text())[0]["option"] == "--x"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([environments.flags_cache_name(), "other.json"])
+    assert json.loads((tmp_path / environments.flags_cache_name()).read_text())[0]["option"] == "--x"
