@@ -44,6 +44,7 @@ Standard library only: this runs inside a release environment (``worker_main``).
 from __future__ import annotations
 
 import ast
+import functools
 import os
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -73,12 +74,7 @@ def speculative_reads(package_root: str, dests: Iterable[str]) -> dict[str, list
     """
     known = set(dests)
     found: dict[str, list[Any]] = {}
-    for path in _argument_files(package_root):
-        try:
-            with open(path, encoding="utf-8") as handle:
-                tree = ast.parse(handle.read())
-        except (OSError, SyntaxError, ValueError):
-            continue
+    for path, tree in _argument_trees(package_root):
         for function in _functions(tree):
             tests: list[ast.AST] = list(_speculative_tests(function.body, known, path.endswith(SPECULATIVE_MODULE)))
             exits = list(_early_exits(function.body))
@@ -119,13 +115,7 @@ def branch_contexts(package_root: str, dests: Iterable[str]) -> list[dict[str, A
     ``except`` handlers and ``match`` statements, ``if not a or not b: return`` as ``a and b``.
     """
     known = set(dests)
-    trees = []
-    for path in _argument_files(package_root):
-        try:
-            with open(path, encoding="utf-8") as handle:
-                trees.append(ast.parse(handle.read()))
-        except (OSError, SyntaxError, ValueError):
-            continue
+    trees = [tree for _, tree in _argument_trees(package_root)]
     defined: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
     for tree in trees:
         for node in ast.walk(tree):
@@ -274,6 +264,20 @@ def known_algorithms(package_root: str) -> list[str]:
                 if isinstance(constant, ast.Constant):
                     add(constant.value)
     return names
+
+
+@functools.cache
+def _argument_trees(package_root: str) -> tuple[tuple[str, ast.Module], ...]:
+    """Each argument module's path and syntax tree (parsed once per worker: the flag table asks twice);
+    a module that cannot be read or parsed is left out."""
+    found = []
+    for path in _argument_files(package_root):
+        try:
+            with open(path, encoding="utf-8") as handle:
+                found.append((path, ast.parse(handle.read())))
+        except (OSError, SyntaxError, ValueError):
+            continue
+    return tuple(found)
 
 
 def _argument_files(package_root: str) -> Iterator[str]:
