@@ -29,6 +29,7 @@ import os
 import re
 import shutil
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -554,9 +555,15 @@ def remove(release: str) -> None:
 
 
 def record_flag_table(directory: Path, table: list[dict[str, Any]]) -> None:
-    """Write a release's flag table as :func:`flags_cache_name`; tables older code recorded go."""
+    """Write a release's flag table as :func:`flags_cache_name`; tables older code recorded go.
+
+    Written whole, then renamed into place: two commands that start on a cold release at once
+    both record it, and one may read it while the other writes.
+    """
     current = flags_cache_name()
-    (directory / current).write_text(json.dumps(table))
+    staging = directory / f".{current}.{os.getpid()}.{threading.get_ident()}"
+    staging.write_text(json.dumps(table))
+    os.replace(staging, directory / current)
     for older in directory.glob("flags-*.json"):
         if older.name != current:
             older.unlink(missing_ok=True)

@@ -137,8 +137,8 @@ def test_concurrent_probes_start_one_worker_and_get_the_same_answers(home: Path)
     tools = [subprocess.Popen([str(BISECT_SPEC), "probe", *TARGET, "--json", "--", *FLAGS], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for _ in range(2)]
     answers = [tool.communicate(timeout=600) for tool in tools]
-    records = [json.loads(out) for out, _ in answers]
     assert [tool.returncode for tool in tools] == [3, 3], answers
+    records = [json.loads(out) for out, _ in answers]
     assert records[0]["worker"]["warm_worker"]["pid"] == records[1]["worker"]["warm_worker"]["pid"]
     verdicts = {json.dumps([r["outcome"]["status"], r["outcome"]["signature"]], sort_keys=True) for r in records}
     assert len(verdicts) == 1

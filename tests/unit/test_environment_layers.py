@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
 import pytest
@@ -50,3 +51,26 @@ def test_recording_the_current_flag_table_removes_those_older_code_recorded(tmp_
     environments.record_flag_table(tmp_path, [{"option": "--x", "aliases": ["--x"]}])
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([environments.flags_cache_name(), "other.json"])
     assert json.loads((tmp_path / environments.flags_cache_name()).read_text())[0]["option"] == "--x"
+
+
+def test_a_flag_table_being_recorded_is_never_read_half_written(tmp_path: Path) -> None:
+    """Two commands starting on a cold release at once both record its table while the other may read it."""
+    table = [{"option": f"--flag-{n}", "aliases": [f"--flag-{n}"], "help": "x" * 200} for n in range(5000)]
+    path = tmp_path / environments.flags_cache_name()
+    environments.record_flag_table(tmp_path, table)
+    done = threading.Event()
+
+    def write() -> None:
+        for _ in range(40):
+            environments.record_flag_table(tmp_path, table)
+        done.set()
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    reads = 0
+    while not done.is_set():
+        assert len(json.loads(path.read_text())) == len(table)
+        reads += 1
+    writer.join()
+    assert reads > 0
+    assert [p.name for p in tmp_path.iterdir()] == [path.name]  # no staging file left
