@@ -130,7 +130,10 @@ class Daemon:
                         engaged = True
                         with self._lock:
                             self.connections += 1
-                    reply = self.answer(request)
+                    try:
+                        reply = self.answer(request)
+                    except Exception as exc:  # the client is told why, instead of reading a closed connection
+                        reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
                     conn.sendall(json.dumps(reply, default=repr).encode() + b"\n")
                     if request.get("op") == "stop":
                         self.stopping.set()
