@@ -44,6 +44,7 @@ from .errors import BisectSpecError, ProfileError, UsageError
 from .errors import StoreError as BisectSpecStoreError
 from .flags import CONFIG_ENV, PATH_TOKEN, Config, parse_command
 from .outcome import Outcome, Status
+from .probe_result import ProbeResult as ProbeResult
 from .session import DRAFT, MODEL, Session, Target
 from .signature import Signature
 from .target_spec import DEFAULT_DRAFT as DEFAULT_DRAFT
@@ -51,21 +52,6 @@ from .target_spec import DEFAULT_MODEL as DEFAULT_MODEL
 from .target_spec import TargetSpec as TargetSpec
 
 log = logging.getLogger(__name__)
-
-@dataclass
-class ProbeResult:
-    """One configuration's verdict, with what the tool changed in the user's input."""
-
-    target: Target
-    config: Config
-    outcome: Outcome
-    worker: dict[str, Any]
-    notes: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"schema": "bisect-spec/probe/1", "target": self.target.describe(), "worker": self.worker,
-                "notes": self.notes, "outcome": self.outcome.to_dict()}
-
 
 def understand_flags(tokens: Sequence[str], spec: TargetSpec) -> tuple[Config, TargetSpec, list[str]]:
     """Parse flags or a pasted launch command; find the model and draft it names.

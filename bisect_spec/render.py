@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .api import ProbeResult
     from .outcome import Outcome
+    from .probe_result import ProbeResult
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, max_width: int = 70) -> str:

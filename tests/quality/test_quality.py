@@ -111,8 +111,8 @@ def test_the_modules_repro_py_embeds_import_nothing_of_bisect_spec() -> None:
 
 
 def _package_imports() -> dict[str, set[str]]:
-    """Module -> the package modules it imports, at any depth of its code (lazy imports count;
-    ``if TYPE_CHECKING:`` blocks do not)."""
+    """Module -> the package modules it imports, at any depth of its code (lazy imports and
+    ``if TYPE_CHECKING:`` blocks count: a type a module needs is a dependency too)."""
     package = ROOT / "bisect_spec"
     modules = {".".join(f.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__"): f
                for f in package.rglob("*.py")}
@@ -120,11 +120,7 @@ def _package_imports() -> dict[str, set[str]]:
     for name, path in modules.items():
         tree = ast.parse(path.read_text())
         base = name if path.name == "__init__.py" else name.rpartition(".")[0]
-        typing_only = {id(sub) for node in ast.walk(tree) if isinstance(node, ast.If)
-                       and "TYPE_CHECKING" in ast.unparse(node.test) for sub in ast.walk(node)}
         for node in ast.walk(tree):
-            if id(node) in typing_only:
-                continue
             if isinstance(node, ast.ImportFrom):
                 parts = base.split(".")
                 target = (".".join(parts[:len(parts) - node.level + 1] + ([node.module] if node.module else []))
