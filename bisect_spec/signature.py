@@ -10,7 +10,10 @@ The message is normalised with the failing statement's own template first: the f
 f-string (or ``%`` / ``str.format`` / ``+``) formats into the message become ``{field}``
 placeholders, taken from the AST of the statement, so ``got {cfg.x}.`` is one failure
 whatever ``x`` was; the values that triggered it are its *variant* (:func:`variant_of`),
-shown in reports but never part of the id. Numbers, paths and addresses become
+shown in reports but never part of the id. Python's own message for an operator on operands
+it cannot combine keeps the operator and drops the operand types (``'>' not supported between
+instances of <type> and <type>``): on 0.5.23 ``compute_num_reserved_tokens``'s one statement
+gave three signatures for ``None * int``, ``int * None`` and ``None * None``. Numbers, paths and addresses become
 placeholders in every position (also a number that ends a sentence: ``got 0.``).
 
 Release numbers (``0.5.23``, ``v0.5.1.post3``) in a message become ``<version>`` in the
@@ -48,6 +51,10 @@ _PATH = re.compile(r"(?<![\w.])(?:/[^\s'\",:)]+)+")
 _QUOTED_ASSIGNMENT = re.compile(r"""\b(\w+)=(['"])[^'"]*\2""")
 _NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?(?![\w]|\.\d)")
 _SPACE = re.compile(r"\s+")
+#: Python's own message for a binary operation on operands it cannot combine: the operator is the
+#: statement's code, the operand types are values (``'NoneType' and 'int'``, ``'int' and 'NoneType'``).
+_OPERAND_TYPES = re.compile(r"^(unsupported operand type\(s\) for .+?: |'.+?' not supported between instances of )"
+                            r"'[\w.]+' and '[\w.]+'$")
 #: A release number: three or more dotted parts, an optional ``v`` and suffix (``0.5.1.post3``, ``0.4.6rc1``).
 _VERSION = re.compile(r"(?<![\w.])v?\d+(?:\.\d+){2,}(?:\.?(?:post|rc|dev|a|b)\d*)*(?:\+[\w.]+)?(?![\w.]*\d)")
 
@@ -171,13 +178,16 @@ def normalise_message(message: str, statement: str = "") -> str:
     """Message text without the values that vary between configurations.
 
     With the failing ``statement``, a message built by one of its templates is that
-    template (``must be positive, got {_.speculative_draft_window_size}.``). Then paths,
+    template (``must be positive, got {_.speculative_draft_window_size}.``). Python's own
+    message for an operator on operands it cannot combine keeps the operator, not the operand
+    types: ``None * 2`` and ``2 * None`` in one statement are one failure. Then paths,
     numbers, addresses and quoted assigned values (``got attention_backend='flashmla'``)
     become placeholders: ``num_draft_tokens=16 must be <= 8`` and ``=4 ... <= 2`` are one
     failure; the words are what identify it.
     """
     matched = _template_match(statement, message) if statement else None
     text = matched[0] if matched is not None else message
+    text = _OPERAND_TYPES.sub(r"\1<type> and <type>", text)
     text = _QUOTED_ASSIGNMENT.sub(r"\1=<v>", text)
     text = _HEX.sub("<addr>", text)
     text = _PATH.sub("<path>", text)

@@ -32,7 +32,7 @@ RELEASE = "0.5.23"
 SPEC = api.TargetSpec(release=RELEASE, model="kimi-k2.6", draft="eagle3", hardware="rtx-pro-6000")
 HOOK = "srt/arg_groups/speculative_hook.py::_handle_eagle_family"
 ASSERT_STATEMENT = "assert _.speculative_eagle_topk is None and _.speculative_num_draft_tokens is None"
-TYPE_ERROR = "'>' not supported between instances of 'NoneType' and 'int'"
+TYPE_ERROR = "'>' not supported between instances of <type> and <type>"  # the seed's, operand types normalised
 BISECT_SPEC = Path(sys.executable).parent / "bisect-spec"
 #: as ``quick_sweep`` does through the API (which does not shrink unless asked)
 CLI_SWEEP = ["sweep", "--sglang", RELEASE, "--strategy", "quick", "--hardware", "rtx-pro-6000", "--no-cache", "--jobs", "2",

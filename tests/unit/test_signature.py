@@ -166,3 +166,24 @@ def test_a_refused_flag_is_one_verdict_on_every_release_that_lacks_it() -> None:
         refusal_key("SGLang 0.5.1.post3 has no flag --speculative-moe-runner-backend: did you mean --moe-runner-backend? "
                     "it exists in 0.5.9 … 0.5.23") == "usage:SGLang <version> has no flag --speculative-moe-runner-backend"
     assert refusal_key("SGLang 0.5.3 has no flag --x: it exists in 0.5.9") != refusal_key("SGLang 0.5.3 has no flag --y")
+
+
+def test_operand_types_in_pythons_own_operator_message_are_values_and_the_operator_is_the_code() -> None:
+    """0.5.23's compute_num_reserved_tokens: one statement, None on either side of ``*`` (one failure),
+    and a None reaching ``max``'s ``>`` (another)."""
+    statement = "return max(spec.speculative_eagle_topk * spec.speculative_num_steps, max_speculative_num_draft_tokens())"
+
+    def type_error(message: str) -> dict[str, Any]:
+        return {"status": "failed", "exception": {"type": "TypeError", "message": message},
+                "frame": {"file": "srt/managers/utils.py", "function": "compute_num_reserved_tokens", "line": 497,
+                          "statement": statement}}
+
+    products = [type_error(f"unsupported operand type(s) for *: '{a}' and '{b}'")
+                for a, b in (("NoneType", "int"), ("int", "NoneType"), ("NoneType", "NoneType"))]
+    compared = type_error("'>' not supported between instances of 'NoneType' and 'int'")
+    assert len({signature_of(r) for r in products}) == 1
+    assert signature_of(compared) != signature_of(products[0])
+    sig = signature_of(compared)
+    assert sig is not None and sig.message == "'>' not supported between instances of <type> and <type>"
+    assert variant_of(products[1]) == "unsupported operand type(s) for *: 'int' and 'NoneType'"
+    assert normalise_message("'x' object has no attribute 'y'") == "'x' object has no attribute 'y'"
