@@ -32,13 +32,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from .flags import Config
-from .space import FlagSpace, simplicity_key
+from .space import FlagSpace
 
 
 def passing_bases(space: FlagSpace, passed: Iterable[Config]) -> dict[str, Config]:
     """Algorithm -> the one of the ``passed`` configurations (the plan's: its ``core_alone`` rows) that
-    gives it with core flags only, the simplest (:func:`~bisect_spec.space.simplicity_key`), as those
-    core flags: what a branch context starts from."""
+    gives it with core flags only and the fewest of them (then the first by key), as those core flags:
+    what a branch context starts from."""
     found: dict[str, Config] = {}
     flags = set(space.flags)
     for config in passed:
@@ -48,7 +48,7 @@ def passing_bases(space: FlagSpace, passed: Iterable[Config]) -> dict[str, Confi
             continue
         name = " ".join(algorithm)
         candidate = Config.of(swept)
-        if name not in found or simplicity_key(candidate, space) < simplicity_key(found[name], space):
+        if name not in found or (len(candidate), candidate.key()) < (len(found[name]), found[name].key()):
             found[name] = candidate
     return found
 

@@ -73,12 +73,3 @@ def test_the_space_keeps_a_branch_whose_switch_is_off_by_default_and_reads_every
     space = build_space(table, include=["--speculative-algorithm", "--enable-x", "--no-keep-y", "--backend",
                                         "--backend-alias"], core=["--speculative-algorithm"])
     assert space.branches == (Branch("f:1", ("DFLASH",), ("--enable-x",), ("--backend", "--backend-alias")),)
-
-
-def test_of_two_passing_bases_as_small_the_simpler_by_the_spaces_own_order_is_taken() -> None:
-    """Simpler is defined once (space.simplicity_key): values earlier in their domain, not by text ("5" < "10")."""
-    steps = FlagSpec("--speculative-num-steps", (None, ("5",), ("10",)))
-    flags = FlagSpace((ALGORITHM, steps), core=(ALGORITHM.flag, steps.flag))
-    passed = [Config.of({ALGORITHM.flag: "EAGLE3", steps.flag: "10"}),
-              Config.of({ALGORITHM.flag: "EAGLE3", steps.flag: "5"})]
-    assert passing_bases(flags, passed) == {"EAGLE3": Config.of({ALGORITHM.flag: "EAGLE3", steps.flag: "5"})}
