@@ -29,7 +29,6 @@ import os
 import re
 import shutil
 import sys
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -560,10 +559,10 @@ def record_flag_table(directory: Path, table: list[dict[str, Any]]) -> None:
     Written whole, then renamed into place: two commands that start on a cold release at once
     both record it, and one may read it while the other writes.
     """
+    from .store import _atomic_write
+
     current = flags_cache_name()
-    staging = directory / f".{current}.{os.getpid()}.{threading.get_ident()}"
-    staging.write_text(json.dumps(table))
-    os.replace(staging, directory / current)
+    _atomic_write(directory / current, json.dumps(table))
     for older in directory.glob("flags-*.json"):
         if older.name != current:
             older.unlink(missing_ok=True)

@@ -33,6 +33,7 @@ import json
 import logging
 import os
 import sqlite3
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -50,7 +51,9 @@ RUN_FILES = ("run.json", "journal.jsonl")
 
 
 def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
+    """Write ``text`` whole, then rename it into place; a staging file per process and thread, so
+    two writers of one path never write into the same file (the last rename wins, whole)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
         with open(tmp, "w") as handle:
             handle.write(text)

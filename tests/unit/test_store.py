@@ -182,7 +182,7 @@ def test_disk_full_while_journaling_and_writing_results(tmp_path: Path, monkeypa
     assert store_error(run.write_json, "summary.json", {"a": 1}) == (
         f"disk full while writing {run.path / 'summary.json'}: free some space, then resume the run with --resume")
     assert not (run.path / "summary.json").exists()
-    assert not (run.path / ".summary.json.tmp").exists()
+    assert not list(run.path.glob(".summary.json.*"))  # no staging file left
     monkeypatch.undo()
     run.close()
 
