@@ -19,6 +19,7 @@ ran (release, Python, hardware) and the failure :class:`~bisect_spec.signature.S
 ``signature``   on failure: ``{"id", "cross_release_key", "exc_type", "location", ...}``; its ``statement``
                 is the normal form (receivers written ``_.``) that groups failures, ``frame.statement`` the text
 ``crash``       for crashed/timeout: how the worker ended (``segfault (SIGSEGV)``, ``exit(3)``)
+``tool_fault``  crashed in bisect-spec's own emulation (the step), not in SGLang: never a verdict
 
 The JSON Schema of this record is ``outcome`` in ``bisect_spec/data/schemas/common.schema.json``.
 """
@@ -66,6 +67,12 @@ class Outcome:
     @property
     def passed(self) -> bool:
         return self.status is Status.PASSED
+
+    @property
+    def tool_fault(self) -> str | None:
+        """The step of bisect-spec's own emulation that failed (status crashed), or None."""
+        fault = self.record.get("tool_fault")
+        return str(fault) if fault else None
 
     @property
     def resolved(self) -> dict[str, Any]:

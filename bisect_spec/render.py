@@ -103,6 +103,18 @@ def findings_table(summary: dict[str, Any]) -> str:
     return table(["id", "finding", "field", "count", "smallest config seen", "detail"], rows, max_width=60)
 
 
+def tool_fault_lines(faults: list[dict[str, Any]]) -> list[str]:
+    """bisect-spec's own faults in a sweep, apart from SGLang's failures: one line each, with a way to report."""
+    if not faults:
+        return []
+    total = sum(int(f["count"]) for f in faults)
+    lines = [f"bisect-spec's own faults (not SGLang's verdicts, never shrunk): {total} configuration"
+             f"{'' if total == 1 else 's'}; please report them against bisect-spec"]
+    lines += [f"  {f['count']:>5} × {f['step']}   e.g. bisect-spec probe --debug -- {' '.join(f['example'])}"
+              for f in faults]
+    return lines
+
+
 def summary_text(summary: dict[str, Any], *, width: int = 120, run_path: str | None = None) -> str:
     """The end of a sweep for a terminal ``width`` columns wide: the answer first.
 
@@ -127,6 +139,9 @@ def summary_text(summary: dict[str, Any], *, width: int = 120, run_path: str | N
     if other:
         parts.append(_fitted_signatures(other, width))
     parts += ["", head, f"{summary['evaluated']} configurations: {counts}; {len(signatures)} failure signatures"]
+    parts += tool_fault_lines(summary.get("tool_faults") or [])
+    if summary.get("release_warning"):
+        parts.append(f"warning: {summary['release_warning']}")
     if summary.get("masking"):
         parts.append(masking_line(summary["masking"]))
     if summary.get("peel"):

@@ -26,8 +26,15 @@ def summarise(outcomes: Sequence[Outcome], space: FlagSpace | None, target: dict
     counts: dict[str, int] = {}
     groups: dict[Signature, list[Outcome]] = {}
     finding_groups: dict[Signature, list[tuple[Outcome, dict[str, Any]]]] = {}
+    tool_faults: dict[str, dict[str, Any]] = {}
     for outcome in outcomes:
         counts[outcome.status.value] = counts.get(outcome.status.value, 0) + 1
+        fault = outcome.tool_fault
+        if fault is not None:  # bisect-spec's own fault: counted apart, never a signature of SGLang's
+            entry = tool_faults.setdefault(fault, {"step": fault, "count": 0, "example": outcome.config.argv(),
+                                                    "crash": outcome.record.get("crash", "")})
+            entry["count"] += 1
+            continue
         if outcome.signature is not None:
             groups.setdefault(outcome.signature, []).append(outcome)
         for finding in findings_of(outcome):
@@ -67,7 +74,8 @@ def summarise(outcomes: Sequence[Outcome], space: FlagSpace | None, target: dict
         entry["speculative"] = speculative_reason(entry)
     return {"schema": "bisect-spec/summary/1", "target": target, "strategy": strategy, "seed": seed,
             "evaluated": len(outcomes), "counts": dict(sorted(counts.items())), "signatures": signatures,
-            "findings": findings}
+            "findings": findings,
+            "tool_faults": sorted(tool_faults.values(), key=lambda f: (-f["count"], f["step"]))}
 
 
 #: Files whose failing statements are speculative decoding's own checks.

@@ -744,6 +744,13 @@ class Evaluator:
                 if not retry:
                     record.update(self._failure(exc, stderr.getvalue()))
                     record["status"] = "failed"
+                    fault = launch_path.tool_fault(exc, progress)
+                    if fault is not None:  # the emulation's fault: never a verdict on SGLang
+                        record["status"] = "crashed"
+                        record["tool_fault"] = fault
+                        record["crash"] = (f"tool fault in {fault}: {type(exc).__name__}: {str(exc)[:200]} "
+                                           "(bisect-spec's own emulation failed, not SGLang: please report it "
+                                           "against bisect-spec with this command and --debug)")
             if retry:  # outside the handler: the retry's own failure must not chain onto this ImportError
                 return self.evaluate(record["argv"], _retries=_retries + 1)
             record["given"] = self._given(argv, parser.namespace)

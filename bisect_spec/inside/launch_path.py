@@ -59,7 +59,9 @@ import contextlib
 import copy
 import importlib
 import inspect
+import os
 import re
+import traceback
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -95,6 +97,9 @@ class Progress:
         self.stage = STAGES[0]
         self.passed: list[str] = []
         self.after_weights = False
+        #: ids of the objects this emulation built by hand (a bare ``TokenizerManager``): an
+        #: attribute one of them lacks is the emulation's fault, not SGLang's
+        self.built: dict[int, str] = {}
 
     def enter(self, stage: str) -> None:
         if self.stage != stage:
@@ -165,18 +170,69 @@ def _call(function: Callable[..., Any], *args: Any, forwards_to: Callable[..., A
 
 @contextlib.contextmanager
 def _runtime_context() -> Iterator[Callable[..., None] | None]:
-    """SGLang's ``publish`` (0.5.19+), with the process-wide context put back afterwards."""
+    """SGLang's ``publish`` (where the release has a runtime context), with the process-wide
+    context put back afterwards.
+
+    Found by feature: ``publish`` alone decides (0.5.18 has it without 0.5.19's
+    ``snapshot_context``/``restore_context``; not publishing there made every configuration
+    fail with "config namespace 'spec' not published"). Without SGLang's own snapshot the
+    context object's state is saved and put back by :func:`_saved_state`.
+    """
     publish = _attribute(("sglang.srt.runtime_context",), "publish")
-    snapshot = _attribute(("sglang.srt.runtime_context",), "snapshot_context")
-    restore = _attribute(("sglang.srt.runtime_context",), "restore_context")
-    if publish is None or snapshot is None or restore is None:
+    if publish is None:
         yield None
         return
-    saved = snapshot()
-    try:
+    snapshot = _attribute(("sglang.srt.runtime_context",), "snapshot_context")
+    restore = _attribute(("sglang.srt.runtime_context",), "restore_context")
+    if snapshot is not None and restore is not None:
+        saved = snapshot()
+        try:
+            yield publish
+        finally:
+            restore(saved)
+        return
+    get_context = _attribute(("sglang.srt.runtime_context",), "get_context")
+    context = get_context() if get_context is not None else None
+    with _saved_state(context), _saved_state(getattr(context, "parallel", None)):
         yield publish
+
+
+def _state_names(target: Any) -> list[str]:
+    names: list[str] = []
+    for klass in type(target).__mro__:
+        slots = klass.__dict__.get("__slots__", ())
+        names += [slots] if isinstance(slots, str) else list(slots)
+    names += list(getattr(target, "__dict__", {}))
+    return [n for n in dict.fromkeys(names) if n not in ("__dict__", "__weakref__")]
+
+
+@contextlib.contextmanager
+def _saved_state(target: Any) -> Iterator[None]:
+    """Put ``target``'s attributes (slots and ``__dict__``) back as they were, copies of the values
+    included, so what ``publish`` or a check changed in place does not reach the next evaluation."""
+    if target is None:
+        yield
+        return
+    saved: dict[str, Any] = {}
+    for name in _state_names(target):
+        try:
+            value = getattr(target, name)
+        except AttributeError:
+            continue
+        try:
+            saved[name] = copy.deepcopy(value)
+        except Exception:
+            saved[name] = value
+    try:
+        yield
     finally:
-        restore(saved)
+        for name in _state_names(target):
+            if name not in saved:
+                with contextlib.suppress(AttributeError):
+                    delattr(target, name)
+        for name, value in saved.items():
+            with contextlib.suppress(AttributeError, TypeError):
+                setattr(target, name, value)
 
 
 def _publish_scheduler(publish: Callable[..., None], args: Any) -> None:
@@ -222,6 +278,7 @@ def _tokenizer_manager(args: Any, publish: Callable[..., None] | None, progress:
     progress.enter("tokenizer_manager")
     bare = manager.__new__(manager)
     bare.server_args = args
+    progress.built[id(bare)] = "a TokenizerManager built with server_args alone"
     init_model_config(bare)
 
 
@@ -267,6 +324,54 @@ def _draft_configs(args: Any, target: Any, from_server_args: Callable[..., Any],
             args = copy.copy(args)
             args.context_length = context_len
         _call(from_server_args, args, forwards_to=model_config_cls.__init__, **kwargs)
+
+
+# -- faults of the emulation itself ------------------------------------------------------
+
+#: bisect-spec's own package: a failure raised in it is never SGLang's verdict.
+_OWN_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+#: Stages whose set-up (the runtime context, a bare object) is this module's, not SGLang's.
+_EMULATED_STAGES = frozenset({"tokenizer_manager", "target_model_config", "draft_model_config",
+                              "draft_worker_model_config"})
+_UNPUBLISHED = re.compile(r"not published|publish\(\) (?:was )?not called|no (?:runtime )?context published", re.I)
+#: What each of bisect-spec's inside modules stands in for, for the fault's one line.
+_OWN_STEPS = {"simulated_gpu": "the simulated GPU box", "version_shims": "a version shim or stub",
+              "launch_path": "the launch-path emulation", "evaluator": "the evaluator",
+              "launch_oracle": "the launch oracle", "worker_main": "the worker"}
+
+
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    seen: set[int] = set()
+    link: BaseException | None = exc
+    while link is not None and id(link) not in seen:
+        seen.add(id(link))
+        yield link
+        link = link.__cause__ or link.__context__
+
+
+def tool_fault(exc: BaseException, progress: Progress) -> str | None:
+    """The step of bisect-spec's own emulation that caused ``exc``; None when SGLang raised it.
+
+    A fault of ours is: an exception whose raising frame is bisect-spec's code (a simulated
+    GPU probe, a stub of a GPU package, a shim, a call this module makes with arguments the
+    release does not take), or whose cause is (anywhere in its ``__cause__``/``__context__``
+    chain); an attribute missing on an object of ours (a simulated device) or on one this
+    module built by hand; SGLang's runtime context read as unpublished in a stage whose
+    publication is this module's job. A real launch never meets any of these.
+    """
+    for link in _chain(exc):
+        frames = traceback.extract_tb(link.__traceback__)
+        if frames and os.path.abspath(frames[-1].filename).startswith(_OWN_PACKAGE):
+            module = os.path.splitext(os.path.basename(frames[-1].filename))[0]
+            return f"{_OWN_STEPS.get(module, module)} ({module}.py:{frames[-1].lineno} in {frames[-1].name})"
+        owner = getattr(link, "obj", None) if isinstance(link, AttributeError) else None
+        if owner is not None and id(owner) in progress.built:
+            return f"stage {progress.stage}: {progress.built[id(owner)]}"
+        if owner is not None and str(getattr(type(owner), "__module__", "")).startswith("bisect_spec"):
+            return f"{_OWN_STEPS['simulated_gpu']}: {type(owner).__name__} has no attribute {getattr(link, 'name', '?')!r}"
+        if progress.stage in _EMULATED_STAGES and _UNPUBLISHED.search(str(link)):
+            return f"runtime-context publication before stage {progress.stage}"
+    return None
 
 
 # -- environment variables the speculative code paths read ---------------------------------
