@@ -39,8 +39,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import environments, profiles, sources
-from .errors import BisectSpecError, ProfileError, UsageError
+from . import environments, profiles, smoke, sources
+from .errors import BisectSpecError, ProfileError, ReleaseError, UsageError
 from .errors import StoreError as BisectSpecStoreError
 from .flags import CONFIG_ENV, PATH_TOKEN, Config, parse_command
 from .outcome import Outcome, Status
@@ -218,6 +218,7 @@ class ProbeSession:
         target = spec.resolve()
         session = self._session(target)
         full, outcome = _evaluate_first(session, config, notes)
+        _release_warning(session.target.release, notes)
         return ProbeResult(session.target, full, outcome, session.info, notes)
 
     def _session(self, target: Target) -> Session:
@@ -237,6 +238,28 @@ class ProbeSession:
             for session in self._sessions.values():
                 session.close()
             self._sessions.clear()
+
+
+def verify_release(release: str, *, timeout: float = 120.0,
+                   notify: Callable[[str], None] | None = None) -> smoke.SmokeResult:
+    """Run the release smoke (:mod:`bisect_spec.smoke`) on an installed release and record it.
+
+    :raises ReleaseError: the release is not installed.
+    """
+    if not environments.is_installed(release):
+        raise ReleaseError(f"SGLang {release} is not installed: bisect-spec env install {release}")
+    table = environments.cached_flag_table(release) or environments.cached_flag_table(release, current=False) or []
+    spec = TargetSpec(release=release, model=smoke.MODEL, draft=None, hardware=smoke.HARDWARE, gpus=smoke.GPUS,
+                      inherit_env=False)
+    with ProbeSession(spec, timeout=timeout, warm=False, notify=notify) as session:
+        return smoke.run(release, lambda flags: session.probe(flags).outcome, table)
+
+
+def _release_warning(release: str, notes: list[str]) -> None:
+    """One line when the release's smoke failed: its verdicts may be bisect-spec's faults."""
+    warning = smoke.warning(release)
+    if warning is not None and f"warning: {warning}" not in notes:
+        notes.append(f"warning: {warning}")
 
 
 def _evaluate_first(session: Session, config: Config, notes: list[str]) -> tuple[Config, Outcome]:
@@ -277,6 +300,7 @@ def _first_evaluation(tokens: Sequence[str], spec: TargetSpec | None, *, jobs: i
         if on_start:
             on_start(session)
         full, outcome = _evaluate_first(session, config, notes)
+        _release_warning(target.release, notes)
         yield session, full, outcome, notes, spec
     finally:
         session.close()
@@ -472,6 +496,8 @@ def sweep(spec: TargetSpec | None = None, *, strategy: str = "default", jobs: in
                     seen.add(config.key())
                     ordered.append(outcomes[config.key()])
             summary = summarise(ordered, space, target.describe(), chosen.name, chosen.seed)
+            if smoke.warning(target.release):
+                summary["release_warning"] = smoke.warning(target.release)
             if masking is not None:
                 summary["masking"] = masking.to_dict()
             if peeled is not None:

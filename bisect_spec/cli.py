@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 import click
 
-from . import __version__, api, environments, profiles, render, sources, terminal
+from . import __version__, api, environments, profiles, render, smoke, sources, terminal
 from .errors import BisectSpecError, ReleaseError, ReleaseUnavailable
 from .flags import env_assignment
 from .session import Session
@@ -426,7 +426,8 @@ def probe(as_json: bool, timeout: float, flags: tuple[str, ...], **kwargs: Any) 
 
     FLAGS are SGLang flags after --, or a whole pasted launch command
     (python -m sglang.launch_server ..., sglang serve ..., ExecStart=...).
-    Exit status: 0 passes, 3 fails in SGLang, 1/2 errors.
+    Exit status: 0 passes, 3 fails in SGLang, 1/2 errors (1 also for a fault of
+    bisect-spec's own emulation, which is never a verdict).
 
     Example:
 
@@ -441,6 +442,8 @@ def probe(as_json: bool, timeout: float, flags: tuple[str, ...], **kwargs: Any) 
         for note in result.notes:
             click.echo(note if note.startswith("warning: ") else f"note: {note}", err=True)
         terminal.show(render.probe_text(result))
+    if result.outcome.tool_fault is not None:  # not a verdict: an error of bisect-spec's
+        sys.exit(1)
     if not result.outcome.passed:
         sys.exit(EXIT_VERDICT_FAILS)
 
@@ -503,13 +506,16 @@ def env() -> None:
 @click.argument("releases", nargs=-1)
 @click.option("--all", "all_releases", is_flag=True, help="Every release with recorded pins (0.4.6 ... newest).")
 @click.option("--retry", is_flag=True, help="Try again releases recorded as unavailable here.")
-def env_install(releases: tuple[str, ...], all_releases: bool, retry: bool) -> None:
+@click.option("--smoke/--no-smoke", default=True, show_default=True,
+              help="Run the release smoke after installing (see `env verify`).")
+def env_install(releases: tuple[str, ...], all_releases: bool, retry: bool, smoke: bool) -> None:
     """Install SGLang releases (pins recorded in the package; torch stays the CPU build).
 
     RELEASES are versions or inclusive ranges over the releases with recorded pins
     (A..B; an open end runs to the oldest/newest). A release that cannot be built or
     imported here is recorded as unavailable with its reason and skipped next time.
-    Exit status 1 if any release ended unavailable or failed.
+    Each release installed then runs its smoke (`env verify`); one whose smoke fails is
+    kept but marked unverified. Exit status 1 if any release ended unavailable or failed.
 
     Example:
 
@@ -527,6 +533,10 @@ def env_install(releases: tuple[str, ...], all_releases: bool, retry: bool) -> N
             if bar.live:  # the step lines above say the same in a log
                 bar(index - 1, len(chosen), "env install", release)
             _install_one(release, retry, rows, lambda line: bar.note(f"  {line}"))
+            if smoke and environments.is_installed(release) and _smoke_is_stale(release):
+                bar.note(f"  release smoke of {release}")
+                checked = api.verify_release(release)
+                rows[-1][1] += "; smoke passed" if checked.verified else "; SMOKE FAILED: unverified"
         if bar.live:
             bar(len(chosen), len(chosen), "env install")
     failed = sum(1 for row in rows if row[1].startswith(("unavailable", "failed")))
@@ -556,6 +566,51 @@ def _install_one(release: str, retry: bool, rows: list[list[Any]], say: Callable
     rows.append([release, status, f"{environments.size_of(release) / 1e6:.0f}", seconds])
 
 
+def _smoke_is_stale(release: str) -> bool:
+    from .store import evaluation_digest
+
+    found = smoke.recorded(release)
+    return found is None or found.digest != evaluation_digest()
+
+
+@env.command("verify")
+@click.argument("releases", nargs=-1)
+@click.option("--all", "all_releases", is_flag=True, help="Every installed release.")
+@click.option("--json", "as_json", is_flag=True, help=f"Every case of every release ({_schema('smoke')}).")
+def env_verify(releases: tuple[str, ...], all_releases: bool, as_json: bool) -> None:
+    """Run the release smoke: configurations a real server of the release accepts must pass,
+    and a known failure must fail in SGLang's own speculative checks.
+
+    A release whose smoke fails is marked unverified in `env list`, and every output on it says
+    so in one line. `env install` runs it after each install. Cases are chosen by what the
+    release has (its algorithms and flags), never by its version. Exit status 1 if any
+    release is unverified.
+
+    Example:
+
+        bisect-spec env verify 0.5.18 0.5.23
+    """
+    if not releases and not all_releases:
+        raise click.UsageError("name installed releases (0.5.23) or use --all")
+    installed = environments.installed()
+    chosen = installed if all_releases else environments.select_releases(list(releases))
+    missing = [r for r in chosen if r not in installed]
+    if missing:
+        raise click.UsageError(f"not installed: {', '.join(missing)}: bisect-spec env install {' '.join(missing)}")
+    results = []
+    with terminal.Bar(unit="releases") as bar:
+        for index, release in enumerate(chosen, 1):
+            bar(index - 1, len(chosen), "smoke", release)
+            results.append(api.verify_release(release))
+        bar(len(chosen), len(chosen), "smoke")
+    if as_json:
+        click.echo(json.dumps({"schema": smoke.SCHEMA, "releases": [r.to_dict() for r in results]}, indent=2))
+    else:
+        click.echo(render.smoke_table(results))
+    if any(not r.verified for r in results):
+        sys.exit(1)
+
+
 @env.command("list")
 @click.option("--json", "as_json", is_flag=True, help=f"Machine-readable list ({_schema('envs', 2)}).")
 def env_list(as_json: bool) -> None:
@@ -573,12 +628,14 @@ def env_list(as_json: bool) -> None:
         rows.append({"release": release, "installed": release in installed,
                      "pinned": release in environments.known_releases(),
                      "size_mb": round(environments.size_of(release) / 1e6, 1) if info else None,
-                     "unavailable": unavailable.get(release) if release not in installed else None})
+                     "unavailable": unavailable.get(release) if release not in installed else None,
+                     "smoke": smoke.status(release) if release in installed else None})
     if as_json:
         click.echo(json.dumps({"schema": "bisect-spec/envs/2", "home": str(environments.home()), "releases": rows}, indent=2))
         return
-    click.echo(render.table(["release", "installed", "pins recorded", "MB", "unavailable because"],
-                            [[r["release"], "yes" if r["installed"] else "-", "yes" if r["pinned"] else "-",
+    click.echo(render.table(["release", "installed", "smoke", "pins recorded", "MB", "unavailable because"],
+                            [[r["release"], "yes" if r["installed"] else "-", r["smoke"] or "-",
+                              "yes" if r["pinned"] else "-",
                               r["size_mb"] if r["size_mb"] is not None else "-", (r["unavailable"] or "-")[:90]]
                              for r in rows]))
 

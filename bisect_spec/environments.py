@@ -185,6 +185,11 @@ def _base_dir() -> Path:
     return home() / "envs" / f"base-py{pins()['python'].replace('.', '')}"
 
 
+def release_dir(release: str) -> Path:
+    """Where ``release``'s environment lives (it may not be installed)."""
+    return _release_dir(release)
+
+
 def _release_dir(release: str) -> Path:
     return home() / "envs" / f"sglang-{release}"
 

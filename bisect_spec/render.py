@@ -566,3 +566,18 @@ def _failing_hunks_first(diff: str, line: int | None) -> list[str]:
         return match is not None and int(match[1]) <= int(line) < int(match[1]) + int(match[2] or 1)
 
     return head + [x for hunk in sorted(hunks, key=lambda h: not covers(h)) for x in hunk]
+
+
+def smoke_table(results: list[Any]) -> str:
+    """The release smoke per release: verdict, cases run, and each failing case in SGLang's words."""
+    rows = []
+    for result in results:
+        ran = ", ".join(c.name for c in result.cases)
+        rows.append([result.release, "verified" if result.verified else "UNVERIFIED", len(result.cases),
+                     f"{result.seconds:.1f}", (result.error or ran)[:90]])
+    lines = [table(["release", "smoke", "cases", "seconds", "cases run (or why none)"], rows)]
+    for result in results:
+        for case in result.failures:
+            lines.append(f"{result.release}: {case.name}: expected {case.expect}, got {case.headline[:200]} "
+                         f"(stage {case.stage or '?'}; {case.why})")
+    return "\n".join(lines)
