@@ -506,9 +506,11 @@ def env() -> None:
 @click.argument("releases", nargs=-1)
 @click.option("--all", "all_releases", is_flag=True, help="Every release with recorded pins (0.4.6 ... newest).")
 @click.option("--retry", is_flag=True, help="Try again releases recorded as unavailable here.")
+@click.option("--newer", is_flag=True,
+              help="Also every release the package index has that is newer than the pinned table (for nightlies).")
 @click.option("--smoke/--no-smoke", default=True, show_default=True,
               help="Run the release smoke after installing (see `env verify`).")
-def env_install(releases: tuple[str, ...], all_releases: bool, retry: bool, smoke: bool) -> None:
+def env_install(releases: tuple[str, ...], all_releases: bool, retry: bool, newer: bool, smoke: bool) -> None:
     """Install SGLang releases (pins recorded in the package; torch stays the CPU build).
 
     RELEASES are versions or inclusive ranges over the releases with recorded pins
@@ -523,9 +525,11 @@ def env_install(releases: tuple[str, ...], all_releases: bool, retry: bool, smok
 
         bisect-spec env install 0.4.6..0.5.3 0.5.23
     """
-    if not releases and not all_releases:
+    if not releases and not all_releases and not newer:
         raise click.UsageError("name releases (0.5.23, 0.4.6..0.5.3) or use --all")
     chosen = environments.select_releases(list(releases), all_releases=all_releases)
+    if newer:
+        chosen += [r for r in environments.newer_than_pinned() if r not in chosen]
     rows: list[list[Any]] = []
     with terminal.Bar(unit="releases") as bar:
         for index, release in enumerate(chosen, 1):

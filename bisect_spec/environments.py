@@ -81,6 +81,18 @@ def available_releases() -> list[str]:
     return known_releases()
 
 
+def newer_than_pinned() -> list[str]:
+    """Releases the package index has that are newer than the pinned table, oldest first (none offline).
+
+    A nightly installs them with ``env install --all --newer``: a new SGLang release meets the
+    release smoke the day it appears. Pre-releases (``rc``, ``dev``) are left out.
+    """
+    newest = version_key(known_releases()[-1])
+    found = index_versions() or []
+    return sorted((v for v in found if re.fullmatch(r"\d+(\.\d+)*(\.post\d+)?", v) and version_key(v) > newest),
+                  key=version_key)
+
+
 def first_release_knowing(architecture: str) -> str | None:
     """The oldest release with a model class for ``architecture`` (measured from the wheels)."""
     found = pins().get("architectures_first_known", {}).get(architecture)
