@@ -744,7 +744,8 @@ class Evaluator:
                 if not retry:
                     record.update(self._failure(exc, stderr.getvalue()))
                     record["status"] = "failed"
-                    fault = launch_path.tool_fault(exc, progress)
+                    gpu_code = isinstance(exc, ModuleNotFoundError) and bool(self._memo.packages_needed())
+                    fault = None if gpu_code else launch_path.tool_fault(exc, progress)
                     if fault is not None:  # the emulation's fault: never a verdict on SGLang
                         record["status"] = "crashed"
                         record["tool_fault"] = fault
