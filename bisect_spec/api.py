@@ -39,24 +39,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import environments, profiles, smoke, sources
-from .errors import BisectSpecError, ProfileError, ReleaseError, UsageError
-from .errors import StoreError as BisectSpecStoreError
-from .flags import CONFIG_ENV, PATH_TOKEN, Config, parse_command
-from .outcome import Outcome, Status
-from .probe_result import ProbeResult as ProbeResult
-from .session import DRAFT, MODEL, Session, Target
-from .signature import Signature
-from .target_spec import DEFAULT_DRAFT as DEFAULT_DRAFT
-from .target_spec import DEFAULT_MODEL as DEFAULT_MODEL
-from .target_spec import TargetSpec as TargetSpec
+from bisect_spec.errors import BisectSpecError, ProfileError, ReleaseError, UsageError
+from bisect_spec.errors import StoreError as BisectSpecStoreError
+from bisect_spec.model.flags import CONFIG_ENV, PATH_TOKEN, Config, parse_command
+from bisect_spec.model.outcome import Outcome, Status
+from bisect_spec.model.signature import Signature
+from bisect_spec.runtime import environments, profiles, sources
+from bisect_spec.runtime.session import DRAFT, MODEL, Session, Target
+from bisect_spec.runtime.target_spec import DEFAULT_DRAFT as DEFAULT_DRAFT
+from bisect_spec.runtime.target_spec import DEFAULT_MODEL as DEFAULT_MODEL
+from bisect_spec.runtime.target_spec import TargetSpec as TargetSpec
+from bisect_spec.workflows import smoke
+from bisect_spec.workflows.probe_result import ProbeResult as ProbeResult
 
 log = logging.getLogger(__name__)
 
 def understand_flags(tokens: Sequence[str], spec: TargetSpec) -> tuple[Config, TargetSpec, list[str]]:
     """Parse flags or a pasted launch command; find the model and draft it names.
 
-    The pasted ``--model-path`` decides the model (see :mod:`bisect_spec.model_sources`): a local
+    The pasted ``--model-path`` decides the model (see :mod:`bisect_spec.runtime.model_sources`): a local
     directory, the shipped profile it names, or a hub id's fetched ``config.json``; a path that names
     none of these is refused unless ``spec`` chose a profile explicitly. A pasted draft path not on
     this machine becomes the draft profile of the pasted algorithm.
@@ -85,7 +86,7 @@ def understand_flags(tokens: Sequence[str], spec: TargetSpec) -> tuple[Config, T
 
 
 def _pasted_model(path: str, spec: TargetSpec, notes: list[str]) -> TargetSpec:
-    from .model_sources import fetch_config, is_hub_id, profile_named_by
+    from bisect_spec.runtime.model_sources import fetch_config, is_hub_id, profile_named_by
 
     if spec.model_path is not None:
         notes.append(f"model: your --model-path {spec.model_path} (the pasted command says {path})")
@@ -112,7 +113,7 @@ def _pasted_model(path: str, spec: TargetSpec, notes: list[str]) -> TargetSpec:
 
 
 def _pasted_draft(path: str, config: Config, spec: TargetSpec, notes: list[str]) -> TargetSpec:
-    from .model_sources import fetch_config, is_hub_id
+    from bisect_spec.runtime.model_sources import fetch_config, is_hub_id
 
     if spec.draft_path is not None:
         notes.append(f"draft: your --draft-path {spec.draft_path} (the pasted command says {path})")
@@ -159,7 +160,7 @@ def probe(tokens: Sequence[str], spec: TargetSpec | None = None, *,
 
     :param tokens: SGLang flags, or a pasted ``python -m sglang.launch_server ...`` command.
     :param on_start: called once the worker is up (the CLI announces simulated hardware there).
-    :param warm: evaluate on the target's warm worker (:mod:`bisect_spec.warm`), started if none
+    :param warm: evaluate on the target's warm worker (:mod:`bisect_spec.runtime.warm`), started if none
         runs and left up for the next call until its idle stop; False: a worker of its own.
     :param notify: told at once, in a line, when a worker has to be started (SGLang loading).
     :raises UsageError: unknown flag for this release, bad value, not an SGLang command.
@@ -242,7 +243,7 @@ class ProbeSession:
 
 def verify_release(release: str, *, timeout: float = 120.0,
                    notify: Callable[[str], None] | None = None) -> smoke.SmokeResult:
-    """Run the release smoke (:mod:`bisect_spec.smoke`) on an installed release and record it.
+    """Run the release smoke (:mod:`bisect_spec.workflows.smoke`) on an installed release and record it.
 
     :raises ReleaseError: the release is not installed.
     """
@@ -358,7 +359,7 @@ def sweep(spec: TargetSpec | None = None, *, strategy: str = "default", jobs: in
     """Sweep a strategy's flag space on one target and store the run.
 
     A covering array is evaluated in parallel, then the strategy's branch rows
-    (:mod:`bisect_spec.branches`) and masking-aware rounds; a Hypothesis-driven search spends
+    (:mod:`bisect_spec.search.branches`) and masking-aware rounds; a Hypothesis-driven search spends
     ``random_budget`` more evaluations steered towards new outcomes; peeling runs every
     failing row again without its failure. Every result is
     journaled as it arrives; ``resume=RUN`` continues a stopped run without
@@ -370,10 +371,10 @@ def sweep(spec: TargetSpec | None = None, *, strategy: str = "default", jobs: in
 
     :raises StoreError: run missing/locked/unwritable. :raises UsageError: bad strategy/flags.
     """
-    from . import store
-    from .plan import Strategy, fitted_plan, load_strategy
-    from .strategies import search
-    from .summary import summarise, triage
+    from bisect_spec.report.summary import summarise, triage
+    from bisect_spec.runtime import store
+    from bisect_spec.search.plan import Strategy, fitted_plan, load_strategy
+    from bisect_spec.search.random_search import search
 
     started = time.time()
     if resume is not None:
@@ -507,7 +508,7 @@ def sweep(spec: TargetSpec | None = None, *, strategy: str = "default", jobs: in
                                    budget=(shrink_evaluations, shrink_seconds), outcomes=ordered, memo=memo,
                                    learnt=learnt)
                 triage(summary)
-            from .session import placeholder_file
+            from bisect_spec.runtime.session import placeholder_file
 
             local = {str(target.model.path): MODEL, str(placeholder_file()): PATH_TOKEN}
             if target.draft and target.draft.path:
@@ -515,7 +516,7 @@ def sweep(spec: TargetSpec | None = None, *, strategy: str = "default", jobs: in
             run.write_text("results.jsonl", "".join(store.canonical_json(_reproducible(o.to_dict(), local)) + "\n"
                                                      for o in ordered))
             run.write_json("summary.json", summary)
-            from .render import summary_markdown
+            from bisect_spec.report.text import summary_markdown
 
             run.write_text("summary.md", summary_markdown(summary))
             run.write_text("report.html", report(run.path, "html"))
@@ -528,7 +529,7 @@ def sweep(spec: TargetSpec | None = None, *, strategy: str = "default", jobs: in
     except KeyboardInterrupt:
         if run is None:
             raise
-        from .errors import Interrupted
+        from bisect_spec.errors import Interrupted
 
         kept = sum(1 for _ in run.journal_entries())
         planned = int(run.meta.get("plan_size") or 0) + int(run.meta.get("search_budget") or 0)
@@ -544,10 +545,10 @@ PROGRESS_PHASE = {"absence": "round", "projection": "round", "branch": "cover"}
 
 def _branch_rows(session: Session, *, space: Any, plan: Sequence[Config], outcomes: dict[str, Outcome], cache: Any,
                  target_key: str, record: Callable[..., None], configs: list[Config], total: list[int]) -> None:
-    """Branch rows (:mod:`bisect_spec.branches`), journaled as phase ``branch``: every context first,
+    """Branch rows (:mod:`bisect_spec.search.branches`), journaled as phase ``branch``: every context first,
     then the rows of the contexts that passed. The contexts start from the plan's passing rows only, so
     a resumed run (whose journal holds later phases too) builds the same ones."""
-    from .branches import contexts, passing_bases
+    from bisect_spec.search.branches import contexts, passing_bases
 
     found = contexts(space, passing_bases(space, [c for c in plan if outcomes[c.key()].passed]))
     batch = [context for context, _ in found]
@@ -566,18 +567,18 @@ def _masking_rounds(session: Session, *, space: Any, plan: Sequence[Config], str
                     configs: list[Config], total: list[int], budget: tuple[int, float],
                     memo: MutableMapping[str, Outcome] | None = None,
                     learnt: dict[str, list[Config]] | None = None) -> Any:
-    """Masking-aware covering (:mod:`bisect_spec.masking`) wired to the session, the cache and the journal.
+    """Masking-aware covering (:mod:`bisect_spec.search.masking`) wired to the session, the cache and the journal.
 
     The plan's rows over the fitted space are the first round (already evaluated); each later
     round's rows are journaled as phase ``round``, the trials that learn what a failure needs
-    absent (:func:`bisect_spec.masking.needed_absent`) as phase ``absence``, the projections of
-    unexplained rows onto known reproducers (:meth:`bisect_spec.masking.Rounds.projections`) as
+    absent (:func:`bisect_spec.search.masking.needed_absent`) as phase ``absence``, the projections of
+    unexplained rows onto known reproducers (:meth:`bisect_spec.search.masking.Rounds.projections`) as
     phase ``projection``; failures are shrunk with the sweep's shrink budget.
     Every reproducer shrunk is added to ``learnt`` (signature -> reproducers), which the sweep's later
     shrinks start from; ``memo`` is the outcomes they share (:func:`shrink_in_session`).
     """
-    from .masking import Key, cover_unmasked
-    from .shrink import Budget
+    from bisect_spec.reduce.shrink import Budget
+    from bisect_spec.search.masking import Key, cover_unmasked
 
     def row_of(config: Config) -> tuple[int, ...] | None:
         given = config.as_dict()
@@ -657,15 +658,15 @@ def _peel_rows(session: Session, *, rows: Sequence[Config], space: Any, masking:
                configs: list[Config], total: list[int], budget: tuple[int, float],
                memo: MutableMapping[str, Outcome] | None = None,
                learnt: dict[str, list[Config]] | None = None) -> Any:
-    """Peeling (:mod:`bisect_spec.peel`) wired to the session, the cache and the journal.
+    """Peeling (:mod:`bisect_spec.search.peel`) wired to the session, the cache and the journal.
 
     The reproducers the masking-aware rounds learnt are the known ones; a failing signature
     without one is shrunk first (its smallest row, the sweep's shrink budget). One flag of a
     reproducer is peeled at a time, the strategy's core flags last. Peeled rows are journaled as
     phase ``peel``.
     """
-    from .peel import peel
-    from .shrink import Budget
+    from bisect_spec.reduce.shrink import Budget
+    from bisect_spec.search.peel import peel
 
     failing: dict[Config, str] = {}
     for config in rows:
@@ -710,7 +711,7 @@ def failures_for_ci(summary: dict[str, Any], fail_on: str, *, runs_dir: Path, ru
 
     :raises UsageError: ``fail_on`` is neither ``new`` nor ``any``.
     """
-    from . import store
+    from bisect_spec.runtime import store
 
     if fail_on not in ("new", "any"):
         raise UsageError(f"--fail-on takes new or any, not {fail_on!r}")
@@ -736,7 +737,7 @@ def _shrink_signatures(session: Session, summary: dict[str, Any], out_dir: Path,
     summary) starts from that reproducer where its smallest row holds it; ``memo``: see
     :func:`shrink_in_session`.
     """
-    from .shrink import Budget
+    from bisect_spec.reduce.shrink import Budget
 
     failures = [s for s in summary["signatures"] if s["kind"] == "failed"]
     by_config = {o.config: o for o in outcomes}
@@ -812,8 +813,8 @@ class ShrinkReport:
 
 def shrink_space(session: Session, config: Config) -> Any:
     """Domains for shrinking and fixing: the config's flags plus the core speculative flags."""
-    from .plan import DEFAULT_STRATEGY, load_strategy
-    from .space import CORE, build_space
+    from bisect_spec.search.plan import DEFAULT_STRATEGY, load_strategy
+    from bisect_spec.search.space import CORE, build_space
 
     values = load_strategy(DEFAULT_STRATEGY).values
     return build_space(session.flags(), include=[*config.flags(), *CORE], values=values)
@@ -821,8 +822,8 @@ def shrink_space(session: Session, config: Config) -> Any:
 
 def failure_hints(session: Session, outcome: Outcome, learnt: Sequence[Config] = ()) -> set[str]:
     """Flags the failure names (its statement, guard and message, through the parser's dests) and flags
-    of ``learnt`` reproducers of its signature: the shrinker's first guess (:mod:`bisect_spec.hints`)."""
-    from .hints import failure_flags
+    of ``learnt`` reproducers of its signature: the shrinker's first guess (:mod:`bisect_spec.reduce.hints`)."""
+    from bisect_spec.reduce.hints import failure_flags
 
     return failure_flags(outcome.record, session.flags(), learnt)
 
@@ -854,8 +855,8 @@ def shrink_in_session(session: Session, config: Config, *, budget: Any = None, f
         included): a candidate found there is not evaluated again, and what is evaluated is added.
         The original is always re-checked afresh.
     """
-    from .errors import BudgetExhausted
-    from .shrink import Shrinker
+    from bisect_spec.errors import BudgetExhausted
+    from bisect_spec.reduce.shrink import Shrinker
 
     outcomes: dict[Config, Outcome] = {}
     shared: MutableMapping[str, Outcome] = memo if memo is not None else {}
@@ -914,7 +915,7 @@ def shrink_in_session(session: Session, config: Config, *, budget: Any = None, f
     if result.status in ("minimal", "stopped") and result.signature is not None:
         report.explanation = _explain(result, space, evaluate_many)
         if fix:
-            from .repair import nearest_working
+            from bisect_spec.reduce.repair import nearest_working
 
             report.fixes = nearest_working(original or config, space, evaluate_many)
         if out_dir is not None:
@@ -923,7 +924,7 @@ def shrink_in_session(session: Session, config: Config, *, budget: Any = None, f
 
 
 def _explain(result: Any, space: Any, evaluate_many: Callable[[Sequence[Config]], list[Outcome]]) -> dict[str, Any]:
-    from .repair import explain
+    from bisect_spec.reduce.repair import explain
 
     return explain(result.minimal, result.signature, space, evaluate_many)
 
@@ -935,7 +936,8 @@ def write_reproducers(session: Session, report: ShrinkReport, out_dir: Path, *, 
     :param names: how the model and draft are named (:func:`report_names`; default: from the target).
     :param history: the reproducer on other releases (:func:`release_history`); None when not evaluated.
     """
-    from . import bug_report, reproducers, store
+    from bisect_spec.report import bug_report, reproducers
+    from bisect_spec.runtime import store
 
     outcome = report.minimal or report.original
     signature = report.result.signature.to_dict()
@@ -963,7 +965,7 @@ def write_reproducers(session: Session, report: ShrinkReport, out_dir: Path, *, 
         local[str(target.draft.path)] = names.draft or target.draft.name
     for entry in environment.pythonpath:
         local[entry + os.sep] = ""
-    from . import __version__
+    from bisect_spec import __version__
 
     facts = bug_report.Facts(
         signature=signature, outcome=outcome, release=target.release, config=config, model_args=model_args,
@@ -1010,8 +1012,8 @@ def report_names(target: Target, pasted_model: str | None = None, pasted_draft: 
     checkpoint and is kept. Without any, the profile's published id; a draft recipe with none is
     written next to the report (``./draft/config.json``).
     """
-    from .bug_report import Names
-    from .model_sources import is_hub_id
+    from bisect_spec.report.bug_report import Names
+    from bisect_spec.runtime.model_sources import is_hub_id
 
     notes: list[str] = []
     model_path = pasted_model or (spec.model_path if spec else None)
@@ -1064,12 +1066,12 @@ def release_history(config: Config, spec: TargetSpec, session: Session, signatur
                     timeout: float = 120.0) -> dict[str, Any]:
     """The reproducer on the newest installed release and, with ``bisect``, its first bad release.
 
-    The bisection runs over the installed releases with :func:`bisect_spec.timeline.bisect_releases`
+    The bisection runs over the installed releases with :func:`bisect_spec.workflows.timeline.bisect_releases`
     (verdicts only); the first bad release is where the verdict changes *to this failure* (its
     cross-release key), which need not be the first verdict change.
     """
-    from .bug_report import ReleaseVerdict
-    from .timeline import bisect_releases, verdict_key
+    from bisect_spec.report.bug_report import ReleaseVerdict
+    from bisect_spec.workflows.timeline import bisect_releases, verdict_key
 
     key = f"failed:{signature.cross_release_key}"
     newest = environments.newest_installed()
@@ -1206,12 +1208,12 @@ def bisect(tokens: Sequence[str], spec: TargetSpec | None = None, *, old: str | 
     :param terms: what the old and the new verdict are called (``("good", "bad")``, ``("broken", "fixed")``).
     :param scan: evaluate every installed release of the range, for histories that are not monotone.
     :param end_names: the options that named the ends, for messages.
-    :return: a :class:`~bisect_spec.timeline.BisectReport`.
+    :return: a :class:`~bisect_spec.workflows.timeline.BisectReport`.
     :raises UsageError: no flags, unknown release, ends in the wrong order, ``repo`` not a clone.
     """
-    from .commit_bisect import release_commits
-    from .errors import SourceError
-    from .timeline import bisect_releases
+    from bisect_spec.errors import SourceError
+    from bisect_spec.workflows.commit_bisect import release_commits
+    from bisect_spec.workflows.timeline import bisect_releases
 
     spec = spec or TargetSpec()
     clone = sources.Repo(repo) if repo is not None else None  # a bad path fails now, not after the releases
@@ -1243,13 +1245,13 @@ def bisect_commits(tokens: Sequence[str], spec: TargetSpec | None = None, *, rep
     configuration's verdict changes.
 
     Every commit's ``python/sglang`` tree is laid over the environment of the release at or
-    before ``old`` (built if missing); see :mod:`bisect_spec.commit_bisect`.
+    before ``old`` (built if missing); see :mod:`bisect_spec.workflows.commit_bisect`.
 
-    :return: a :class:`~bisect_spec.commit_bisect.CommitReport`.
+    :return: a :class:`~bisect_spec.workflows.commit_bisect.CommitReport`.
     :raises UsageError: no flags; ``repo`` not a clone, unknown revisions, no commit between them
         touching ``python/sglang``, an end that cannot be evaluated (all :class:`SourceError`).
     """
-    from .commit_bisect import bisect_commits as run
+    from bisect_spec.workflows.commit_bisect import bisect_commits as run
 
     spec = spec or TargetSpec()
     clone = sources.Repo(repo)
@@ -1262,8 +1264,8 @@ def bisect_commits(tokens: Sequence[str], spec: TargetSpec | None = None, *, rep
 def nightly(matrix_file: str | Path, *, out: Path = Path("nightlies"), resume: str | None = None,
             baseline: str | None = "latest", jobs: int | None = None, progress: Callable[[str], None] | None = None,
             install: bool = True, executor: str = "local", address: str | None = None) -> dict[str, Any]:
-    """Run a nightly matrix (see :mod:`bisect_spec.nightly`); returns ``nightly.json``'s data plus ``path``."""
-    from .nightly import run_nightly
+    """Run a nightly matrix (see :mod:`bisect_spec.workflows.nightly`); returns ``nightly.json``'s data plus ``path``."""
+    from bisect_spec.workflows.nightly import run_nightly
 
     return run_nightly(matrix_file, out=out, resume=resume, baseline=baseline, jobs=jobs, progress=progress,
                        install=install, executor=executor, address=address, sweep=sweep)
@@ -1275,13 +1277,13 @@ def nightly(matrix_file: str | Path, *, out: Path = Path("nightlies"), resume: s
 def report_input(target: str | Path, *, runs_dir: Path = Path("runs")) -> Any:
     """Read what a report is made of: a sweep run (id or directory) or a nightly (directory or ``nightly.json``).
 
-    :return: a :class:`bisect_spec.report.SweepInput` or :class:`bisect_spec.report.NightlyInput`.
+    :return: a :class:`bisect_spec.report.report_model.SweepInput` or :class:`bisect_spec.report.report_model.NightlyInput`.
     :raises UsageError: no such run or path, or a directory that is neither a run nor a nightly.
     :raises StoreError: the run did not finish, or its files / the nightly file are corrupt.
     """
-    from . import store
-    from .errors import StoreError
-    from .report import NightlyInput, SweepInput
+    from bisect_spec.errors import StoreError
+    from bisect_spec.report.report_model import NightlyInput, SweepInput
+    from bisect_spec.runtime import store
 
     path = Path(target)
     if not path.exists() and not path.is_absolute() and "/" not in str(target) and runs_dir.is_dir():
@@ -1298,7 +1300,7 @@ def report_input(target: str | Path, *, runs_dir: Path = Path("runs")) -> Any:
         raise UsageError(f"{path} is neither a bisect-spec run (a directory with run.json) nor a nightly (nightly.json)")
     nightly_file = path if path.is_file() else path / "nightly.json"
     if nightly_file.is_file():
-        from .nightly import read_nightly
+        from bisect_spec.workflows.nightly import read_nightly
 
         return NightlyInput(read_nightly(nightly_file))
     if not (path.is_dir() and (path / "run.json").is_file()):
@@ -1324,7 +1326,7 @@ def report(target_path: str | Path, fmt: str = "md", *, runs_dir: Path = Path("r
     :param target_path: a run id (looked up in ``runs_dir``), a run directory, a nightly directory or its ``nightly.json``.
     :raises UsageError: unknown format, or see :func:`report_input`.
     """
-    from .report_formats import FORMATS, render
+    from bisect_spec.report.formats import FORMATS, render
 
     if fmt not in FORMATS:
         raise UsageError(f"unknown report format '{fmt}': choose one of {', '.join(FORMATS)}")
@@ -1349,7 +1351,7 @@ def launch_plan(spec: TargetSpec, *, allow_without_gpu: bool = False) -> LaunchP
 
     :raises UsageError: no GPU here and neither ``allow_without_gpu`` nor a hardware profile.
     """
-    from . import launch
+    from bisect_spec.launch import server as launch
 
     if spec.hardware in ("auto", "real"):
         if launch.gpus_present():
@@ -1378,7 +1380,7 @@ class LaunchReport:
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        from .launch import SCHEMA, flakiness
+        from bisect_spec.launch.server import SCHEMA, flakiness
 
         first = self.attempts[0].to_dict() if self.attempts else {}
         return {"schema": SCHEMA, "target": {**self.target.describe(), "hardware": self.plan.mode},
@@ -1397,8 +1399,8 @@ def _launch_session(spec: TargetSpec, plan: LaunchPlan) -> Session:
 
 def launch_config(session: Session, plan: LaunchPlan, config: Config, log_path: Path, *, timeout: float,
                   server_command: Sequence[str] | None = None) -> Any:
-    """Launch one configuration of a session's target for real (see :func:`bisect_spec.launch.launch_server`)."""
-    from . import launch
+    """Launch one configuration of a session's target for real (see :func:`bisect_spec.launch.server.launch_server`)."""
+    from bisect_spec.launch import server as launch
 
     environment = session.environment
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME") and not CONFIG_ENV.match(k)}
@@ -1432,7 +1434,7 @@ def launch(tokens: Sequence[str], spec: TargetSpec | None = None, *, repeat: int
     spec = spec or TargetSpec()
     plan = launch_plan(spec, allow_without_gpu=allow_without_gpu)
     config, spec, notes = understand_flags(tokens, spec)
-    from .launch import leftover_notes
+    from bisect_spec.launch.server import leftover_notes
 
     notes = [*plan.notes, *notes, *leftover_notes([config.argv()])]
     session = _launch_session(spec, plan)
@@ -1444,7 +1446,7 @@ def launch(tokens: Sequence[str], spec: TargetSpec | None = None, *, repeat: int
     finally:
         session.close()
     report = LaunchReport(session.target, config, plan, attempts, path, notes)
-    from . import store
+    from bisect_spec.runtime import store
 
     store._atomic_write(path / "launch.json", json.dumps(report.to_dict(), indent=2, sort_keys=True) + "\n")
     return report
@@ -1478,7 +1480,8 @@ def crosscheck(configs: Sequence[tuple[str, Config]], spec: TargetSpec | None = 
     In-process runs on the hardware the launch runs on (real GPUs, the CPU, or the same
     simulated profile). Stored as ``crosscheck.json`` with every launch log beside it.
     """
-    from . import launch, store
+    from bisect_spec.launch import server as launch
+    from bisect_spec.runtime import store
 
     spec = spec or TargetSpec()
     plan = launch_plan(spec, allow_without_gpu=allow_without_gpu)
@@ -1511,7 +1514,7 @@ def configs_to_crosscheck(source: str, runs_dir: Path = Path("runs"), *, passing
 
     :raises UsageError: neither a readable file nor a run.
     """
-    from . import store
+    from bisect_spec.runtime import store
 
     path = Path(source)
     if path.is_file():

@@ -2,7 +2,7 @@
 
 Importing the CLI (click, rich, the API) takes a third of a second on a quiet machine and
 seconds on a busy one; a Ctrl-C in that window would otherwise print a ``KeyboardInterrupt``
-traceback and exit -2. Only the import is guarded here: once :func:`bisect_spec.cli.run`
+traceback and exit -2. Only the import is guarded here: once :func:`bisect_spec.cli.commands.run`
 runs, the CLI maps interruptions itself (exit 130, what was kept, how to resume).
 """
 
@@ -17,7 +17,7 @@ EXIT_INTERRUPTED = 130
 def run() -> None:
     """``bisect-spec``."""
     try:
-        from .cli import run as cli_run
+        from bisect_spec.cli.commands import run as cli_run
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
         raise SystemExit(EXIT_INTERRUPTED) from None

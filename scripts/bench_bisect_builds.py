@@ -38,7 +38,8 @@ def main() -> int:
         (fresh / "envs" / base.name).symlink_to(base)
     os.environ["BISECT_SPEC_HOME"] = str(fresh)
 
-    from bisect_spec import api, environments
+    from bisect_spec import api
+    from bisect_spec.runtime import environments
 
     for release in filter(None, args.prebuilt.split(",")):
         environments.ensure(release)

@@ -31,7 +31,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.synthetic_history
 
-from bisect_spec import api, environments, profiles
+from bisect_spec import api
+from bisect_spec.runtime import environments, profiles
 from tests.synthetic_history import build
 
 

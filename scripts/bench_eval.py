@@ -28,8 +28,8 @@ import time
 from pathlib import Path
 
 from bisect_spec.api import TargetSpec
-from bisect_spec.flags import Config
-from bisect_spec.session import DRAFT, Session
+from bisect_spec.model.flags import Config
+from bisect_spec.runtime.session import DRAFT, Session
 
 RAW_RUNNER = r'''
 import json, sys, time, types, os

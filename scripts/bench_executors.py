@@ -30,9 +30,9 @@ import time
 from pathlib import Path
 
 from bisect_spec import api
-from bisect_spec.plan import covering_plan, load_strategy
-from bisect_spec.ray_executor import import_ray
-from bisect_spec.session import Session
+from bisect_spec.runtime.ray_executor import import_ray
+from bisect_spec.runtime.session import Session
+from bisect_spec.search.plan import covering_plan, load_strategy
 
 
 def main() -> int:

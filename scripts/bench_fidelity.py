@@ -69,12 +69,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from bisect_spec import environments, worker
 from bisect_spec.api import TargetSpec, sweep
 from bisect_spec.inside import launch_oracle
-from bisect_spec.outcome import Outcome, Status
-from bisect_spec.session import Session, Target
-from bisect_spec.signature import normalise_statement, signature_of
+from bisect_spec.model.outcome import Outcome, Status
+from bisect_spec.model.signature import normalise_statement, signature_of
+from bisect_spec.runtime import environments, worker
+from bisect_spec.runtime.session import Session, Target
 
 SCHEMA = "bisect-spec/fidelity/1"
 ORACLE_SCRIPT = Path(launch_oracle.__file__)

@@ -28,7 +28,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from bisect_spec import api, environments, profiles, warm
+from bisect_spec import api
+from bisect_spec.runtime import environments, profiles, warm
 
 FLAGS = ["--speculative-algorithm", "EAGLE3", "--speculative-num-draft-tokens", "3"]
 CLI = str(Path(sys.executable).with_name("bisect-spec"))

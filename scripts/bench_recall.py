@@ -16,7 +16,7 @@ parts, each evaluated with ``Session.evaluate_many`` on ``--jobs`` workers:
 A *failing statement* is where SGLang raised: (file, function, first line of the raising
 statement) of the innermost SGLang frame, whatever the message (one statement may raise several
 signatures). It is *in speculative code* when the file is one of
-:data:`bisect_spec.summary.SPECULATIVE_FILES` (``srt/speculative/``,
+:data:`bisect_spec.report.summary.SPECULATIVE_FILES` (``srt/speculative/``,
 ``srt/arg_groups/speculative_hook.py``) or the function's name matches
 :data:`SPECULATIVE_FUNCTION` (speculative, spec_, eagle, draft, ngram, dflash, dspark, nextn,
 mtp): :func:`is_speculative`, defined here once. Crashes, time-outs and usage errors have no
@@ -52,10 +52,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bisect_spec.flags import Config
-from bisect_spec.peel import peel
-from bisect_spec.space import FlagSpace, simplicity_key
-from bisect_spec.summary import SPECULATIVE_FILES
+from bisect_spec.model.flags import Config
+from bisect_spec.report.summary import SPECULATIVE_FILES
+from bisect_spec.search.peel import peel
+from bisect_spec.search.space import FlagSpace, simplicity_key
 
 #: Function names of speculative code, wherever the file (``server_args.py::_handle_speculative_decoding``).
 SPECULATIVE_FUNCTION = re.compile(r"specul|spec_|_spec\b|eagle|draft|ngram|dflash|dspark|nextn|mtp", re.IGNORECASE)
@@ -201,7 +201,7 @@ def core_grid(space: FlagSpace) -> list[Config]:
 def peel_oracle(rows: Sequence[tuple[Config, str]], minimal: Mapping[str, Config],
                 evaluate: Callable[[list[Config]], Mapping[Config, Mapping[str, Any]]], *,
                 depth: int = 8) -> list[tuple[Config, Mapping[str, Any]]]:
-    """The peel experiment (:func:`bisect_spec.peel.peel`): every (configuration, record) it evaluated, each once."""
+    """The peel experiment (:func:`bisect_spec.search.peel.peel`): every (configuration, record) it evaluated, each once."""
     records: dict[Config, Mapping[str, Any]] = {}
 
     def keys(configs: list[Config]) -> list[str | None]:
@@ -273,7 +273,7 @@ class Evaluator:
 def run_default(spec: Any, *, strategy: str, jobs: int, runs_dir: Path) -> tuple[Path, int, float]:
     """The default command, cold (no outcome cache), counting every worker evaluation."""
     from bisect_spec import api
-    from bisect_spec.session import Session
+    from bisect_spec.runtime.session import Session
 
     count = [0]
     original_one, original_many = Session.evaluate, Session.evaluate_many
@@ -390,9 +390,10 @@ def main() -> None:
                   f"{line['found_outside_oracle']} more outside the oracle; missed: {', '.join(line['missed'])}")
         return
 
-    from bisect_spec import api, environments, store
-    from bisect_spec.plan import fitted_plan, load_strategy
-    from bisect_spec.session import Session
+    from bisect_spec import api
+    from bisect_spec.runtime import environments, store
+    from bisect_spec.runtime.session import Session
+    from bisect_spec.search.plan import fitted_plan, load_strategy
 
     spec = api.TargetSpec(release=args.release, model=args.model, draft=args.draft, hardware=args.hardware)
     if args.default_only:
@@ -471,11 +472,11 @@ def main() -> None:
 
 
 class OracleCache:
-    """The oracle's outcomes on disk: the run store's :class:`~bisect_spec.store.OutcomeCache` in its own file,
+    """The oracle's outcomes on disk: the run store's :class:`~bisect_spec.runtime.store.OutcomeCache` in its own file,
     committed after every batch so that a killed run loses at most one batch."""
 
     def __init__(self, path: Path) -> None:
-        from bisect_spec.store import OutcomeCache
+        from bisect_spec.runtime.store import OutcomeCache
 
         self.cache = OutcomeCache(path)
 

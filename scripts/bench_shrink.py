@@ -49,11 +49,11 @@ import picire
 
 from bisect_spec.api import TargetSpec, evidence_of, failure_hints, shrink_space, sweep
 from bisect_spec.errors import BudgetExhausted
-from bisect_spec.flags import Config, Value
-from bisect_spec.outcome import Outcome
-from bisect_spec.session import Session
-from bisect_spec.shrink import Budget, Shrinker, ShrinkResult
-from bisect_spec.signature import Signature
+from bisect_spec.model.flags import Config, Value
+from bisect_spec.model.outcome import Outcome
+from bisect_spec.model.signature import Signature
+from bisect_spec.reduce.shrink import Budget, Shrinker, ShrinkResult
+from bisect_spec.runtime.session import Session
 
 HARDWARE = "rtx-pro-6000"
 DRAFT_KIND = "eagle3"

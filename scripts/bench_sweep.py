@@ -38,13 +38,13 @@ from pathlib import Path
 from typing import Any
 
 from bisect_spec.api import TargetSpec
-from bisect_spec.covering import covering_array
-from bisect_spec.flags import Config
-from bisect_spec.outcome import Outcome
-from bisect_spec.plan import Strategy, covering_plan
-from bisect_spec.session import Session
-from bisect_spec.space import CORE, FlagSpace, simplicity_key
-from bisect_spec.strategies import search
+from bisect_spec.model.flags import Config
+from bisect_spec.model.outcome import Outcome
+from bisect_spec.runtime.session import Session
+from bisect_spec.search.covering import covering_array
+from bisect_spec.search.plan import Strategy, covering_plan
+from bisect_spec.search.random_search import search
+from bisect_spec.search.space import CORE, FlagSpace, simplicity_key
 
 #: Benchmark spaces ("" = flag not given), each small enough to evaluate completely here.
 SPACES: dict[str, dict[str, tuple[str, ...]]] = {

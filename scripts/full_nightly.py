@@ -17,7 +17,8 @@ import sys
 import time
 from pathlib import Path
 
-from bisect_spec import api, environments
+from bisect_spec import api
+from bisect_spec.runtime import environments
 
 
 def main() -> int:

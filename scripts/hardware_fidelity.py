@@ -50,14 +50,14 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from bisect_spec import worker
 from bisect_spec.api import TargetSpec
 from bisect_spec.errors import BisectSpecError
-from bisect_spec.flags import Config
-from bisect_spec.outcome import Outcome
-from bisect_spec.plan import covering_plan, load_strategy
-from bisect_spec.profiles import load_hardware
-from bisect_spec.session import DRAFT, Session
+from bisect_spec.model.flags import Config
+from bisect_spec.model.outcome import Outcome
+from bisect_spec.runtime import worker
+from bisect_spec.runtime.profiles import load_hardware
+from bisect_spec.runtime.session import DRAFT, Session
+from bisect_spec.search.plan import covering_plan, load_strategy
 
 #: The two configurations of the seed episodes (kimi + EAGLE3 draft), and their working neighbours.
 SEEDS: tuple[tuple[str, ...], ...] = (

@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from bisect_spec.api import TargetSpec
-from bisect_spec.flags import Config
-from bisect_spec.plan import covering_plan, load_strategy
-from bisect_spec.session import Session, Target
+from bisect_spec.model.flags import Config
+from bisect_spec.runtime.session import Session, Target
+from bisect_spec.search.plan import covering_plan, load_strategy
 
 
 def _session(target: Target, packages: bool) -> Session:

@@ -25,11 +25,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bisect_spec import environments
 from bisect_spec.api import TargetSpec
 from bisect_spec.errors import BisectSpecError, ReleaseUnavailable
-from bisect_spec.flags import Config
-from bisect_spec.session import Session
+from bisect_spec.model.flags import Config
+from bisect_spec.runtime import environments
+from bisect_spec.runtime.session import Session
 
 CONFIGS = {
     "A": Config((("--speculative-algorithm", "EAGLE3"), ("--speculative-num-draft-tokens", "3"))),

@@ -2,7 +2,7 @@
 how many rows fail on checks unrelated to speculative decoding (by location and message, as the
 summary's ``speculative`` column without a shrunk reproducer).
 
-Recomputing applies this checkout's :func:`bisect_spec.signature.signature_of` to the run's own
+Recomputing applies this checkout's :func:`bisect_spec.model.signature.signature_of` to the run's own
 records, so one run measures the grouping before and after a change of the signature code.
 
 Example::
@@ -18,8 +18,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from bisect_spec.signature import signature_of
-from bisect_spec.summary import speculative_reason
+from bisect_spec.model.signature import signature_of
+from bisect_spec.report.summary import speculative_reason
 
 
 def stats(run: Path) -> dict[str, Any]:

@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 """A screenshot of a sweep's summary as a 100-column terminal shows it (docs/sweep-summary-100.png).
 
-The summary is the CLI's own: :func:`bisect_spec.render.summary_text` at 100 columns, coloured by
-:mod:`bisect_spec.terminal` as on a real terminal. rich records it as SVG (a terminal window);
+The summary is the CLI's own: :func:`bisect_spec.report.text.summary_text` at 100 columns, coloured by
+:mod:`bisect_spec.cli.terminal` as on a real terminal. rich records it as SVG (a terminal window);
 headless chromium turns that into the PNG (the SVG is kept next to it).
 
 Usage: python scripts/terminal_screenshot.py RUN_DIR [--out docs] [--columns 100] [--lines 44]
@@ -20,7 +20,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from bisect_spec import render, terminal
+from bisect_spec.cli import terminal
+from bisect_spec.report import text as render
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -19,9 +19,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from bisect_spec import environments, warm
 from bisect_spec.api import TargetSpec
-from bisect_spec.session import Session
+from bisect_spec.runtime import environments, warm
+from bisect_spec.runtime.session import Session
 from tests.processes import Janitor
 
 RESOURCES = Path(__file__).parent / "resources"

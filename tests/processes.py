@@ -18,7 +18,7 @@ from pathlib import Path
 
 import psutil
 
-from bisect_spec import worker
+from bisect_spec.runtime import worker
 
 FAKE_SERVER = Path(__file__).parent / "resources" / "fake_server.py"
 BISECT_SPEC = Path(sys.executable).with_name("bisect-spec")

@@ -111,7 +111,7 @@ def branch_contexts(package_root: str, dests: Iterable[str]) -> list[dict[str, A
     in the argument modules, ``attention_backends_of``), transitively: an over-approximation. A switch
     is a non-speculative field tested for truth; an algorithm test is ``==``/``in`` (or an early exit
     on ``!=``/``not in``) against constants. The sweep evaluates each branch's context, and the
-    context with each value of each read (:mod:`bisect_spec.branches`). Not seen: conditions in
+    context with each value of each read (:mod:`bisect_spec.search.branches`). Not seen: conditions in
     ``except`` handlers and ``match`` statements, ``if not a or not b: return`` as ``a and b``.
     """
     known = set(dests)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from click.testing import CliRunner
 
-from bisect_spec.cli import main
+from bisect_spec.cli.commands import main
 
 
 def run(*args: str, env: dict[str, str] | None = None) -> tuple[int, str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bisect_spec.cli import _bisect_ends
+from bisect_spec.cli.commands import _bisect_ends
 from tests.cli.helpers import error_line, run
 
 FLAGS = ["--", "--speculative-algorithm", "EAGLE3"]

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from bisect_spec import environments
-from bisect_spec.cli import main
+from bisect_spec.cli.commands import main
+from bisect_spec.runtime import environments
 from tests.cli.helpers import error_line
 from tests.schemas import assert_valid
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from bisect_spec.cli import main
+from bisect_spec.cli.commands import main
 from tests.conftest import require_release
 from tests.unit.test_executor_choice import closed_port
 

@@ -102,7 +102,7 @@ def test_4_a_whole_systemd_unit_is_its_exec_start_and_environment(tmp_path: Path
 
 
 def test_5_a_release_that_does_not_exist_is_one_line_and_nothing_is_installed() -> None:
-    from bisect_spec import environments
+    from bisect_spec.runtime import environments
 
     code, output = run("probe", "--sglang", "0.5.99", "--", "--tp", "2")
     assert code == 2

@@ -6,7 +6,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from bisect_spec.cli import main
+from bisect_spec.cli.commands import main
 
 
 def all_commands(group: click.Group, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:

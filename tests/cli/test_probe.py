@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from bisect_spec.cli import EXIT_VERDICT_FAILS, main
+from bisect_spec.cli.commands import EXIT_VERDICT_FAILS, main
 from tests.cli.helpers import error_line
 from tests.conftest import require_release
 from tests.schemas import assert_valid

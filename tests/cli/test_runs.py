@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from bisect_spec import store
+from bisect_spec.runtime import store
 from tests.cli.helpers import error_line, run
 from tests.conftest import require_release
 from tests.schemas import assert_valid

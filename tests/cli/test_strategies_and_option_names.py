@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 import pytest
 
-from bisect_spec.cli import main
+from bisect_spec.cli.commands import main
 from tests.cli.helpers import error_line, run
 from tests.cli.test_help import all_commands
 from tests.schemas import assert_valid

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from bisect_spec import api
-from bisect_spec.cli import main
+from bisect_spec.cli.commands import main
 from tests.conftest import require_release
 from tests.schemas import assert_valid
 

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from bisect_spec import api, environments
-from bisect_spec.shrink import Budget
+from bisect_spec import api
+from bisect_spec.reduce.shrink import Budget
+from bisect_spec.runtime import environments
 from tests.conftest import require_release
 from tests.integration.test_shrink_seeds import EPISODE1, EPISODE2
 

@@ -37,8 +37,9 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from bisect_spec import api, environments
-from bisect_spec.cli import main
+from bisect_spec import api
+from bisect_spec.cli.commands import main
+from bisect_spec.runtime import environments
 from tests.conftest import require_release
 from tests.schemas import assert_valid
 from tests.synthetic_history import History, build

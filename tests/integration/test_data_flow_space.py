@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from bisect_spec.flags import Config
-from bisect_spec.outcome import Status
-from bisect_spec.plan import load_strategy
-from bisect_spec.space import PRESENT, FlagSpace
+from bisect_spec.model.flags import Config
+from bisect_spec.model.outcome import Status
+from bisect_spec.search.plan import load_strategy
+from bisect_spec.search.space import PRESENT, FlagSpace
 from tests.conftest import shared_session
 
 pytestmark = pytest.mark.sglang
@@ -130,7 +130,7 @@ def test_a_path_the_checks_test_is_swept_as_a_placeholder_file_and_unmasks_the_c
 
 def test_0_5_23s_unified_memory_branch_under_dflash_gives_rows_that_reach_its_backend_check() -> None:
     """A 3-way check (switch, algorithm, backend) the data flow names and the release itself raises."""
-    from bisect_spec.branches import contexts
+    from bisect_spec.search.branches import contexts
 
     space = default_space("0.5.23")
     branch = next(b for b in space.branches if b.algorithms == ("DFLASH",))

@@ -13,10 +13,12 @@ from typing import Any
 
 import pytest
 
-from bisect_spec import nightly, report, report_formats
-from bisect_spec.flags import Config
-from bisect_spec.outcome import Outcome
-from bisect_spec.summary import summarise
+from bisect_spec.model.flags import Config
+from bisect_spec.model.outcome import Outcome
+from bisect_spec.report import formats as report_formats
+from bisect_spec.report import report_model as report
+from bisect_spec.report.summary import summarise
+from bisect_spec.workflows import nightly
 from tests.conftest import shared_session
 from tests.schemas import assert_valid
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from bisect_spec import api
-from bisect_spec.flags import Config
-from bisect_spec.outcome import Status
+from bisect_spec.model.flags import Config
+from bisect_spec.model.outcome import Status
 from tests.conftest import require_release, shared_session
 
 pytestmark = pytest.mark.sglang

@@ -7,8 +7,8 @@ import random
 import pytest
 
 from bisect_spec.api import TargetSpec
-from bisect_spec.flags import Config
-from bisect_spec.session import DRAFT, Session
+from bisect_spec.model.flags import Config
+from bisect_spec.runtime.session import DRAFT, Session
 from tests.conftest import require_release, shared_session
 
 pytestmark = [pytest.mark.sglang, pytest.mark.slow]

@@ -17,8 +17,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from bisect_spec import launch, worker
-from bisect_spec.flags import Config
+from bisect_spec.launch import server as launch
+from bisect_spec.model.flags import Config
+from bisect_spec.runtime import worker
 from tests.conftest import require_release
 from tests.processes import (
     BISECT_SPEC,

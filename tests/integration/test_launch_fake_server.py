@@ -20,9 +20,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from bisect_spec import environments, launch, worker
 from bisect_spec.errors import WorkerError
-from bisect_spec.flags import Config
+from bisect_spec.launch import server as launch
+from bisect_spec.model.flags import Config
+from bisect_spec.runtime import environments, worker
 from tests.conftest import require_release, shared_session
 from tests.processes import (
     BISECT_SPEC,
@@ -150,7 +151,7 @@ def test_fake_server_tree_is_gone_after_the_tool_is_interrupted(command: str, mo
 DRIVER = """
 import sys, threading
 from pathlib import Path
-from bisect_spec import launch
+from bisect_spec.launch import server as launch
 log, fake, mode, pidfile, where = sys.argv[1:]
 def run():
     launch.launch_server([], python=sys.executable, log_path=Path(log), deadline=600,

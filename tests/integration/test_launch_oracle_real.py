@@ -21,11 +21,11 @@ from typing import Any
 
 import pytest
 
-from bisect_spec import environments
 from bisect_spec.api import TargetSpec
-from bisect_spec.flags import Config
 from bisect_spec.inside import launch_oracle
-from bisect_spec.session import Target
+from bisect_spec.model.flags import Config
+from bisect_spec.runtime import environments
+from bisect_spec.runtime.session import Target
 from tests.conftest import require_release
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -12,11 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from bisect_spec import api, environments
-from bisect_spec.flags import Config
+from bisect_spec import api
 from bisect_spec.inside import launch_path
-from bisect_spec.outcome import Status
-from bisect_spec.shrink import Budget
+from bisect_spec.model.flags import Config
+from bisect_spec.model.outcome import Status
+from bisect_spec.reduce.shrink import Budget
+from bisect_spec.runtime import environments
 from tests.conftest import shared_session
 
 pytestmark = pytest.mark.sglang

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from bisect_spec.api import TargetSpec
-from bisect_spec.flags import Config
-from bisect_spec.session import Session
+from bisect_spec.model.flags import Config
+from bisect_spec.runtime.session import Session
 from tests.conftest import FAULT_PLUGIN, require_release
 from tests.processes import Janitor, gone, wait_for
 
@@ -65,8 +65,8 @@ def test_worker_killed_from_outside_during_an_evaluation() -> None:
 PARENT = """
 import sys
 from bisect_spec.api import TargetSpec
-from bisect_spec.flags import Config
-from bisect_spec.session import Session
+from bisect_spec.model.flags import Config
+from bisect_spec.runtime.session import Session
 plugin, notes = sys.argv[1:]
 target = TargetSpec(release="0.5.23", model="llama-3.1-8b", draft=None, hardware="h100").resolve()
 session = Session(target, jobs=1, timeout=3600,

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import pytest
 
-from bisect_spec import environments
 from bisect_spec.api import TargetSpec
 from bisect_spec.errors import ArchitectureUnknown, UsageError
-from bisect_spec.flags import Config
-from bisect_spec.outcome import Status
-from bisect_spec.session import DRAFT, Session
+from bisect_spec.model.flags import Config
+from bisect_spec.model.outcome import Status
+from bisect_spec.runtime import environments
+from bisect_spec.runtime.session import DRAFT, Session
 from tests.conftest import require_release, shared_session
 
 pytestmark = pytest.mark.sglang

@@ -19,10 +19,10 @@ from contextlib import contextmanager
 import pytest
 
 from bisect_spec.api import TargetSpec
-from bisect_spec.flags import Config
-from bisect_spec.outcome import Status
-from bisect_spec.profiles import model_names, published_drafts
-from bisect_spec.session import Session
+from bisect_spec.model.flags import Config
+from bisect_spec.model.outcome import Status
+from bisect_spec.runtime.profiles import model_names, published_drafts
+from bisect_spec.runtime.session import Session
 from tests.conftest import require_release
 
 pytestmark = pytest.mark.sglang

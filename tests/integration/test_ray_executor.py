@@ -17,9 +17,9 @@ import psutil
 import pytest
 
 from bisect_spec import api
-from bisect_spec.flags import Config
-from bisect_spec.ray_executor import RayPool
-from bisect_spec.session import Session
+from bisect_spec.model.flags import Config
+from bisect_spec.runtime.ray_executor import RayPool
+from bisect_spec.runtime.session import Session
 from tests.conftest import FAULT_PLUGIN, require_release
 from tests.processes import Janitor, gone, wait_for
 

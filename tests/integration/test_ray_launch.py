@@ -1,6 +1,6 @@
 """Real launches as Ray tasks: GPUs reserved from the flags, the same outcome as a launch here.
 
-``bisect_spec.launch`` (``launch_server``) is written on another branch: the test that
+``bisect_spec.launch.server`` (``launch_server``) is written on another branch: the test that
 launches skips only while that module is missing.
 """
 
@@ -14,10 +14,10 @@ from typing import Any
 import psutil
 import pytest
 
-from bisect_spec import environments
 from bisect_spec.errors import UsageError
-from bisect_spec.flags import Config
-from bisect_spec.ray_launch import LaunchRequest, launch_many
+from bisect_spec.launch.ray_launch import LaunchRequest, launch_many
+from bisect_spec.model.flags import Config
+from bisect_spec.runtime import environments
 from tests.conftest import shared_session
 from tests.processes import FAKE_SERVER, Janitor, gone, tree_is_up, wait_for
 
@@ -37,7 +37,7 @@ def test_a_launch_needing_more_gpus_than_any_node_has_is_refused_instead_of_wait
 @pytest.mark.slow
 def test_a_launch_through_ray_ends_like_the_same_launch_here(tmp_path: Path) -> None:
     """A real 0.5.23 server launch (CPU, simulated hardware) fails in resolution: same outcome, same signature."""
-    from bisect_spec.launch import launch_server
+    from bisect_spec.launch.server import launch_server
 
     session = shared_session("0.5.23")
     target = session.target
@@ -66,7 +66,7 @@ def test_a_launch_through_ray_ends_like_the_same_launch_here(tmp_path: Path) -> 
 
 DRIVER = """
 import sys, ray
-from bisect_spec.ray_launch import LaunchRequest, launch_many
+from bisect_spec.launch.ray_launch import LaunchRequest, launch_many
 address, fake, pidfile, log = sys.argv[1:]
 ray.init(address=address, logging_level="ERROR", log_to_driver=False)
 server = (sys.executable, fake, "--fake-mode", "spawn-children", "--fake-delay", "600", "--fake-pidfile", pidfile)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from bisect_spec import environments, profiles
+from bisect_spec.runtime import environments, profiles
 from tests.conftest import RESOURCES, require_release
 
 pytestmark = pytest.mark.sglang

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from bisect_spec import api, environments, smoke
+from bisect_spec import api
+from bisect_spec.runtime import environments
+from bisect_spec.workflows import smoke
 from tests.conftest import CI_RELEASES, require_release
 from tests.schemas import assert_valid
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from bisect_spec.flags import Config
-from bisect_spec.outcome import Status
-from bisect_spec.session import DRAFT
+from bisect_spec.model.flags import Config
+from bisect_spec.model.outcome import Status
+from bisect_spec.runtime.session import DRAFT
 from tests.conftest import shared_session
 
 pytestmark = pytest.mark.sglang

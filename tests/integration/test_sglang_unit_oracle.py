@@ -30,11 +30,11 @@ from typing import Any
 
 import pytest
 
-from bisect_spec import environments, profiles
 from bisect_spec.api import TargetSpec, understand_flags
-from bisect_spec.flags import Config
-from bisect_spec.outcome import Outcome, Status
-from bisect_spec.session import Session
+from bisect_spec.model.flags import Config
+from bisect_spec.model.outcome import Outcome, Status
+from bisect_spec.runtime import environments, profiles
+from bisect_spec.runtime.session import Session
 
 pytestmark = pytest.mark.sglang
 

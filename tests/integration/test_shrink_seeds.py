@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from bisect_spec import api, environments
-from bisect_spec.cli import main
-from bisect_spec.flags import Config
-from bisect_spec.shrink import Budget
+from bisect_spec import api
+from bisect_spec.cli.commands import main
+from bisect_spec.model.flags import Config
+from bisect_spec.reduce.shrink import Budget
+from bisect_spec.runtime import environments
 from tests.conftest import require_release, shared_session
 from tests.schemas import assert_valid
 

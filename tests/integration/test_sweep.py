@@ -20,10 +20,11 @@ from typing import Any
 import psutil
 import pytest
 
-from bisect_spec import api, environments
-from bisect_spec.flags import Config
-from bisect_spec.plan import covering_plan, load_strategy
-from bisect_spec.session import Session
+from bisect_spec import api
+from bisect_spec.model.flags import Config
+from bisect_spec.runtime import environments
+from bisect_spec.runtime.session import Session
+from bisect_spec.search.plan import covering_plan, load_strategy
 from tests.conftest import require_release, shared_session
 
 pytestmark = pytest.mark.sglang

@@ -20,9 +20,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from bisect_spec import api, environments, warm
-from bisect_spec.session import Session
-from bisect_spec.worker import WorkerSpec
+from bisect_spec import api
+from bisect_spec.runtime import environments, warm
+from bisect_spec.runtime.session import Session
+from bisect_spec.runtime.worker import WorkerSpec
 from tests.conftest import require_release
 from tests.processes import BISECT_SPEC, Janitor, Tool, evaluation_workers, wait_for
 from tests.schemas import assert_valid

@@ -8,10 +8,10 @@ from __future__ import annotations
 import psutil
 import pytest
 
-from bisect_spec import worker
 from bisect_spec.api import TargetSpec
-from bisect_spec.flags import Config
-from bisect_spec.session import Session
+from bisect_spec.model.flags import Config
+from bisect_spec.runtime import worker
+from bisect_spec.runtime.session import Session
 from tests.conftest import FAULT_PLUGIN, require_release
 
 pytestmark = [pytest.mark.sglang, pytest.mark.slow]

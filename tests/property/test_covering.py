@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bisect_spec.covering import covering_array, missing_tuples
+from bisect_spec.search.covering import covering_array, missing_tuples
 
 Subsets = list[tuple[list[int], int]]
 

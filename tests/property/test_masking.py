@@ -7,10 +7,10 @@ from collections.abc import Callable, Mapping, Sequence
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bisect_spec.covering import covering_array
-from bisect_spec.flags import Config
-from bisect_spec.masking import Key, cover_unmasked, required_tuples
-from bisect_spec.space import FlagSpace, FlagSpec
+from bisect_spec.model.flags import Config
+from bisect_spec.search.covering import covering_array
+from bisect_spec.search.masking import Key, cover_unmasked, required_tuples
+from bisect_spec.search.space import FlagSpace, FlagSpec
 
 
 def space_of(domains: list[int]) -> FlagSpace:

@@ -5,10 +5,10 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bisect_spec.flags import Config
-from bisect_spec.shrink import shrink
-from bisect_spec.signature import Signature
-from bisect_spec.space import FlagSpace, FlagSpec
+from bisect_spec.model.flags import Config
+from bisect_spec.model.signature import Signature
+from bisect_spec.reduce.shrink import shrink
+from bisect_spec.search.space import FlagSpace, FlagSpec
 
 N = 12
 SPACE = FlagSpace(tuple(FlagSpec(f"--f{i}", (None, ("1",), ("2",), ("4",), ("16",))) for i in range(N)))

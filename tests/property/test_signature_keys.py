@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bisect_spec.inside.evaluator import Evaluator
-from bisect_spec.signature import header_skeleton, normalise_statement, signature_of
+from bisect_spec.model.signature import header_skeleton, normalise_statement, signature_of
 
 FIELDS = ("alpha", "beta", "gamma", "delta")
 RECEIVERS = ("cfg", "self", "view")

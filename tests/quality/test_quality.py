@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -18,28 +19,80 @@ from tests.processes import Janitor
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize("module", ["bisect_spec.signature", "bisect_spec.flags", "bisect_spec.outcome", "bisect_spec.hints",
-                                    "bisect_spec.shrink", "bisect_spec.plan", "bisect_spec.covering",
-                                    "bisect_spec.findings", "bisect_spec.render", "bisect_spec.bisection", "bisect_spec.commits",
-                                    "bisect_spec.versions",
-                                    "bisect_spec.report", "bisect_spec.report_html"])
+@pytest.mark.parametrize("module", [
+    "bisect_spec.model.signature",
+    "bisect_spec.model.flags",
+    "bisect_spec.model.outcome",
+    "bisect_spec.reduce.hints",
+    "bisect_spec.reduce.shrink",
+    "bisect_spec.search.plan",
+    "bisect_spec.search.covering",
+    "bisect_spec.model.findings",
+    "bisect_spec.report.text",
+    "bisect_spec.reduce.bisection",
+    "bisect_spec.reduce.commits",
+    "bisect_spec.versions",
+    "bisect_spec.report.report_model",
+    "bisect_spec.report.html_page",
+])
 def test_pure_modules_start_no_processes_and_know_no_cli(module: str) -> None:
     code = (f"import sys, importlib; importlib.import_module({module!r}); "
-            "bad = [m for m in ('subprocess', 'click', 'bisect_spec.worker', 'multiprocessing') if m in sys.modules]; "
+            "bad = [m for m in ('subprocess', 'click', 'bisect_spec.runtime.worker', 'multiprocessing') if m in sys.modules]; "
             "print(','.join(bad))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert result.stdout.strip() == ""
 
 
-def test_only_worker_starts_processes() -> None:
-    offenders = sorted(p.name for p in (ROOT / "bisect_spec").rglob("*.py")
-                       if p.name != "worker.py"
-                       and {m.split(".")[0] for m in imported_modules(p)} & {"subprocess", "multiprocessing"})
-    # simulated_gpu only *intercepts* subprocess calls (nvidia-smi) inside a worker; it starts nothing.
-    # supervisor_main is the script worker.py runs between itself and a server: it starts that server.
-    # launch_oracle runs inside a release environment, like a launched server: it forks launches and
-    # makes SGLang's own multiprocessing fork.
-    assert offenders == ["launch_oracle.py", "simulated_gpu.py", "supervisor_main.py"]
+#: The modules that may start processes: the process module (evaluation workers), the warm daemon (it
+#: forks to detach), the supervisor between bisect-spec and a real server, and inside an environment the
+#: launch oracle (it forks launches). simulated_gpu only *intercepts* subprocess calls (nvidia-smi).
+PROCESS_STARTERS = ["launch/supervisor_main.py", "runtime/warm_daemon.py", "runtime/worker.py",
+                    "inside/launch_oracle.py", "inside/simulated_gpu.py"]
+_STARTS_A_PROCESS = re.compile(r"\bos\.(?:fork|forkpty|exec[lv]p?e?|spawn[lv]p?e?|posix_spawnp?|system|popen)\(")
+
+
+def test_only_the_process_modules_start_processes() -> None:
+    package = ROOT / "bisect_spec"
+    offenders = sorted(p.relative_to(package).as_posix() for p in package.rglob("*.py")
+                       if {m.split(".")[0] for m in imported_modules(p)} & {"subprocess", "multiprocessing"}
+                       or _STARTS_A_PROCESS.search(p.read_text()))
+    assert offenders == sorted(PROCESS_STARTERS)
+
+
+#: Each layer and the layers it may import (``root``: errors, versions; ``inside`` runs in SGLang's
+#: environments and is imported by the orchestrator only as files to run or embed). api, entry and the
+#: package itself sit above everything. See the table at the top of docs/internals.md.
+LAYERS: dict[str, set[str]] = {
+    "model": {"root"},
+    "search": {"model", "root"},
+    "reduce": {"model", "search", "root"},
+    "report": {"model", "search", "root"},
+    "runtime": {"model", "root", "inside"},
+    "launch": {"model", "runtime", "inside", "root"},
+    "workflows": {"model", "search", "reduce", "report", "runtime", "launch", "inside", "root"},
+    "cli": {"api", "model", "search", "reduce", "report", "runtime", "launch", "workflows", "root"},
+    "inside": set(),
+}
+#: the package itself counts as root: its ``__init__`` holds ``__version__`` and re-exports model types
+_ROOT_MODULES = {"bisect_spec.errors": "root", "bisect_spec.versions": "root", "bisect_spec": "root"}
+
+
+def _layer(module: str) -> str:
+    if module in _ROOT_MODULES:
+        return _ROOT_MODULES[module]
+    parts = module.split(".")
+    return parts[1] if len(parts) > 2 else "api" if module in ("bisect_spec.api", "bisect_spec.entry",
+                                                                "bisect_spec.__main__") else parts[-1]
+
+
+def test_every_import_follows_the_layers() -> None:
+    """A module imports only its own layer and the layers below it (lazy and TYPE_CHECKING imports count)."""
+    graph = _package_imports()
+    assert {_layer(m) for m in graph} >= set(LAYERS), "a layer named in LAYERS has no package"
+    crossings = sorted(f"{module} -> {target}" for module, targets in graph.items() for target in targets
+                       if _layer(module) in LAYERS and _layer(target) != _layer(module)
+                       and _layer(target) not in LAYERS[_layer(module)])
+    assert crossings == []
 
 
 def imported_modules(path: Path) -> set[str]:
@@ -54,7 +107,7 @@ def imported_modules(path: Path) -> set[str]:
 
 
 def test_only_the_worker_side_imports_sglang() -> None:
-    importers = sorted(p.name for p in (ROOT / "bisect_spec").glob("*.py")
+    importers = sorted(p.name for p in (ROOT / "bisect_spec").rglob("*.py") if "inside" not in p.parts
                        if any(m.split(".")[0] in ("sglang", "torch") for m in all_imports(p)))
     assert importers == []
     inside = sorted(p.name for p in (ROOT / "bisect_spec" / "inside").glob("*.py")
@@ -200,7 +253,7 @@ def test_example_workflow_uses_real_commands_and_options() -> None:
 
     import click
 
-    from bisect_spec.cli import main
+    from bisect_spec.cli.commands import main
 
     lines = [line.split("run:", 1)[-1].strip() for line in
              (ROOT / "examples" / "nightly-workflow.yml").read_text().splitlines()
@@ -216,7 +269,8 @@ def test_example_workflow_uses_real_commands_and_options() -> None:
 
 def test_ray_is_imported_only_when_the_ray_executor_runs() -> None:
     """Ray is an optional extra: the CLI and the executor modules load without it."""
-    code = ("import sys, bisect_spec.cli, bisect_spec.executor, bisect_spec.ray_executor, bisect_spec.ray_launch; "
+    code = ("import sys, bisect_spec.cli.commands, bisect_spec.runtime.executor, bisect_spec.runtime.ray_executor, "
+            "bisect_spec.launch.ray_launch; "
             "print('ray' in sys.modules)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert result.stdout.strip() == "False"
@@ -243,7 +297,7 @@ def test_the_wheel_carries_every_data_file_the_package_reads(tmp_path: Path) -> 
 @pytest.mark.sglang
 def test_a_quick_sweep_runs_from_the_wheel_in_a_fresh_venv(tmp_path: Path) -> None:
     """The README's first command works from a non-editable install: wheel, fresh venv, a sweep."""
-    from bisect_spec import environments
+    from bisect_spec.runtime import environments
     from tests.conftest import require_release
 
     require_release("0.5.23")

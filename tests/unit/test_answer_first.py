@@ -10,8 +10,8 @@ import pytest
 
 from bisect_spec import api
 from bisect_spec.errors import UsageError
-from bisect_spec.render import summary_text
-from bisect_spec.summary import speculative_reason
+from bisect_spec.report.summary import speculative_reason
+from bisect_spec.report.text import summary_text
 
 TARGET = {"release": "0.5.23", "model": "kimi-k2.6", "draft": "eagle3", "hardware": "rtx-pro-6000x8"}
 

@@ -9,8 +9,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from bisect_spec.flags import Config
-from bisect_spec.space import ABSENT, FlagSpace, FlagSpec
+from bisect_spec.model.flags import Config
+from bisect_spec.search.space import ABSENT, FlagSpace, FlagSpec
 
 
 def load_bench() -> types.ModuleType:

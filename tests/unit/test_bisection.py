@@ -8,8 +8,8 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bisect_spec.bisection import Observation, find_changes
-from bisect_spec.environments import version_key
+from bisect_spec.reduce.bisection import Observation, find_changes
+from bisect_spec.runtime.environments import version_key
 
 RELEASES = [f"0.{i // 10}.{i % 10}" for i in range(64)]
 

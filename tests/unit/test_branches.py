@@ -1,13 +1,13 @@
-"""Branch rows (``bisect_spec.branches``): a switch and an algorithm together, then each value of each read.
+"""Branch rows (``bisect_spec.search.branches``): a switch and an algorithm together, then each value of each read.
 
 Pure: hand-built spaces; 0.5.23's real branch is evaluated in ``tests/integration/test_data_flow_space.py``.
 """
 
 from __future__ import annotations
 
-from bisect_spec.branches import contexts, passing_bases
-from bisect_spec.flags import Config
-from bisect_spec.space import PRESENT, Branch, FlagSpace, FlagSpec
+from bisect_spec.model.flags import Config
+from bisect_spec.search.branches import contexts, passing_bases
+from bisect_spec.search.space import PRESENT, Branch, FlagSpace, FlagSpec
 
 ALGORITHM = FlagSpec("--speculative-algorithm", (None, ("EAGLE3",), ("DFLASH",)))
 DRAFT = FlagSpec("--speculative-draft-model-path", (None, ("@draft",)))
@@ -52,7 +52,7 @@ def test_a_context_starts_from_the_simplest_passing_row_of_its_algorithm_with_co
 
 
 def test_the_space_keeps_a_branch_whose_switch_is_off_by_default_and_reads_every_option_of_a_shared_field() -> None:
-    from bisect_spec.space import build_space
+    from bisect_spec.search.space import build_space
 
     def entry(option: str, dest: str, kind: str = "value", default: object = None,
               choices: list[str] | None = None) -> dict[str, object]:

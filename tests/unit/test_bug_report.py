@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from bisect_spec import profiles
-from bisect_spec.bug_report import Names, launch_command, relative_traceback
-from bisect_spec.flags import Config
-from bisect_spec.model_sources import KNOWN_IDS
+from bisect_spec.model.flags import Config
+from bisect_spec.report.bug_report import Names, launch_command, relative_traceback
+from bisect_spec.runtime import profiles
+from bisect_spec.runtime.model_sources import KNOWN_IDS
 
 TRACEBACK = '''Traceback (most recent call last):
   File "/work/x/bisect_spec/inside/evaluator.py", line 660, in evaluate
@@ -52,7 +52,7 @@ def test_published_drafts_are_named_for_their_target() -> None:
 
 
 def test_a_source_label_is_never_pip_installed_by_version() -> None:
-    from bisect_spec.reproducers import install_hint
+    from bisect_spec.report.reproducers import install_hint
 
     label = "0.5.1.post3+g6cebe0ab130f"
     git = install_hint(label, {"kind": "git", "commit": "6cebe0ab130f1234", "rev": "v0.5.2~3"})

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bisect_spec.commits import first_change
-from bisect_spec.sources import function_source, pr_number
+from bisect_spec.reduce.commits import first_change
+from bisect_spec.runtime.sources import function_source, pr_number
 
 COMMITS = [f"c{i:03d}" for i in range(249)]
 Observe = Callable[[str], tuple[Hashable | None, str]]

@@ -11,10 +11,10 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from bisect_spec.flags import Config
 from bisect_spec.inside.data_flow import branch_contexts, known_algorithms, speculative_reads
-from bisect_spec.masking import _items
-from bisect_spec.space import ABSENT, PRESENT, build_space
+from bisect_spec.model.flags import Config
+from bisect_spec.search.masking import _items
+from bisect_spec.search.space import ABSENT, PRESENT, build_space
 
 DESTS = ["speculative_algorithm", "speculative_eagle_topk", "page_size", "attention_backend", "tp_size",
          "enable_unified_memory", "disaggregation_mode", "enable_lora", "host", "dcp_size", "grammar_backend"]

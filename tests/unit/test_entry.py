@@ -11,9 +11,9 @@ def test_ctrl_c_while_the_cli_is_imported_exits_130_without_a_traceback() -> Non
     program = textwrap.dedent("""
         import importlib.abc, sys
 
-        class CtrlC(importlib.abc.MetaPathFinder):  # the user presses Ctrl-C while bisect_spec.cli is imported
+        class CtrlC(importlib.abc.MetaPathFinder):  # the user presses Ctrl-C while bisect_spec.cli.commands is imported
             def find_spec(self, name, path=None, target=None):
-                if name == "bisect_spec.cli":
+                if name == "bisect_spec.cli.commands":
                     raise KeyboardInterrupt
                 return None
 

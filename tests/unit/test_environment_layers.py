@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bisect_spec import environments
+from bisect_spec.runtime import environments
 
 
 def test_missing_layers_are_added_in_pinned_order_and_recorded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

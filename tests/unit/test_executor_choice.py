@@ -7,10 +7,10 @@ import socket
 import pytest
 
 from bisect_spec.errors import ExecutorError, UsageError
-from bisect_spec.executor import make_pool
-from bisect_spec.ray_executor import check_reachable
-from bisect_spec.ray_launch import LaunchRequest, gpus_needed
-from bisect_spec.worker import WorkerPool, WorkerSpec
+from bisect_spec.launch.ray_launch import LaunchRequest, gpus_needed
+from bisect_spec.runtime.executor import make_pool
+from bisect_spec.runtime.ray_executor import check_reachable
+from bisect_spec.runtime.worker import WorkerPool, WorkerSpec
 
 SPEC = WorkerSpec(python="/nonexistent/python")
 

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from bisect_spec.errors import UsageError
-from bisect_spec.fit import checkpoint_quantization, fitted_space, is_nvidia, once_rows, unfit_values
-from bisect_spec.flags import Config
-from bisect_spec.plan import fitted_plan, load_strategy
-from bisect_spec.space import FlagSpace, FlagSpec
+from bisect_spec.model.flags import Config
+from bisect_spec.search.fit import checkpoint_quantization, fitted_space, is_nvidia, once_rows, unfit_values
+from bisect_spec.search.plan import fitted_plan, load_strategy
+from bisect_spec.search.space import FlagSpace, FlagSpec
 
 KIMI = {"text_config": {"quantization_config": {"quant_method": "compressed-tensors"}}}
 H100 = {"gpu_name": "NVIDIA H100 80GB HBM3", "cuda_version": "12.9"}

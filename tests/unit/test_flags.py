@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bisect_spec.errors import UsageError
-from bisect_spec.flags import Config, parse_command
+from bisect_spec.model.flags import Config, parse_command
 
 
 def test_config_is_canonical_and_round_trips() -> None:

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from bisect_spec import environments
-from bisect_spec.flags import Config
-from bisect_spec.outcome import Outcome
+from bisect_spec.model.flags import Config
+from bisect_spec.model.outcome import Outcome
+from bisect_spec.runtime import environments
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "scripts"

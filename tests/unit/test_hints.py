@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from bisect_spec.flags import Config
-from bisect_spec.hints import code_fields, failure_flags, fields_of, flags_for_fields, with_needed
+from bisect_spec.model.flags import Config
+from bisect_spec.reduce.hints import code_fields, failure_flags, fields_of, flags_for_fields, with_needed
 
 TABLE: list[dict[str, Any]] = [
     {"option": "--speculative-algorithm", "dest": "speculative_algorithm", "kind": "value"},

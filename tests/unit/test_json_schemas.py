@@ -16,7 +16,7 @@ import click
 import pytest
 from jsonschema import Draft202012Validator
 
-from bisect_spec.cli import main
+from bisect_spec.cli.commands import main
 from tests.schemas import SCHEMAS, load, registry
 
 NAMES = sorted(p.name.removesuffix(".schema.json") for p in SCHEMAS.glob("*.schema.json"))

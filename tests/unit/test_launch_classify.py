@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from bisect_spec import launch
 from bisect_spec.inside import evaluator
+from bisect_spec.launch import server as launch
 
 
 def outcome_for(log: str, returncode: int = 1) -> launch.LaunchOutcome:

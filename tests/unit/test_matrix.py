@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from bisect_spec.errors import UsageError
-from bisect_spec.matrix import load_matrix
-from bisect_spec.nightly import compare
+from bisect_spec.workflows.matrix import load_matrix
+from bisect_spec.workflows.nightly import compare
 
 GOOD = """name = "n"
 strategy = "quick"

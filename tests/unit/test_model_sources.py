@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from bisect_spec.errors import ProfileError
-from bisect_spec.model_sources import fetch_config, is_hub_id, profile_named_by
-from bisect_spec.profiles import model_names
+from bisect_spec.runtime.model_sources import fetch_config, is_hub_id, profile_named_by
+from bisect_spec.runtime.profiles import model_names
 
 
 @pytest.mark.parametrize(("path", "profile"), [
@@ -82,6 +82,6 @@ def test_offline_is_found_at_once_without_retries(tmp_path: Path, monkeypatch: p
 
 
 def test_a_published_draft_id_is_its_recipe() -> None:
-    from bisect_spec import profiles
+    from bisect_spec.runtime import profiles
 
     assert profiles.published_draft_ids()["lightseekorg/kimi-k2.6-eagle3"] == ("eagle3", "kimi-k2.6")

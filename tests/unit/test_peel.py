@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from bisect_spec.flags import Config
-from bisect_spec.peel import Key, peel
+from bisect_spec.model.flags import Config
+from bisect_spec.search.peel import Key, peel
 
 
 def cfg(*flags: str) -> Config:
@@ -102,7 +102,7 @@ def test_a_failure_that_needs_a_flag_absent_is_peeled_by_giving_it() -> None:
 
 
 def test_width_keeps_the_most_diverse_rows_per_signature_and_still_finds_what_they_hold() -> None:
-    from bisect_spec.peel import diverse
+    from bisect_spec.search.peel import diverse
 
     # ten rows fail on --a; only one of them also holds --c --d (C behind A); rows of B are peeled apart
     same = [(cfg("--a", f"--n{i}"), "A") for i in range(9)]

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from bisect_spec import profiles
 from bisect_spec.errors import ProfileError
+from bisect_spec.runtime import profiles
 
 
 @pytest.fixture(autouse=True)
@@ -99,7 +99,7 @@ def test_auto_hardware_defaults_to_the_stated_profile() -> None:
 
 def test_a_box_label_is_a_hardware_name_too() -> None:
     from bisect_spec.errors import ProfileError
-    from bisect_spec.profiles import load_hardware
+    from bisect_spec.runtime.profiles import load_hardware
 
     box = load_hardware("h100x2")
     assert (box.name, box.gpus, box.label) == ("h100", 2, "h100x2")

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from bisect_spec import environments
 from bisect_spec.errors import ReleaseError, ReleaseUnavailable, UsageError
+from bisect_spec.runtime import environments
 
 
 def test_post_and_rc_releases_sort_between_their_neighbours() -> None:

@@ -21,9 +21,11 @@ from typing import Any
 
 import pytest
 
-from bisect_spec import api, report, report_formats
-from bisect_spec.report import NightlyInput, SweepInput
-from bisect_spec.report_html import MAX_PAIRS, MAX_VALUES, omega_squared, pair_grids
+from bisect_spec import api
+from bisect_spec.report import formats as report_formats
+from bisect_spec.report import report_model as report
+from bisect_spec.report.html_page import MAX_PAIRS, MAX_VALUES, omega_squared, pair_grids
+from bisect_spec.report.report_model import NightlyInput, SweepInput
 from bisect_spec.versions import version_key
 from tests.conftest import RESOURCES
 

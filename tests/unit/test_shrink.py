@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from bisect_spec.errors import BudgetExhausted
-from bisect_spec.flags import Config
-from bisect_spec.shrink import Budget, shrink
-from bisect_spec.signature import Signature
-from bisect_spec.space import FlagSpace, FlagSpec
+from bisect_spec.model.flags import Config
+from bisect_spec.model.signature import Signature
+from bisect_spec.reduce.shrink import Budget, shrink
+from bisect_spec.search.space import FlagSpace, FlagSpec
 
 BUG = Signature("failed", "AssertionError", "srt/x.py::f", "assert _.a is None", "")
 OTHER = Signature("failed", "TypeError", "srt/x.py::g", "if _.b > 1:", "boom")

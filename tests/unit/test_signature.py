@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bisect_spec.signature import Signature, normalise_message, normalise_statement, signature_of, variant_of
+from bisect_spec.model.signature import Signature, normalise_message, normalise_statement, signature_of, variant_of
 
 
 def record(**frame: Any) -> dict[str, Any]:
@@ -134,7 +134,7 @@ def test_signature_round_trips_through_json_dict() -> None:
 
 def test_a_stored_outcome_is_grouped_by_this_versions_signature() -> None:
     """Cached and journaled records keep their evidence; the signature is derived again from it."""
-    from bisect_spec.outcome import Outcome
+    from bisect_spec.model.outcome import Outcome
     data = {**failed(WINDOW, "--speculative-draft-window-size must be positive, got 0."), "config": [],
             "release": "0.5.23", "python": "3.11.7", "hardware": "none",
             "signature": {"id": "stale", "kind": "failed", "exc_type": "ValueError", "location": "x::y",
@@ -143,7 +143,7 @@ def test_a_stored_outcome_is_grouped_by_this_versions_signature() -> None:
 
 
 def test_release_numbers_in_a_message_never_change_the_cross_release_key() -> None:
-    from bisect_spec.signature import normalise_versions
+    from bisect_spec.model.signature import normalise_versions
 
     def raised(message: str) -> Signature:
         signature = signature_of({"status": "failed", "exception": {"type": "ValueError", "message": message},
@@ -160,7 +160,7 @@ def test_release_numbers_in_a_message_never_change_the_cross_release_key() -> No
 
 
 def test_a_refused_flag_is_one_verdict_on_every_release_that_lacks_it() -> None:
-    from bisect_spec.timeline import refusal_key
+    from bisect_spec.workflows.timeline import refusal_key
 
     assert refusal_key("SGLang 0.5.3 has no flag --speculative-moe-runner-backend: it exists in 0.5.9 … 0.5.23") == \
         refusal_key("SGLang 0.5.1.post3 has no flag --speculative-moe-runner-backend: did you mean --moe-runner-backend? "

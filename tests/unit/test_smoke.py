@@ -1,4 +1,4 @@
-"""The release smoke's cases, judgement and record (``bisect_spec.smoke``); its runs on real releases
+"""The release smoke's cases, judgement and record (``bisect_spec.workflows.smoke``); its runs on real releases
 are in ``tests/integration/test_release_smoke.py``."""
 
 from __future__ import annotations
@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from bisect_spec import environments, smoke
-from bisect_spec.flags import Config
-from bisect_spec.outcome import Outcome
+from bisect_spec.model.flags import Config
+from bisect_spec.model.outcome import Outcome
+from bisect_spec.runtime import environments
+from bisect_spec.workflows import smoke
 
 #: flag tables as releases record them: old argparse choices, and a newer "any registered name"
 OLD_TABLE = [{"option": "--speculative-algorithm", "aliases": ["--speculative-algorithm"], "choices": ["EAGLE", "EAGLE3"]}]

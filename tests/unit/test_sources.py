@@ -15,14 +15,14 @@ from typing import Any
 
 import pytest
 
-from bisect_spec import environments, sources
-from bisect_spec.commit_bisect import function_diff, import_failure
 from bisect_spec.errors import ReleaseError, SourceError, UsageError
-from bisect_spec.flags import Config
-from bisect_spec.matrix import load_matrix
-from bisect_spec.nightly import bisect_regressions, commit_summary
-from bisect_spec.outcome import Outcome
-from bisect_spec.render import _failing_hunks_first, commit_line
+from bisect_spec.model.flags import Config
+from bisect_spec.model.outcome import Outcome
+from bisect_spec.report.text import _failing_hunks_first, commit_line
+from bisect_spec.runtime import environments, sources
+from bisect_spec.workflows.commit_bisect import function_diff, import_failure
+from bisect_spec.workflows.matrix import load_matrix
+from bisect_spec.workflows.nightly import bisect_regressions, commit_summary
 
 
 def git(repo: Path, *args: str) -> str:
@@ -210,7 +210,8 @@ def test_the_matrix_names_a_clone_relative_to_itself(tmp_path: Path) -> None:
 
 
 def test_bisect_with_a_clone_checks_it_first_then_goes_down_to_the_commit(clone: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from bisect_spec import api, commit_bisect, timeline
+    from bisect_spec import api
+    from bisect_spec.workflows import commit_bisect, timeline
 
     calls: list[tuple[str, str]] = []
 

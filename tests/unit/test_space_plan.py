@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from bisect_spec.covering import missing_tuples
 from bisect_spec.errors import UsageError
-from bisect_spec.flags import Config
-from bisect_spec.plan import Strategy, covering_plan, load_strategy, strategy_names
-from bisect_spec.space import (
+from bisect_spec.model.flags import Config
+from bisect_spec.search.covering import missing_tuples
+from bisect_spec.search.plan import Strategy, covering_plan, load_strategy, strategy_names
+from bisect_spec.search.space import (
     ABSENT,
     ALGORITHMS,
     FLOAT_VALUES,
@@ -311,8 +311,8 @@ def test_a_path_a_speculative_check_tests_is_swept_as_given_or_not_and_no_other_
 
 
 def test_a_placeholder_path_becomes_a_shell_variable_the_launch_script_asks_for() -> None:
-    from bisect_spec.bug_report import Names, launch_command
-    from bisect_spec.reproducers import launch_script
+    from bisect_spec.report.bug_report import Names, launch_command
+    from bisect_spec.report.reproducers import launch_script
 
     config = Config.of({"--speculative-algorithm": "UNO", "--uno-lora-path": "@path"})
     command = launch_command(config, Names("org/model", None), {}, [])

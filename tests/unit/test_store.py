@@ -14,8 +14,8 @@ from typing import Any, NoReturn
 
 import pytest
 
-from bisect_spec import store
 from bisect_spec.errors import StoreError
+from bisect_spec.runtime import store
 
 ROOT = Path(__file__).resolve().parents[2]
 META: dict[str, Any] = {"schema": "bisect-spec/run/1", "target": {"release": "0.5.23", "model": "kimi-k2.6"},
@@ -24,7 +24,7 @@ META: dict[str, Any] = {"schema": "bisect-spec/run/1", "target": {"release": "0.
 HOLD_LOCK = """
 import sys
 from pathlib import Path
-from bisect_spec import store
+from bisect_spec.runtime import store
 run = store.open_run(Path(sys.argv[1]), sys.argv[2])
 print("locked", flush=True)
 sys.stdin.read()

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from bisect_spec import terminal
+from bisect_spec.cli import terminal
 
 TEXT = ("speculative decoding: 1 failure\n"
         "c894a92892  AssertionError ×28  _handle_eagle_family in srt/arg_groups/speculative_hook.py:1162\n"

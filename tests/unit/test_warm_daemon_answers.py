@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from bisect_spec.errors import WorkerError
-from bisect_spec.warm_daemon import Daemon
+from bisect_spec.runtime.warm_daemon import Daemon
 
 CONFIG = {"spec": {"python": "/nonexistent/python"}, "idle": 60, "label": "test", "timeout": 5}
 

@@ -1,0 +1,199 @@
+"""Explain a minimal reproducer and find the nearest configuration that works.
+
+Both take a *batch* predicate (``configs -> outcomes``, evaluated in parallel by the
+caller) and start no processes themselves.
+
+* :func:`explain`: which flags are necessary (all of a 1-minimal reproducer's flags are)
+  and, for each, which of its values trigger the failure ("any value of
+  --speculative-num-draft-tokens triggers it").
+* :func:`nearest_working`: from the user's own failing configuration, the smallest edits
+  (remove / change / add a flag, then pairs of edits to the core speculative flags) that
+  make it pass, ranked so that what the user evidently wants (algorithm, draft path,
+  number of draft tokens) is kept where possible. Every suggestion was evaluated.
+
+Ranking, in the words each fix carries as its ``reason``: first the fixes that keep what the
+user asked for and only *add* flags; then those that keep the intent but change a value the
+user typed (``--speculative-eagle-topk 1`` to ``2``: a tree of drafts instead of a chain);
+then those that change the algorithm, the draft or the number of draft tokens. A configuration
+that resolves with speculative decoding switched off is never offered: it does not do what the
+user is trying to do. Besides the strategy's values, a count flag is also tried with the values
+next to the user's own counts (``--speculative-num-steps 15`` for 16 draft tokens): with top-k 1,
+SGLang drafts ``num_steps + 1`` tokens, so that is the edit that keeps a chain of 16 drafts.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from bisect_spec.model.findings import findings_of
+from bisect_spec.model.flags import Config, Value
+from bisect_spec.model.outcome import Outcome
+from bisect_spec.model.signature import Signature
+from bisect_spec.search.space import DRAFT_FLAG, FlagSpace, simplicity_key
+
+BatchPredicate = Callable[[Sequence[Config]], list[Outcome]]
+
+#: What a user of speculative decoding evidently wants kept, in order of importance.
+INTENT = ("--speculative-algorithm", DRAFT_FLAG, "--speculative-num-draft-tokens")
+#: Flags a fix may add or change in pairs.
+CORE_EDITS = ("--speculative-num-steps", "--speculative-eagle-topk", "--speculative-num-draft-tokens",
+              "--speculative-algorithm")
+
+
+def _show(value: Value | None) -> str:
+    return "(unset)" if value is None else (" ".join(value) or "(on)")
+
+
+def explain(minimal: Config, signature: Signature, space: FlagSpace, evaluate: BatchPredicate) -> dict[str, Any]:
+    """Which flags are necessary and which of their values trigger the failure."""
+    candidates: list[Config] = []
+    for flag, value in minimal.items:
+        spec = space.spec(flag)
+        for other in spec.values[1:] if spec else ():
+            if other is not None and other != value:
+                candidates.append(minimal.with_(flag, other))
+    outcomes = {o.config: o for o in evaluate(candidates)} if candidates else {}
+    flags = []
+    for flag, value in minimal.items:
+        spec = space.spec(flag)
+        tried = [v for v in (spec.values[1:] if spec else ()) if v is not None]
+        triggering = [v for v in tried if v == value or (minimal.with_(flag, v) in outcomes
+                                                          and outcomes[minimal.with_(flag, v)].signature == signature)]
+        if not tried:
+            verdict = f"{flag} {_show(value)} is needed (no other values tried)"
+        elif len(triggering) == len(tried):
+            verdict = f"any value of {flag} triggers it" if spec and spec.kind != "bool" else f"{flag} must be given"
+        else:
+            verdict = f"{flag} triggers it with {', '.join(_show(v) for v in triggering)}; not with " + \
+                ", ".join(_show(v) for v in tried if v not in triggering)
+        flags.append({"flag": flag, "value": list(value), "necessary": True, "free": len(triggering) == len(tried),
+                      "triggering_values": [list(v) for v in triggering], "verdict": verdict})
+    return {"flags": flags, "evaluations": len(candidates)}
+
+
+@dataclass(frozen=True)
+class Fix:
+    """A verified nearest working configuration."""
+
+    edits: tuple[str, ...]
+    config: Config
+    keeps_intent: bool
+    outcome: Outcome
+
+    def to_dict(self, original: Config | None = None) -> dict[str, Any]:
+        return {"edits": list(self.edits), "argv": self.config.argv(), "keeps_intent": self.keeps_intent,
+                "verified": self.outcome.passed, "resolved": self.outcome.resolved,
+                **({"reason": _reason(original, self)} if original is not None else {})}
+
+
+#: Count flags whose user-typed values suggest values for each other (``num_steps + 1`` draft tokens).
+COUNTS = ("--speculative-num-steps", "--speculative-num-draft-tokens")
+
+
+def _near_user_counts(config: Config, flag: str) -> list[Value]:
+    """Values of ``flag`` next to the user's own counts: 15 and 16 steps for 16 draft tokens."""
+    if flag not in COUNTS:
+        return []
+    numbers = []
+    for other in COUNTS:
+        value = config.get(other)
+        if other != flag and value and value[0].isdigit():
+            numbers.append(int(value[0]))
+    return [(str(n),) for base in numbers for n in (base - 1, base, base + 1) if n >= 1]
+
+
+def _values(config: Config, space: FlagSpace, flag: str) -> list[Value]:
+    spec = space.spec(flag)
+    tried = [v for v in (spec.values[1:] if spec else ()) if v is not None]
+    return list(dict.fromkeys([*tried, *_near_user_counts(config, flag)]))
+
+
+def _single_edits(config: Config, space: FlagSpace) -> list[tuple[str, Config]]:
+    edits: list[tuple[str, Config]] = []
+    for flag, value in config.items:
+        edits.append((f"remove {flag}", config.without(flag)))
+        for other in _values(config, space, flag):
+            if other != value:
+                edits.append((f"set {flag} {_show(other)}", config.with_(flag, other)))
+    for spec in space.specs:
+        if spec.flag not in config.as_dict():
+            for other in _values(config, space, spec.flag):
+                edits.append((f"add {spec.flag} {_show(other)}", config.with_(spec.flag, other)))
+    return edits
+
+
+def _sound(outcome: Outcome, original: Config) -> bool:
+    """Passes, and passes for real: no nonsense value accepted, no speculative field left None, and
+    speculative decoding still on when the user had it on (switching it off is no workaround)."""
+    if original.get("--speculative-algorithm") is not None and not outcome.resolved.get("speculative_algorithm"):
+        return False
+    return outcome.passed and not any(f.kind in ("nonsense", "left-none") for f in findings_of(outcome))
+
+
+def _typed_changes(original: Config, candidate: Config) -> list[str]:
+    """Flags the user typed whose value the fix changes or removes."""
+    return [flag for flag, value in original.items if candidate.get(flag) != value]
+
+
+def _reason(original: Config, fix: Fix) -> str:
+    """Why the fix ranks where it does, in plain words."""
+    changed = _typed_changes(original, fix.config)
+    if not fix.keeps_intent:
+        lost = [flag for flag in INTENT if original.get(flag) is not None and original.get(flag) != fix.config.get(flag)]
+        tokens = original.get("--speculative-num-draft-tokens")
+        resolved = fix.outcome.resolved.get("speculative_num_draft_tokens")
+        if not lost and tokens and resolved is not None and resolved != int(tokens[0]):
+            return (f"ranked lower: SGLang then drafts {resolved} tokens instead of your {tokens[0]} "
+                    "(it overrides --speculative-num-draft-tokens for this combination)")
+        return "ranked lower: it changes " + ", ".join(f"{flag} (you gave {_show(original.get(flag))})" for flag in lost)
+    if not changed:
+        return "keeps every flag and value you gave and only adds what SGLang needs"
+    return ("keeps your algorithm, draft and number of draft tokens, but changes "
+            + ", ".join(f"{flag} from {_show(original.get(flag))} to {_show(fix.config.get(flag))}" for flag in changed))
+
+
+def _keeps_intent(original: Config, candidate: Config, outcome: Outcome | None = None) -> bool:
+    """The user's algorithm, draft path and draft-token count survive the edit (and resolution)."""
+    if not all(original.get(flag) == candidate.get(flag) for flag in INTENT if original.get(flag) is not None):
+        return False
+    tokens = original.get("--speculative-num-draft-tokens")
+    # resolution must not replace the draft-token count the user asked for
+    return not (outcome is not None and tokens
+                and outcome.resolved.get("speculative_num_draft_tokens") not in (None, int(tokens[0])))
+
+
+def nearest_working(original: Config, space: FlagSpace, evaluate: BatchPredicate, *, limit: int = 5) -> dict[str, Any]:
+    """Smallest verified edits that make ``original`` pass, best first."""
+    singles = _single_edits(original, space)
+    found: dict[Config, Fix] = {}
+
+    def verify(candidates: list[tuple[tuple[str, ...], Config]]) -> int:
+        """Evaluate candidates in one batch; keep the sound passing ones; return how many were evaluated."""
+        unique = list({config: labels for labels, config in candidates}.items())
+        by_config = {o.config: o for o in evaluate([c for c, _ in unique])}
+        for candidate, labels in unique:
+            outcome = by_config[candidate]
+            if _sound(outcome, original) and candidate not in found:
+                found[candidate] = Fix(labels, candidate, _keeps_intent(original, candidate, outcome), outcome)
+        return len(unique)
+
+    evaluations = verify([((label,), c) for label, c in singles])
+    if not any(f.keeps_intent for f in found.values()):
+        core = [(label, c) for label, c in singles
+                if any(label.startswith(p) for p in ("add ", "set ")) and label.split()[1] in CORE_EDITS]
+        pairs: list[tuple[tuple[str, ...], Config]] = []
+        for (la, ca), (lb, cb) in itertools.combinations(core, 2):
+            fa, fb = la.split()[1], lb.split()[1]
+            if fa == fb:
+                continue
+            merged = ca.with_(fb, cb.get(fb))
+            if _keeps_intent(original, merged):
+                pairs.append(((la, lb), merged))
+        evaluations += verify(pairs)
+    ranked = sorted(found.values(), key=lambda f: (not f.keeps_intent, len(_typed_changes(original, f.config)),
+                                                   len(f.edits), simplicity_key(f.config, space)))
+    return {"fixes": [f.to_dict(original) for f in ranked[:limit]], "evaluations": evaluations,
+            "candidates_passing": len(found)}

@@ -1,0 +1,113 @@
+"""Clustering: outcomes grouped by signature, findings grouped likewise, as plain data.
+
+The summary is deterministic for a given set of outcomes (sorted, no timestamps), so
+two runs of the same strategy and seed give byte-identical ``summary.json`` files.
+Pure: no I/O, no processes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from bisect_spec.model.findings import findings_of
+from bisect_spec.model.flags import Config
+from bisect_spec.model.outcome import Outcome
+from bisect_spec.model.signature import Signature, variant_of
+from bisect_spec.search.space import FlagSpace, simplicity_key
+
+#: Variants (the values that triggered one signature) kept per signature, most frequent first.
+MOST_VARIANTS = 12
+
+
+def summarise(outcomes: Sequence[Outcome], space: FlagSpace | None, target: dict[str, Any], strategy: str,
+              seed: int) -> dict[str, Any]:
+    """Signature and finding tables of a sweep."""
+    counts: dict[str, int] = {}
+    groups: dict[Signature, list[Outcome]] = {}
+    finding_groups: dict[Signature, list[tuple[Outcome, dict[str, Any]]]] = {}
+    tool_faults: dict[str, dict[str, Any]] = {}
+    for outcome in outcomes:
+        counts[outcome.status.value] = counts.get(outcome.status.value, 0) + 1
+        fault = outcome.tool_fault
+        if fault is not None:  # bisect-spec's own fault: counted apart, never a signature of SGLang's
+            entry = tool_faults.setdefault(fault, {"step": fault, "count": 0, "example": outcome.config.argv(),
+                                                    "crash": outcome.record.get("crash", "")})
+            entry["count"] += 1
+            continue
+        if outcome.signature is not None:
+            groups.setdefault(outcome.signature, []).append(outcome)
+        for finding in findings_of(outcome):
+            finding_groups.setdefault(finding.signature, []).append((outcome, finding.to_dict()))
+
+    def smallest(configs: list[Config]) -> Config:
+        return min(configs, key=lambda c: simplicity_key(c, space))
+
+    signatures = []
+    for sig, members in groups.items():
+        best = smallest([o.config for o in members])
+        example = next(o for o in members if o.config == best)
+        frame = example.frame
+        variants: dict[str, int] = {}
+        for member in members:
+            variant = variant_of({"status": member.status.value, **member.record})
+            if variant:
+                variants[variant] = variants.get(variant, 0) + 1
+        signatures.append({
+            **sig.to_dict(), "title": sig.title, "count": len(members), "smallest": best.argv(),
+            "headline": example.headline,
+            "example_frame": {k: frame.get(k) for k in ("file", "line", "function", "statement", "guard")} if frame else None,
+            "variants": [{"values": v, "count": n}
+                         for v, n in sorted(variants.items(), key=lambda item: (-item[1], item[0]))[:MOST_VARIANTS]],
+            "variant_count": len(variants),
+        })
+    signatures.sort(key=lambda s: (-s["count"], s["id"]))
+    findings = []
+    for sig, pairs in finding_groups.items():
+        best = smallest([member.config for member, _ in pairs])
+        detail = next(found for member, found in pairs if member.config == best)
+        findings.append({"id": sig.id, "kind": sig.exc_type, "field": sig.location, "detail": detail["detail"],
+                         "given": detail["given"], "resolved": detail["resolved"], "count": len(pairs),
+                         "smallest": best.argv()})
+    findings.sort(key=lambda f: (-f["count"], f["id"]))
+    for entry in signatures:
+        entry["speculative"] = speculative_reason(entry)
+    return {"schema": "bisect-spec/summary/1", "target": target, "strategy": strategy, "seed": seed,
+            "evaluated": len(outcomes), "counts": dict(sorted(counts.items())), "signatures": signatures,
+            "findings": findings,
+            "tool_faults": sorted(tool_faults.values(), key=lambda f: (-f["count"], f["step"]))}
+
+
+#: Files whose failing statements are speculative decoding's own checks.
+SPECULATIVE_FILES = ("srt/speculative/", "srt/arg_groups/speculative_hook.py")
+
+
+def speculative_reason(entry: dict[str, Any]) -> str:
+    """Why a signature counts as a speculative-decoding failure, or ``""`` when it does not.
+
+    In order: the failing statement is in speculative code (:data:`SPECULATIVE_FILES`, or a
+    ``server_args.py`` function about speculation); its shrunk, 1-minimal reproducer needs a
+    ``--speculative-*`` flag; its message or statement names speculative decoding.
+    """
+    frame = entry.get("example_frame") or {}
+    location = str(entry.get("location") or "")
+    file = str(frame.get("file") or location.split("::", 1)[0])
+    function = str(frame.get("function") or location.rsplit("::", 1)[-1])
+    if any(file.startswith(prefix) or f"/{prefix}" in file for prefix in SPECULATIVE_FILES):
+        return f"raised in {file}"
+    if file.endswith("srt/server_args.py") and ("specul" in function.lower() or "eagle" in function.lower()):
+        return f"raised in server_args.py::{function}"
+    minimal = (entry.get("shrink") or {}).get("minimal_argv") or []
+    needed = sorted({a for a in minimal if a.startswith("--speculative-")})
+    if needed:
+        return "its minimal reproducer needs " + " ".join(needed)
+    text = f"{entry.get('message', '')} {entry.get('statement', '')}".lower()
+    if "speculative" in text:
+        return "its message names speculative decoding"
+    return ""
+
+
+def triage(summary: dict[str, Any]) -> None:
+    """(Re)classify every signature of ``summary`` in place, after shrinking added reproducers."""
+    for entry in summary["signatures"]:
+        entry["speculative"] = speculative_reason(entry)

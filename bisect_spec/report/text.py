@@ -1,0 +1,579 @@
+"""Plain-text rendering for the terminal: tables, verdicts, failing source.
+
+Pure functions from results to strings; the CLI decides where they go.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from bisect_spec.model.outcome import Outcome
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, max_width: int = 70) -> str:
+    """A left-aligned text table; cells longer than ``max_width`` are cut with an ellipsis."""
+    cells = [[_cell(v, max_width) for v in row] for row in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip(),
+             "  ".join("-" * w for w in widths)]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells]
+    return "\n".join(lines)
+
+
+def _cell(value: Any, max_width: int) -> str:
+    text = "" if value is None else str(value)
+    text = " ".join(text.split())
+    return text if len(text) <= max_width else text[: max_width - 1] + "…"
+
+
+def source_block(frame: dict[str, Any]) -> str:
+    """The failing statement with its context, the failing lines marked with ``>``."""
+    if not frame.get("context"):
+        return f"    {frame.get('statement', '')}"
+    first, last = frame.get("statement_lines", [0, 0])
+    guard = (frame.get("guard") or {}).get("line")
+    out = []
+    for number, text in frame["context"]:
+        mark = ">" if first <= number <= last else ("?" if number == guard else " ")
+        out.append(f"  {number:>5} {mark} {text}")
+    return "\n".join(out)
+
+
+def outcome_text(outcome: Outcome) -> str:
+    """Verdict, signature and failing source (or resolved values) of one outcome."""
+    lines = []
+    if outcome.passed:
+        lines.append("verdict:  PASSED")
+        resolved = outcome.resolved
+        keys = [k for k in ("speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk",
+                            "speculative_num_draft_tokens", "attention_backend", "prefill_attention_backend",
+                            "decode_attention_backend", "page_size", "tp_size", "dp_size", "max_running_requests",
+                            "cuda_graph_max_bs", "mem_fraction_static", "disable_overlap_schedule") if k in resolved]
+        lines.append(table(["resolved", "value"], [[k, resolved[k]] for k in keys]))
+        given = outcome.record.get("given") or {}
+        overridden = [(k, v, resolved[k]) for k, v in given.items() if k in resolved and resolved[k] != v]
+        for key, was, now in overridden:
+            lines.append(f"note: SGLang changed {key}: you gave {was!r}, it resolved to {now!r}")
+        return "\n".join(lines)
+    lines.append(f"verdict:  {outcome.status.value.upper()}  {outcome.headline}")
+    if outcome.signature is not None:
+        sig = outcome.signature
+        lines.append(f"signature: {sig.id}  (cross-release key {sig.cross_release_key})")
+    frame = outcome.frame
+    if frame.get("statement"):
+        lines.append(f"at {frame.get('file')}:{frame.get('line')} in {frame.get('function')}:")
+        lines.append(source_block(frame))
+        if frame.get("guard"):
+            lines.append(f"guarded by line {frame['guard']['line']}: {frame['guard']['text']}")
+    return "\n".join(lines)
+
+
+def probe_text(heading: str, config: object, outcome: Outcome) -> str:
+    """A probe's answer: ``heading`` (the target, :meth:`ProbeResult.heading`), the flags, the verdict."""
+    return "\n".join([heading, f"flags:    {config}", outcome_text(outcome)])
+
+
+def signature_table(summary: dict[str, Any]) -> str:
+    """The signature table printed at the end of a sweep."""
+    rows = []
+    for sig in summary["signatures"]:
+        frame = sig.get("example_frame") or {}
+        where = f"{frame.get('file')}::{frame.get('function')}" if frame else sig.get("location") or "-"
+        rows.append([sig["id"], sig["exc_type"] or sig["kind"], where, sig["count"],
+                     " ".join(sig["smallest"]) or "(defaults)", sig["message"] or frame.get("statement") or ""])
+    headers = ["id", "exception", "SGLang location", "count", "smallest config seen", "message"]
+    if any("shrink" in sig for sig in summary["signatures"]):
+        headers.insert(5, "minimal reproducer (1-minimal, same signature)")
+        for row, sig in zip(rows, summary["signatures"], strict=True):
+            shrunk = sig.get("shrink")
+            row.insert(5, (" ".join(shrunk["minimal_argv"]) or "(defaults)") if shrunk else "-")
+    return table(headers, rows, max_width=60)
+
+
+def findings_table(summary: dict[str, Any]) -> str:
+    rows = [[f["id"], f["kind"], f["field"], f["count"], " ".join(f["smallest"]), f["detail"]] for f in summary["findings"]]
+    return table(["id", "finding", "field", "count", "smallest config seen", "detail"], rows, max_width=60)
+
+
+def tool_fault_lines(faults: list[dict[str, Any]]) -> list[str]:
+    """bisect-spec's own faults in a sweep, apart from SGLang's failures: one line each, with a way to report."""
+    if not faults:
+        return []
+    total = sum(int(f["count"]) for f in faults)
+    lines = [f"bisect-spec's own faults (not SGLang's verdicts, never shrunk): {total} configuration"
+             f"{'' if total == 1 else 's'}; please report them against bisect-spec"]
+    lines += [f"  {f['count']:>5} × {f['step']}   e.g. bisect-spec probe --debug -- {' '.join(f['example'])}"
+              for f in faults]
+    return lines
+
+
+def summary_text(summary: dict[str, Any], *, width: int = 120, run_path: str | None = None) -> str:
+    """The end of a sweep for a terminal ``width`` columns wide: the answer first.
+
+    First the failures in speculative decoding (:func:`bisect_spec.report.summary.speculative_reason`),
+    then the other constraints the sweep met on the way, each row fitted to the width (id,
+    exception, location, minimal reproducer or smallest configuration seen, message); then the
+    counts and findings; the last lines say where the reproducers and the HTML report are.
+    """
+    from bisect_spec.report.summary import speculative_reason
+
+    signatures = summary["signatures"]
+    speculative = [s for s in signatures if s.get("speculative", speculative_reason(s))]
+    other = [s for s in signatures if not s.get("speculative", speculative_reason(s))]
+    counts = ", ".join(f"{v} {k}" for k, v in summary["counts"].items())
+    target = summary["target"]
+    head = (f"SGLang {target['release']} · {target['model']}{' + ' + target['draft'] if target.get('draft') else ''}"
+            f" · {target['hardware']} · strategy {summary['strategy']} (seed {summary['seed']})")
+    parts = [f"speculative decoding: {_failures(len(speculative))}"]
+    if speculative:
+        parts.append(_fitted_signatures(speculative, width))
+    parts += ["", f"other constraints met on the way: {_failures(len(other))}"]
+    if other:
+        parts.append(_fitted_signatures(other, width))
+    parts += ["", head, f"{summary['evaluated']} configurations: {counts}; {len(signatures)} failure signatures"]
+    parts += tool_fault_lines(summary.get("tool_faults") or [])
+    if summary.get("release_warning"):
+        parts.append(f"warning: {summary['release_warning']}")
+    if summary.get("masking"):
+        parts.append(masking_line(summary["masking"]))
+    if summary.get("peel"):
+        peel = summary["peel"]
+        new = len(peel["new_signatures"])
+        parts.append(f"peeling: {peel['rows']} failing rows again without their failure's reproducer "
+                     f"({len(peel['levels'])} levels), {new} new signature{'' if new == 1 else 's'}")
+    if summary["findings"]:
+        parts += ["", f"{len(summary['findings'])} findings in passing configurations:",
+                  _fitted_findings(summary["findings"], width)]
+    if run_path is not None:
+        shrunk = [s for s in signatures if (s.get("shrink") or {}).get("reproducers")]
+        parts.append("")
+        if shrunk:
+            line = (f"reproducers:  {run_path}/reproducers/<id>/{{launch.sh,repro.py,test_regression.py,"
+                    f"bug_report.md}} ({len(shrunk)} signatures)")
+            if len(line) > width:  # the directory on one line, the files under it
+                line = (f"reproducers:  {run_path}/reproducers/<id>/ ({len(shrunk)} signatures)\n"
+                        "              launch.sh, repro.py, test_regression.py, bug_report.md")
+            parts.append(line)
+        else:
+            parts.append("reproducers:  none written (--no-shrink, or nothing failed)")
+        parts.append(f"HTML report:  {run_path}/report.html")
+    return "\n".join(parts)
+
+
+def masking_line(masking: dict[str, Any]) -> str:
+    """How many required tuples the sweep saw without a mask (``bisect_spec.search.masking``)."""
+    later = masking.get("rounds", [])[1:]
+    return (f"required tuples: {masking['required_tuples']}, {masking['covered_without_mask']} covered without a mask, "
+            f"{masking['proven_to_fail']} proven to fail, {masking['still_masked']} still masked "
+            f"({len(later)} masking-aware round{'' if len(later) == 1 else 's'}, {sum(r['rows'] for r in later)} rows)")
+
+
+def _failures(count: int) -> str:
+    return f"{count} failure{'' if count == 1 else 's'}"
+
+
+def _fitted_signatures(signatures: Sequence[dict[str, Any]], width: int) -> str:
+    """Signatures fitted to ``width`` columns, nothing a reader needs cut: one card each.
+
+    The first line holds id, exception, count and location; then the reproducer and the
+    message, wrapped at spaces so a flag and its value stay together. A table row would
+    have to cut the reproducer to fit, and the reproducer is the one thing to copy.
+    """
+    cards = []
+    for sig in signatures:
+        where, line, reproducer, message = _signature_cells(sig)
+        head = f"{sig['id']}  {sig['exc_type'] or sig['kind']} ×{sig['count']}  {where}{':' + str(line) if line else ''}"
+        label = "minimal:" if sig.get("shrink") else "seen:   "
+        card = [_wrapped(head, width, "    "), _wrapped(f"  {label} {reproducer}", width, " " * 11)]
+        if message:
+            card.append(_wrapped(f"  message: {message}", width, " " * 11))
+        variants = sig.get("variants") or []
+        if len(variants) > 1:  # the values formatted into the message, most frequent first
+            shown = ", ".join(f"{v['values']} ×{v['count']}" for v in variants[:3])
+            total = sig.get("variant_count") or len(variants)
+            card.append(_wrapped(f"  values:  {total} variants: {shown}{', …' if total > 3 else ''}", width, " " * 11))
+        cards.append("\n".join(card))
+    return "\n".join(cards)
+
+
+def _fitted_findings(findings: Sequence[dict[str, Any]], width: int) -> str:
+    """Findings one line each (they are not failures: the details are in ``runs show --json`` and
+    the HTML report), cut to ``width`` with an ellipsis."""
+    lines = []
+    for f in findings:
+        line = f"{f['id']}  {f['kind']} ×{f['count']}  {f['detail']}  (seen: {' '.join(f['smallest']) or 'defaults'})"
+        lines.append(line if len(line) <= width else line[:width - 1] + "…")
+    return "\n".join(lines)
+
+
+def _wrapped(text: str, width: int, indent: str) -> str:
+    import textwrap
+
+    return "\n".join(textwrap.wrap(text, width=width, subsequent_indent=indent, break_on_hyphens=False,
+                                   break_long_words=True)) or text
+
+
+def _signature_cells(sig: dict[str, Any]) -> tuple[str, int | None, str, str]:
+    """Location (function in file), line, reproducer and message of one signature."""
+    frame = sig.get("example_frame") or {}
+    file = str(frame.get("file") or sig.get("location", "").split("::", 1)[0] or "-")
+    function = frame.get("function") or (sig.get("location", "").rsplit("::", 1)[-1] if sig.get("location") else "")
+    where = f"{function} in {file}" if function else file
+    shrunk = sig.get("shrink")
+    reproducer = (" ".join(shrunk["minimal_argv"]) or "(defaults)") if shrunk else (" ".join(sig["smallest"]) or "(defaults)")
+    message = " ".join(str(sig.get("message") or frame.get("statement") or "").split())
+    return where, frame.get("line"), reproducer, message
+
+
+def fitted(headers: Sequence[str], rows: Sequence[Sequence[Any]], width: int, *, ratios: Sequence[int],
+           right: Sequence[int] = ()) -> str:
+    """A plain-text table (``rich``) no wider than ``width`` columns; cells cut with an ellipsis.
+
+    Columns with ratio 0 keep their natural width (ids, counts); the others share the
+    rest in proportion to their ratio.
+    """
+    import io
+
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
+    grid = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, width=width, collapse_padding=True)
+    for index, (header, ratio) in enumerate(zip(headers, ratios, strict=True)):
+        grid.add_column(header, no_wrap=True, overflow="ellipsis", ratio=ratio or None,
+                        justify="right" if index in right else "left")
+    for row in rows:
+        grid.add_row(*(" ".join(str("" if v is None else v).split()) for v in row))
+    out = io.StringIO()
+    Console(file=out, width=width, color_system=None, highlight=False, markup=False, emoji=False).print(grid)
+    return "\n".join(line.rstrip() for line in out.getvalue().rstrip("\n").splitlines())
+
+
+def summary_markdown(summary: dict[str, Any]) -> str:
+    """The run summary as Markdown (for PRs and issues)."""
+    target = summary["target"]
+    lines = [f"# bisect-spec sweep: SGLang {target['release']}, {target['model']}"
+             f"{' + ' + target['draft'] if target.get('draft') else ''}, {target['hardware']}", "",
+             f"Strategy `{summary['strategy']}` (seed {summary['seed']}), {summary['evaluated']} configurations: "
+             + ", ".join(f"{v} {k}" for k, v in summary["counts"].items()), "", "## Failure signatures", "",
+             "| id | exception | SGLang location | count | smallest config seen | message |", "|---|---|---|---|---|---|"]
+    for sig in summary["signatures"]:
+        frame = sig.get("example_frame") or {}
+        where = f"`{frame.get('file')}::{frame.get('function')}`" if frame else "-"
+        shrunk = sig.get("shrink")
+        minimal = f" → minimal `{' '.join(shrunk['minimal_argv']) or '(defaults)'}`" if shrunk else ""
+        lines.append(f"| `{sig['id']}` | {sig['exc_type'] or sig['kind']} | {where} | {sig['count']} | "
+                     f"`{' '.join(sig['smallest']) or '(defaults)'}`{minimal} | "
+                     f"{_md(sig['message'] or frame.get('statement') or '')} |")
+    if summary["findings"]:
+        lines += ["", "## Findings in passing configurations", "",
+                  "| id | finding | field | count | smallest config seen | detail |", "|---|---|---|---|---|---|"]
+        for f in summary["findings"]:
+            lines.append(f"| `{f['id']}` | {f['kind']} | `{f['field']}` | {f['count']} | `{' '.join(f['smallest'])}` | "
+                         f"{_md(f['detail'])} |")
+    return "\n".join(lines) + "\n"
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")[:200]
+
+
+def shrink_text(report: Any) -> str:
+    """A shrink report for the terminal: reproducer, proof, explanation, fixes, files."""
+    data = report.to_dict()
+    sig = data["signature"] or {}
+    lines = [f"SGLang {data['target']['release']} · {data['target']['model']}"
+             f"{' + ' + data['target']['draft'] if data['target'].get('draft') else ''} · {data['target']['hardware']}",
+             f"original ({len(data['original_argv']) and len([a for a in data['original_argv'] if a.startswith('--')])} flags): "
+             f"{' '.join(data['original_argv'])}",
+             f"signature {sig.get('id')}: {sig.get('exc_type')} in {sig.get('location')}",
+             f"status:   {data['status']}{' (' + data['stop_reason'] + ')' if data['stop_reason'] else ''}"
+             f" after {data['evaluations']} evaluations"]
+    if data["status"] == "flaky":
+        return "\n".join(lines)
+    lines += ["", f"minimal reproducer: {' '.join(data['minimal_argv'])}", "",
+              "1-minimal, proven by these evaluations:"]
+    lines += [f"  {step['change']:<45} -> {step['outcome']}" for step in data["proof"]]
+    if report.minimal is not None:
+        lines += ["", outcome_text(report.minimal)]
+    if data["explanation"]:
+        lines += ["", "why:"] + [f"  {f['verdict']}" for f in data["explanation"]["flags"]]
+    fixes = (data["nearest_working"] or {}).get("fixes") or []
+    if fixes:
+        lines += ["", "nearest working configurations (each verified by an evaluation):"]
+        for fix in fixes:
+            lines.append(f"  {'; '.join(fix['edits']):<60} {fix.get('reason') or ''}")
+    elif data["nearest_working"] is not None:
+        lines += ["", "no working configuration within two edits"]
+    if data["other_signatures"]:
+        lines += ["", f"{len(data['other_signatures'])} other signature(s) met on the way: "
+                  + ", ".join(o["signature"]["id"] for o in data["other_signatures"])]
+    newest, bisection = data.get("newest"), data.get("bisection")
+    if newest:
+        said = "fails the same way" if newest["same"] else f"{newest['verdict']} ({newest['headline']})"
+        lines += ["", f"newest release: SGLang {newest['release']} {said}"]
+    if bisection:
+        lines.append(f"first bad release: SGLang {bisection['first_bad']}"
+                     + (" (the oldest evaluated)" if bisection.get("oldest") else f" (last good {bisection['last_good']})")
+                     if bisection.get("first_bad") else f"first bad release: {bisection.get('none')}")
+    if data["files"]:
+        lines += ["", "reproducers:"] + [f"  {path}" for path in data["files"].values()]
+    return "\n".join(lines)
+
+
+def side_by_side(before: dict[str, Any] | None, after: dict[str, Any] | None, *, width: int = 62) -> str:
+    """Two code blocks in two columns, changed lines marked (``|`` changed, ``<`` only left, ``>`` only right)."""
+    import difflib
+    import textwrap
+
+    def lines(block: dict[str, Any] | None) -> list[str]:
+        return textwrap.dedent(str(block["source"])).splitlines() if block and block.get("source") else []
+
+    def head(block: dict[str, Any] | None) -> str:
+        if not block:
+            return "(no matching code)"
+        return f"{block.get('release')} {block.get('file')}:{block.get('start')} {block.get('function') or ''}".strip()
+
+    def cut(text: str) -> str:
+        return text if len(text) <= width else text[: width - 1] + "…"
+
+    left, right = lines(before), lines(after)
+    out = [f"{cut(head(before)).ljust(width)}   {cut(head(after))}", f"{'-' * width}   {'-' * width}"]
+    matcher = difflib.SequenceMatcher(a=left, b=right, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            span = list(zip(left[i1:i2], right[j1:j2], strict=True))
+            if len(span) > 6:  # long unchanged runs: first and last two lines
+                span = [*span[:2], ("⋮", "⋮"), *span[-2:]]
+            out += [f"{cut(a).ljust(width)}   {cut(b)}" for a, b in span]
+            continue
+        a_part, b_part = left[i1:i2], right[j1:j2]
+        for k in range(max(len(a_part), len(b_part))):
+            a = a_part[k] if k < len(a_part) else ""
+            b = b_part[k] if k < len(b_part) else ""
+            mark = "|" if a and b else ("<" if a else ">")
+            out.append(f"{cut(a).ljust(width)} {mark} {cut(b)}")
+    return "\n".join(out)
+
+
+def bisect_text(report: Any) -> str:
+    """What ``bisect-spec bisect`` prints: the timeline, the verdict change and each boundary's code."""
+    data = report.to_dict()
+    target = data["target"]
+    out = [f"bisect: {' '.join(data['config'])}",
+           f"target: {target.get('model')} + {target.get('draft') or 'no draft'} · hardware {target.get('hardware')}"
+           f"{' x' + str(target.get('gpus')) if target.get('gpus') else ''}",
+           f"releases {data['releases'][0]} … {data['releases'][-1]}: evaluated {data['evaluated_count']} of "
+           f"{len(data['releases'])} releases{' (--scan: every installed one)' if data.get('scan') else ''}, skipped "
+           f"{sum(1 for e in data['evaluated'] if not e.get('key'))}, environments built {len(data['environments_built'])}"
+           f" in {data['seconds']} s", ""]
+    rows = []
+    for segment in data["segments"]:
+        span = segment["first"] if segment["first"] == segment["last"] else f"{segment['first']} – {segment['last']}"
+        verdict = segment["verdict"] or "?"
+        what = (f"{verdict.upper()}  {segment.get('headline') or ''}" if verdict != "passed" else "passed")
+        rows.append([span, f"{len(segment['probed'])}/{segment['releases']}", what,
+                     segment.get("cross_release_key") or ""])
+    out += [table(["releases", "probed", "verdict", "key"], rows, max_width=90), ""]
+    verdict_changes = [b for b in data["boundaries"] if b["kind"] == "verdict"]
+    moves = [b for b in data["boundaries"] if b["kind"] == "moved"]
+    old, new = data["terms"]["old"], data["terms"]["new"]
+    if data["first_bad"]:
+        first = verdict_changes[0]
+        out.append(f"first {new} release: {first['first_bad']} (last {old}: {first['last_good']}): "
+                   f"{first['before'].get('headline')} → {first['after'].get('headline')}")
+        if first["skipped_between"]:
+            out.append(f"  (releases in between could not be evaluated: {', '.join(first['skipped_between'])})")
+    else:
+        segments = data["segments"]
+        verdict = segments[0]["verdict"] if segments else "?"
+        keys = {s.get("cross_release_key") for s in segments}
+        same = f" as one failure (cross-release key {next(iter(keys))})" if verdict != "passed" and len(keys) == 1 else ""
+        out.append(f"no verdict change: {verdict} on every release evaluated{same}")
+    if moves:
+        out.append(f"the failure moved {len(moves)} time{'s' if len(moves) != 1 else ''}:")
+        for move in moves:
+            out.append(f"  {move['last_good']} → {move['first_bad']}: {move['before'].get('location')} → "
+                       f"{move['after'].get('location')}")
+    for boundary in data["boundaries"]:
+        title = "verdict change" if boundary["kind"] == "verdict" else "move"
+        out += ["", f"{title} {boundary['last_good']} → {boundary['first_bad']}:",
+                side_by_side(boundary.get("code_before"), boundary.get("code_after"))]
+    for note in data["notes"]:
+        out.append(f"note: {note}")
+    for warning in data.get("warnings", []):
+        out.append(f"warning: {warning}")
+    return "\n".join(out)
+
+
+_CHANGE_WORDS = {"new": "NEW (regression)", "vanished": "vanished (fixed)", "location-moved": "moved",
+                 "message-changed": "message changed"}
+
+
+def nightly_text(data: dict[str, Any]) -> str:
+    """The terminal summary of a nightly: one row per cell, then the changes against the baseline."""
+    rows = []
+    per_cell: dict[str, int] = {}
+    for change in data.get("changes", []):
+        if change["change"] == "new":
+            per_cell[change["cell"]] = per_cell.get(change["cell"], 0) + 1
+    for cell in data["cells"]:
+        counts = cell.get("counts") or {}
+        rows.append([cell["id"], cell["status"] if cell["status"] != "skipped" else f"skipped: {cell.get('reason')}",
+                     cell.get("evaluated") or "", counts.get("passed", ""),
+                     sum(v for k, v in counts.items() if k != "passed") if counts else "",
+                     len(cell.get("signatures") or []) if cell["status"] == "done" else "",
+                     per_cell.get(cell["id"], "")])
+    out = [f"nightly {data['id']} · matrix {data['matrix'].get('name')} · strategy {data['matrix'].get('strategy')} · "
+           f"baseline {data.get('baseline') or 'none'}",
+           table(["cell", "status", "evaluated", "passed", "failed", "signatures", "new"], rows, max_width=60)]
+    changes = data.get("changes", [])
+    if changes:
+        out += ["", table(["cell", "change", "signature", "key", "what"],
+                          [[c["cell"], _CHANGE_WORDS.get(c["change"], c["change"]), c["signature"],
+                            c["cross_release_key"], _change_detail(c)] for c in changes], max_width=120)]
+    elif data.get("baseline"):
+        out.append(f"no change against {data['baseline']}")
+    bisected = [c for c in changes if c.get("commits")]
+    if bisected:
+        out += ["", "regressions bisected to the commit:"]
+        out += [f"  {c['cell']} {c['signature']}: {commit_line(c['commits'])}" for c in bisected]
+    out.append(f"{data.get('regressions', 0)} regression(s)")
+    return "\n".join(out)
+
+
+def commit_line(summary: dict[str, Any]) -> str:
+    """One line for a nightly's commit bisection (:func:`bisect_spec.workflows.nightly.commit_summary`)."""
+    if summary.get("error"):
+        return f"not bisected: {summary['error']}"
+    if not summary.get("changed"):
+        return f"no verdict change between {summary['old']} and {summary['new']}"
+    first = summary.get("first")
+    if first:
+        pr = f" (PR #{first['pr']})" if first.get("pr") else ""
+        return f"{first['short']} {first['subject']}{pr}, {summary['evaluations']} evaluations of {summary['commits']} commits"
+    candidates = summary.get("candidates") or []
+    return f"one of {len(candidates)} commits {candidates[0]} … {candidates[-1]} (the others could not be evaluated)"
+
+
+def _change_detail(change: dict[str, Any]) -> str:
+    before, after = change.get("before") or {}, change.get("after") or {}
+    if change["change"] == "location-moved":
+        return f"{before.get('location')} → {after.get('location')}"
+    if change["change"] == "message-changed":
+        return f"{before.get('message')!r} → {after.get('message')!r}"
+    side = after or before
+    return f"{change.get('title') or ''}: {' '.join(side.get('smallest') or [])}"
+
+
+def nightly_markdown(data: dict[str, Any]) -> str:
+    """``nightly.md``: the changes first (what a reviewer needs), then every cell."""
+    out = [f"# Nightly {data['id']}", "",
+           f"Matrix `{data['matrix'].get('name')}`, strategy `{data['matrix'].get('strategy')}`, "
+           f"baseline `{data.get('baseline') or 'none'}`: **{data.get('regressions', 0)} regression(s)**.", ""]
+    changes = data.get("changes", [])
+    if changes:
+        out += ["| cell | change | signature | detail |", "|---|---|---|---|"]
+        out += [f"| {c['cell']} | {_CHANGE_WORDS.get(c['change'], c['change'])} | `{c['signature']}` | "
+                f"{_change_detail(c).replace('|', '/')} |" for c in changes]
+        out.append("")
+        out += [f"- `{c['signature']}` ({c['cell']}): {commit_line(c['commits'])}" for c in changes if c.get("commits")]
+        out += [""] if any(c.get("commits") for c in changes) else []
+    out += ["| cell | status | evaluated | signatures |", "|---|---|---|---|"]
+    for cell in data["cells"]:
+        status = cell["status"] if cell["status"] != "skipped" else f"skipped: {cell.get('reason')}"
+        out.append(f"| {cell['id']} | {status} | {cell.get('evaluated') or ''} | "
+                   f"{', '.join('`' + s['id'] + '`' for s in cell.get('signatures') or [])} |")
+    return "\n".join(out) + "\n"
+
+
+def commits_text(report: Any, *, diff_lines: int = 80) -> str:
+    """What ``bisect-spec bisect --repo`` prints for the commits: the probes, the first commit (or the
+    candidates, as git names them) and the failing function's diff between its parent and it."""
+    data = report.to_dict()
+    old, new = data["old"], data["new"]
+
+    def verdict(record: dict[str, Any]) -> str:
+        if record.get("key") is None:
+            return f"skipped: {record.get('reason')}"
+        if record.get("verdict") == "passed":
+            return "passed"
+        return f"{str(record.get('verdict')).upper()}  {record.get('headline')}"
+
+    count = data["commits"]
+    out = [f"commits {old['rev']} … {new['rev']} in {data['repo']}: {count} touch python/sglang, each laid "
+           f"over the SGLang {data['environment']} environment",
+           f"evaluated {data['evaluations']} commits in {data['seconds']} s (a binary search over {count} needs at most "
+           f"ceil(log2 {count}) + 2 = {math.ceil(math.log2(count)) + 2 if count > 1 else 2} without skips)", ""]
+    rows = [[r["role"], r["short"], r["subject"], verdict(r)] for r in data["evaluated"]]
+    out += [table(["", "commit", "subject", "verdict"], rows, max_width=70), ""]
+    if not data["changed"]:
+        out += [f"note: {note}" for note in data["notes"]]
+        return "\n".join(out)
+    first = data["first"]
+    if first is not None:
+        pr = f"PR #{first['pr']}" if first.get("pr") else "no PR number in the subject"
+        out += ["first commit with the new verdict:",
+                f"  {first['sha']}", f"  {first['date']}  {first['subject']}  ({pr})",
+                f"  {verdict(data['last_old'])}  →  {verdict(data['first_new'])}"]
+        out += [f"  changed: {line}" for line in first.get("changed_files", [])[:12]]
+    else:
+        candidates = data["candidates"]
+        out.append(f"the first commit with the new verdict is one of these {len(candidates)}, after "
+                   f"{data['last_old']['short']} ({verdict(data['last_old'])}):")
+        shown = candidates if len(candidates) <= 16 else [*candidates[:10], None, *candidates[-5:]]
+        for entry in shown:
+            if entry is None:
+                out.append(f"  … {len(candidates) - 15} more")
+                continue
+            how = {"untested": "untested (between commits skipped for the same reason)", "new": verdict(data["first_new"]),
+                   "skipped": f"skipped: {entry.get('reason')}"}[entry["tested"]]
+            out.append(f"  {entry['short']}  {_cell(entry['subject'], 60)}  {_cell(how, 90)}")
+    function = data.get("function")
+    if data.get("diff"):
+        lines = _failing_hunks_first(data["diff"], (data.get("first_new") or {}).get("line") if function else None)
+        title = (f"{function['file']}::{function['function']}, {'parent' if first else 'last old'} → "
+                 f"{'commit' if first else 'first new'}" if function else "python/sglang, last old → first new")
+        out += ["", f"diff of {title}:", *lines[:diff_lines]]
+        if len(lines) > diff_lines:
+            out.append(f"… {len(lines) - diff_lines} more lines (--json has the whole diff)")
+    out += ["", *[f"note: {note}" for note in data["notes"]]] if data["notes"] else []
+    return "\n".join(out)
+
+
+def _failing_hunks_first(diff: str, line: int | None) -> list[str]:
+    """A unified diff's lines with the hunks around the failing ``line`` (of the new side) first."""
+    lines = diff.splitlines()
+    head = [x for x in lines[:2] if x.startswith(("---", "+++"))]
+    hunks: list[list[str]] = []
+    for text in lines[len(head):]:
+        if text.startswith("@@") or not hunks:
+            hunks.append([])
+        hunks[-1].append(text)
+    if line is None:
+        return lines
+
+    def covers(hunk: list[str]) -> bool:
+        match = re.match(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@", hunk[0])
+        return match is not None and int(match[1]) <= int(line) < int(match[1]) + int(match[2] or 1)
+
+    return head + [x for hunk in sorted(hunks, key=lambda h: not covers(h)) for x in hunk]
+
+
+def smoke_table(results: list[Any]) -> str:
+    """The release smoke per release: verdict, cases run, and each failing case in SGLang's words."""
+    rows = []
+    for result in results:
+        ran = ", ".join(c.name for c in result.cases)
+        rows.append([result.release, "verified" if result.verified else "UNVERIFIED", len(result.cases),
+                     f"{result.seconds:.1f}", (result.error or ran)[:90]])
+    lines = [table(["release", "smoke", "cases", "seconds", "cases run (or why none)"], rows)]
+    for result in results:
+        for case in result.failures:
+            lines.append(f"{result.release}: {case.name}: expected {case.expect}, got {case.headline[:200]} "
+                         f"(stage {case.stage or '?'}; {case.why})")
+    return "\n".join(lines)
