@@ -55,19 +55,22 @@ before and restored after, so evaluations stay independent.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import copy
 import importlib
+import importlib.util
 import inspect
 import os
 import re
+import textwrap
 import traceback
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 #: Stages in launch order; every PASSED outcome reaches the last.
 STAGES = ("parse", "resolve", "check_server_args", "auto_parsers", "tokenizer_manager", "target_model_config",
-          "draft_model_config", "draft_worker_model_config", "weights")
+          "draft_model_config", "model_runner", "draft_worker_model_config", "weights")
 #: Stages that a real launch runs only after the target's weights are loaded.
 AFTER_WEIGHTS = frozenset({"draft_worker_model_config"})
 
@@ -260,11 +263,80 @@ def run_after_resolution(args: Any, progress: Progress) -> None:
         _tokenizer_manager(args, publish, progress)
         if publish is not None:
             _publish_scheduler(publish, args)
+        target = None
         if from_server_args is not None:
             progress.enter("target_model_config")
             target = from_server_args(args)
-            _draft_configs(args, target, from_server_args, progress)
+        elif model_config_cls is not None:  # 0.4.6: the scheduler's ModelConfig(...) with explicit arguments
+            progress.enter("target_model_config")
+            target = _explicit_model_config(model_config_cls, args)
+        if target is not None:
+            if from_server_args is not None:
+                _draft_configs(args, target, from_server_args, progress, before_weights=True)
+            _model_runner_adjustment(args, target, progress)
+            if from_server_args is not None:
+                _draft_configs(args, target, from_server_args, progress, before_weights=False)
     progress.enter("weights")
+
+
+def _explicit_model_config(model_config_cls: Any, args: Any) -> Any:
+    """The target's ``ModelConfig`` as releases without ``from_server_args`` build it (0.4.6
+    ``scheduler.py`` and ``tp_worker.py``: the path, then the server arguments by name)."""
+    view = _view(args)
+    return _call(model_config_cls, view.model_path, trust_remote_code=view.trust_remote_code,
+                 revision=getattr(view, "revision", None), context_length=view.context_length,
+                 model_override_args=getattr(view, "json_model_override_args", "{}"),
+                 is_embedding=getattr(view, "is_embedding", False),
+                 enable_multimodal=getattr(view, "enable_multimodal", None), dtype=view.dtype,
+                 quantization=view.quantization)
+
+
+def _raises(function: Callable[..., Any]) -> bool:
+    try:
+        return any(isinstance(node, ast.Raise) for node in ast.walk(ast.parse(textwrap.dedent(inspect.getsource(function)))))
+    except (OSError, TypeError, SyntaxError):
+        return True
+
+
+class _AdjustmentDone(Exception):
+    """Stops ``ModelRunner.__init__`` right after ``model_specific_adjustment()``: what follows is the device."""
+
+
+def _model_runner_adjustment(args: Any, target: Any, progress: Progress) -> None:
+    """The target ``ModelRunner.__init__`` up to and including ``model_specific_adjustment()``, which every
+    scheduler runs before its first GPU step (``init_torch_distributed``): up to 0.5.3 it refuses an
+    explicit attention backend an MLA model cannot use ("Invalid attention backend for MLA"), and a
+    dual-chunk model's other backends. SGLang's own ``__init__`` runs (it sets what the method reads,
+    release by release) on a subclass whose ``model_specific_adjustment`` stops it once the real one
+    returned; on a copy of the arguments (the method adjusts them; the resolved values reported stay
+    SGLang's resolution). Releases whose method raises nothing (0.5.8+) skip it: it cannot change a verdict.
+    """
+    # imported, not looked up: an ImportError (a CUDA-only dependency) must reach the evaluator, which
+    # imports the module on the CPU and evaluates again, as for every lazy import of SGLang's
+    name = "sglang.srt.model_executor.model_runner"
+    if importlib.util.find_spec(name) is None:
+        return
+    runner_cls = getattr(importlib.import_module(name), "ModelRunner", None)
+    adjust = getattr(runner_cls, "model_specific_adjustment", None)
+    if runner_cls is None or adjust is None or not _raises(adjust):
+        return
+    progress.enter("model_runner")
+    view = _view(args)
+
+    def adjust_then_stop(runner: Any) -> None:
+        adjust(runner)
+        raise _AdjustmentDone
+
+    stopping = type("ModelRunner", (runner_cls,), {"model_specific_adjustment": adjust_then_stop})
+    try:
+        _call(stopping, model_config=target, mem_fraction_static=getattr(view, "mem_fraction_static", None) or 0.8,
+              gpu_id=getattr(view, "base_gpu_id", 0) or 0, tp_rank=0, tp_size=getattr(view, "tp_size", 1),
+              pp_rank=0, pp_size=getattr(view, "pp_size", 1), moe_ep_rank=0, moe_ep_size=getattr(view, "ep_size", 1),
+              dp_rank=None, nccl_port=0, server_args=copy.copy(args), is_draft_worker=False,
+              req_to_token_pool=None, token_to_kv_pool_allocator=None)
+    except _AdjustmentDone:
+        return
+    raise RuntimeError("ModelRunner.__init__ returned without calling model_specific_adjustment()")
 
 
 def _tokenizer_manager(args: Any, publish: Callable[..., None] | None, progress: Progress) -> None:
@@ -294,7 +366,8 @@ def _auto_parsers(args: Any, progress: Progress) -> None:
         resolve(args)
 
 
-def _draft_configs(args: Any, target: Any, from_server_args: Callable[..., Any], progress: Progress) -> None:
+def _draft_configs(args: Any, target: Any, from_server_args: Callable[..., Any], progress: Progress, *,
+                   before_weights: bool) -> None:
     view = _view(args)
     algorithm = getattr(view, "speculative_algorithm", None)
     if not algorithm:
@@ -302,10 +375,22 @@ def _draft_configs(args: Any, target: Any, from_server_args: Callable[..., Any],
     resolve_aux = _attribute(("sglang.srt.model_executor.model_runner_components.spec_aux_hidden_state",),
                              "resolve_spec_aux_hidden_state_config")
     speculative_algorithm = _attribute(("sglang.srt.speculative.spec_info",), "SpeculativeAlgorithm")
-    if resolve_aux is not None and speculative_algorithm is not None:
-        progress.enter("draft_model_config")
-        _call(resolve_aux, server_args=args, model_config=target,
-              spec_algorithm=speculative_algorithm.from_string(algorithm), is_draft_worker=False)
+    if before_weights:
+        if resolve_aux is not None and speculative_algorithm is not None:
+            _run_aux(args, target, resolve_aux, speculative_algorithm, algorithm, progress)
+        return
+    _draft_worker_config(args, view, target, from_server_args, algorithm, progress)
+
+
+def _run_aux(args: Any, target: Any, resolve_aux: Callable[..., Any], speculative_algorithm: Any, algorithm: str,
+             progress: Progress) -> None:
+    progress.enter("draft_model_config")
+    _call(resolve_aux, server_args=args, model_config=target,
+          spec_algorithm=speculative_algorithm.from_string(algorithm), is_draft_worker=False)
+
+
+def _draft_worker_config(args: Any, view: Any, target: Any, from_server_args: Callable[..., Any], algorithm: str,
+                         progress: Progress) -> None:
     if str(algorithm).upper() in _DRAFT_MODEL_ALGORITHMS:
         # The draft worker: ``TpModelWorker(is_draft_worker=True)`` with the target's context
         # length, passed as an argument (0.5.19+) or written into ``server_args.context_length``
@@ -331,7 +416,7 @@ def _draft_configs(args: Any, target: Any, from_server_args: Callable[..., Any],
 #: bisect-spec's own package: a failure raised in it is never SGLang's verdict.
 _OWN_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 #: Stages whose set-up (the runtime context, a bare object) is this module's, not SGLang's.
-_EMULATED_STAGES = frozenset({"tokenizer_manager", "target_model_config", "draft_model_config",
+_EMULATED_STAGES = frozenset({"tokenizer_manager", "target_model_config", "draft_model_config", "model_runner",
                               "draft_worker_model_config"})
 _UNPUBLISHED = re.compile(r"not published|publish\(\) (?:was )?not called|no (?:runtime )?context published", re.I)
 #: What each of bisect-spec's inside modules stands in for, for the fault's one line.
