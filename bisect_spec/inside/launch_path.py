@@ -425,6 +425,11 @@ _OWN_STEPS = {"simulated_gpu": "the simulated GPU box", "version_shims": "a vers
               "launch_oracle": "the launch oracle", "worker_main": "the worker"}
 
 
+#: ``worker_main._no_network``'s refusal: evaluations run offline, and SGLang reaching for the hub is a
+#: failure of the configuration (a hub id where a local path belongs), recorded as SGLang's, not a fault.
+_OFFLINE = "bisect-spec blocked network access"
+
+
 def _chain(exc: BaseException) -> Iterator[BaseException]:
     seen: set[int] = set()
     link: BaseException | None = exc
@@ -444,6 +449,8 @@ def tool_fault(exc: BaseException, progress: Progress) -> str | None:
     module built by hand; SGLang's runtime context read as unpublished in a stage whose
     publication is this module's job. A real launch never meets any of these.
     """
+    if any(str(link).startswith(_OFFLINE) for link in _chain(exc)):
+        return None  # the documented offline refusal: SGLang's reach for the network, recorded as its failure
     for link in _chain(exc):
         frames = traceback.extract_tb(link.__traceback__)
         if frames and os.path.abspath(frames[-1].filename).startswith(_OWN_PACKAGE):
