@@ -414,7 +414,9 @@ def _draft_worker_config(args: Any, view: Any, target: Any, from_server_args: Ca
 # -- faults of the emulation itself ------------------------------------------------------
 
 #: bisect-spec's own package: a failure raised in it is never SGLang's verdict.
-_OWN_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+#: (``repro.py`` embeds this module's source without a ``__file__``: its own frames are then none of ours)
+_OWN_PACKAGE = (os.path.dirname(os.path.dirname(os.path.abspath(globals()["__file__"]))) + os.sep
+                if "__file__" in globals() else "\0")
 #: Stages whose set-up (the runtime context, a bare object) is this module's, not SGLang's.
 _EMULATED_STAGES = frozenset({"tokenizer_manager", "target_model_config", "draft_model_config", "model_runner",
                               "draft_worker_model_config"})
