@@ -35,10 +35,16 @@ failed):
 ``draft_model_config``
     the target ``ModelRunner``'s speculative pre-device step where the release has it as a
     free function (``resolve_spec_aux_hidden_state_config``: builds the draft's
-    ``ModelConfig`` in draft mode); then the draft worker's ``ModelConfig`` with the
-    target's context length, which every release builds for EAGLE/EAGLE3/NEXTN/STANDALONE
-    (``eagle_worker*.py``, ``standalone_worker*.py``). The latter runs after the target's
-    weights load on a real box: the outcome says so with ``after_weights``.
+    ``ModelConfig`` in draft mode).
+``model_runner``
+    the target ``ModelRunner.__init__`` up to and including ``model_specific_adjustment()``,
+    where that method raises (0.4.6 … 0.5.6): an explicit attention backend an MLA model
+    cannot use, a dual-chunk model's other backends.
+``draft_worker_model_config``
+    the draft worker's ``ModelConfig`` with the target's context length, which every release
+    builds for EAGLE/EAGLE3/NEXTN/STANDALONE (``eagle_worker*.py``, ``standalone_worker*.py``).
+    It runs after the target's weights load on a real box: the outcome says so with
+    ``after_weights``.
 ``weights``
     reached: a real launch would now set the device and load weights. The stage of every
     PASSED outcome.
@@ -46,11 +52,15 @@ failed):
 Left out, on purpose: ``_set_envs_and_config`` (signal handlers, ``spawn`` start method,
 ulimit; its package-version asserts pass on a real install, which a simulated box is),
 ``PortArgs.init_new`` (port probing), the tokenizer (profiles ship none; it does not depend
-on the flags), ``ModelRunner.model_specific_adjustment`` and everything after
-``set_device``.
+on the flags), ``model_specific_adjustment`` where it raises nothing (0.5.8+: it cannot change
+a verdict) and everything after ``set_device``.
 
 Process state: ``publish`` writes SGLang's process-wide runtime context; it is snapshotted
-before and restored after, so evaluations stay independent.
+before and restored after (by SGLang's ``snapshot_context`` where it has one, else by saving
+the context object's state), so evaluations stay independent.
+
+Faults of this emulation (:func:`tool_fault`) are never verdicts: the evaluator records them
+as ``crashed`` with ``tool_fault``.
 """
 
 from __future__ import annotations
