@@ -68,6 +68,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import copy
+import functools
 import importlib
 import importlib.util
 import inspect
@@ -273,19 +274,15 @@ def run_after_resolution(args: Any, progress: Progress) -> None:
         _tokenizer_manager(args, publish, progress)
         if publish is not None:
             _publish_scheduler(publish, args)
-        target = None
         if from_server_args is not None:
             progress.enter("target_model_config")
             target = from_server_args(args)
+            _draft_model_config(args, target, progress)
+            _model_runner_adjustment(args, target, progress)
+            _draft_worker_config(args, target, model_config_cls, progress)
         elif model_config_cls is not None:  # 0.4.6: the scheduler's ModelConfig(...) with explicit arguments
             progress.enter("target_model_config")
-            target = _explicit_model_config(model_config_cls, args)
-        if target is not None:
-            if from_server_args is not None:
-                _draft_configs(args, target, from_server_args, progress, before_weights=True)
-            _model_runner_adjustment(args, target, progress)
-            if from_server_args is not None:
-                _draft_configs(args, target, from_server_args, progress, before_weights=False)
+            _model_runner_adjustment(args, _explicit_model_config(model_config_cls, args), progress)
     progress.enter("weights")
 
 
@@ -301,7 +298,9 @@ def _explicit_model_config(model_config_cls: Any, args: Any) -> Any:
                  quantization=view.quantization)
 
 
+@functools.cache
 def _raises(function: Callable[..., Any]) -> bool:
+    """Whether ``function``'s source has a ``raise`` (read once per function: it runs on every evaluation)."""
     try:
         return any(isinstance(node, ast.Raise) for node in ast.walk(ast.parse(textwrap.dedent(inspect.getsource(function)))))
     except (OSError, TypeError, SyntaxError):
@@ -376,38 +375,29 @@ def _auto_parsers(args: Any, progress: Progress) -> None:
         resolve(args)
 
 
-def _draft_configs(args: Any, target: Any, from_server_args: Callable[..., Any], progress: Progress, *,
-                   before_weights: bool) -> None:
-    view = _view(args)
-    algorithm = getattr(view, "speculative_algorithm", None)
-    if not algorithm:
-        return
+def _draft_model_config(args: Any, target: Any, progress: Progress) -> None:
+    """The target ModelRunner's speculative pre-device step, where the release has it as a free function."""
+    algorithm = getattr(_view(args), "speculative_algorithm", None)
     resolve_aux = _attribute(("sglang.srt.model_executor.model_runner_components.spec_aux_hidden_state",),
                              "resolve_spec_aux_hidden_state_config")
     speculative_algorithm = _attribute(("sglang.srt.speculative.spec_info",), "SpeculativeAlgorithm")
-    if before_weights:
-        if resolve_aux is not None and speculative_algorithm is not None:
-            _run_aux(args, target, resolve_aux, speculative_algorithm, algorithm, progress)
+    if not algorithm or resolve_aux is None or speculative_algorithm is None:
         return
-    _draft_worker_config(args, view, target, from_server_args, algorithm, progress)
-
-
-def _run_aux(args: Any, target: Any, resolve_aux: Callable[..., Any], speculative_algorithm: Any, algorithm: str,
-             progress: Progress) -> None:
     progress.enter("draft_model_config")
     _call(resolve_aux, server_args=args, model_config=target,
           spec_algorithm=speculative_algorithm.from_string(algorithm), is_draft_worker=False)
 
 
-def _draft_worker_config(args: Any, view: Any, target: Any, from_server_args: Callable[..., Any], algorithm: str,
-                         progress: Progress) -> None:
-    if str(algorithm).upper() in _DRAFT_MODEL_ALGORITHMS:
+def _draft_worker_config(args: Any, target: Any, model_config_cls: Any, progress: Progress) -> None:
+    view = _view(args)
+    algorithm = getattr(view, "speculative_algorithm", None)
+    if algorithm and str(algorithm).upper() in _DRAFT_MODEL_ALGORITHMS:
         # The draft worker: ``TpModelWorker(is_draft_worker=True)`` with the target's context
         # length, passed as an argument (0.5.19+) or written into ``server_args.context_length``
         # first (``eagle_worker.py``: ``server_args.context_length = target ... context_len``).
         draft_path = getattr(view, "speculative_draft_model_path", None) or getattr(view, "model_path", None)
         progress.enter("draft_worker_model_config")
-        model_config_cls = _attribute(("sglang.srt.configs.model_config",), "ModelConfig")
+        from_server_args = model_config_cls.from_server_args
         accepted = _accepted(from_server_args, model_config_cls.__init__) or set()
         kwargs: dict[str, Any] = {"model_path": draft_path, "is_draft_model": True}
         if "model_revision" in accepted:
