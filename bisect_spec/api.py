@@ -497,8 +497,8 @@ def sweep(spec: TargetSpec | None = None, *, strategy: str = "default", jobs: in
                     seen.add(config.key())
                     ordered.append(outcomes[config.key()])
             summary = summarise(ordered, space, target.describe(), chosen.name, chosen.seed)
-            if smoke.warning(target.release):
-                summary["release_warning"] = smoke.warning(target.release)
+            if (release_warning := smoke.warning(target.release)) is not None:
+                summary["release_warning"] = release_warning
             if masking is not None:
                 summary["masking"] = masking.to_dict()
             if peeled is not None:

@@ -298,8 +298,13 @@ def replayed_cell(spec: TargetSpec, rows: Sequence[dict[str, Any]], count: int) 
     with Session(target, jobs=1, timeout=120) as session:
         fresh = {o.config.key(): o for o in session.evaluate_many([o.config for o in earlier])}
     outcomes = [fresh.get(o.config.key(), o) for o in earlier]
+    # a verdict is PASSED or FAILED; a crash (a tool fault, a worker that died) is no verdict to launch against
+    neither = [o for o in outcomes if o.status not in (Status.PASSED, Status.FAILED)]
+    for outcome in neither:
+        print(f"  not compared ({outcome.status}: {outcome.record.get('crash', '')[:120]}): {outcome.config}",
+              file=sys.stderr)
     return {"target": target, "passing": [o for o in outcomes if o.status is Status.PASSED][:count],
-            "failing": [o for o in outcomes if o.status is not Status.PASSED][:count], "statuses": {}, "runs": [],
+            "failing": [o for o in outcomes if o.status is Status.FAILED][:count], "statuses": {}, "runs": [],
             "sweep_seconds": 0.0,
             "strategy_of": {o.config.key(): row.get("strategy") for o, row in zip(outcomes, rows, strict=True)}}
 

@@ -571,12 +571,19 @@ def _import_like_launch_main(name: str, stubbed: list[str]) -> str:
     try:
         evaluator.with_stubs(lambda: importlib.import_module(name), stubbed)
         return "simulated"
-    except Exception:
+    except Exception as exc:
+        simulated_failure = exc
         for added in set(sys.modules) - before:
             if added == "sglang" or added.startswith("sglang."):
                 sys.modules.pop(added, None)
-    with simulated_gpu.packages_hidden():  # what the box claims but cannot import gets a stub
-        evaluator.with_stubs(lambda: simulated_gpu.import_on_cpu(name), stubbed)
+    try:
+        with simulated_gpu.packages_hidden():  # what the box claims but cannot import gets a stub
+            evaluator.with_stubs(lambda: simulated_gpu.import_on_cpu(name), stubbed)
+    except Exception as exc:
+        # the first failure is the cause (a module the release environment lacks); the retry's own
+        # error can be an artefact of re-running modules that modules kept from the first try hooked
+        # into (0.5.18+: msgspec's "unique `tag` values" from kv_events_publisher)
+        raise exc from simulated_failure
     return "cpu"
 
 
@@ -888,7 +895,16 @@ def main() -> int:
     except BaseException as exc:
         import traceback
 
-        protocol.write(json.dumps({"ok": False, "error": f"{type(exc).__name__}: {exc}",
+        # The earlier failures in the chain name the cause: a launch-path module missing from the release
+        # environment (ModuleNotFoundError) makes the CPU retry re-run half-imported modules, whose own
+        # error (0.5.18+: msgspec's "unique `tag` values") is the one raised last and says nothing.
+        handled: list[str] = []
+        context = exc.__cause__ or exc.__context__
+        while context is not None and len(handled) < 3:
+            handled.append(f" (after {type(context).__name__}: {str(context)[:300]})")
+            context = context.__cause__ or context.__context__
+        traceback.print_exc()  # the whole chain, in the zygote's log
+        protocol.write(json.dumps({"ok": False, "error": f"{type(exc).__name__}: {str(exc)[:1000]}{''.join(handled)}",
                                    "traceback": traceback.format_exc()[-3000:]}) + "\n")
         return 3
     protocol.write(json.dumps({"ok": True, "info": info}) + "\n")

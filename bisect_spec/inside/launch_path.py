@@ -35,10 +35,16 @@ failed):
 ``draft_model_config``
     the target ``ModelRunner``'s speculative pre-device step where the release has it as a
     free function (``resolve_spec_aux_hidden_state_config``: builds the draft's
-    ``ModelConfig`` in draft mode); then the draft worker's ``ModelConfig`` with the
-    target's context length, which every release builds for EAGLE/EAGLE3/NEXTN/STANDALONE
-    (``eagle_worker*.py``, ``standalone_worker*.py``). The latter runs after the target's
-    weights load on a real box: the outcome says so with ``after_weights``.
+    ``ModelConfig`` in draft mode).
+``model_runner``
+    the target ``ModelRunner.__init__`` up to and including ``model_specific_adjustment()``,
+    where that method raises (0.4.6 … 0.5.6): an explicit attention backend an MLA model
+    cannot use, a dual-chunk model's other backends.
+``draft_worker_model_config``
+    the draft worker's ``ModelConfig`` with the target's context length, which every release
+    builds for EAGLE/EAGLE3/NEXTN/STANDALONE (``eagle_worker*.py``, ``standalone_worker*.py``).
+    It runs after the target's weights load on a real box: the outcome says so with
+    ``after_weights``.
 ``weights``
     reached: a real launch would now set the device and load weights. The stage of every
     PASSED outcome.
@@ -46,28 +52,36 @@ failed):
 Left out, on purpose: ``_set_envs_and_config`` (signal handlers, ``spawn`` start method,
 ulimit; its package-version asserts pass on a real install, which a simulated box is),
 ``PortArgs.init_new`` (port probing), the tokenizer (profiles ship none; it does not depend
-on the flags), ``ModelRunner.model_specific_adjustment`` and everything after
-``set_device``.
+on the flags), ``model_specific_adjustment`` where it raises nothing (0.5.8+: it cannot change
+a verdict) and everything after ``set_device``.
 
 Process state: ``publish`` writes SGLang's process-wide runtime context; it is snapshotted
-before and restored after, so evaluations stay independent.
+before and restored after (by SGLang's ``snapshot_context`` where it has one, else by saving
+the context object's state), so evaluations stay independent.
+
+Faults of this emulation (:func:`tool_fault`) are never verdicts: the evaluator records them
+as ``crashed`` with ``tool_fault``.
 """
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import copy
+import functools
 import importlib
+import importlib.util
 import inspect
 import os
 import re
+import textwrap
 import traceback
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 #: Stages in launch order; every PASSED outcome reaches the last.
 STAGES = ("parse", "resolve", "check_server_args", "auto_parsers", "tokenizer_manager", "target_model_config",
-          "draft_model_config", "draft_worker_model_config", "weights")
+          "draft_model_config", "model_runner", "draft_worker_model_config", "weights")
 #: Stages that a real launch runs only after the target's weights are loaded.
 AFTER_WEIGHTS = frozenset({"draft_worker_model_config"})
 
@@ -263,8 +277,75 @@ def run_after_resolution(args: Any, progress: Progress) -> None:
         if from_server_args is not None:
             progress.enter("target_model_config")
             target = from_server_args(args)
-            _draft_configs(args, target, from_server_args, progress)
+            _draft_model_config(args, target, progress)
+            _model_runner_adjustment(args, target, progress)
+            _draft_worker_config(args, target, model_config_cls, progress)
+        elif model_config_cls is not None:  # 0.4.6: the scheduler's ModelConfig(...) with explicit arguments
+            progress.enter("target_model_config")
+            _model_runner_adjustment(args, _explicit_model_config(model_config_cls, args), progress)
     progress.enter("weights")
+
+
+def _explicit_model_config(model_config_cls: Any, args: Any) -> Any:
+    """The target's ``ModelConfig`` as releases without ``from_server_args`` build it (0.4.6
+    ``scheduler.py`` and ``tp_worker.py``: the path, then the server arguments by name)."""
+    view = _view(args)
+    return _call(model_config_cls, view.model_path, trust_remote_code=view.trust_remote_code,
+                 revision=getattr(view, "revision", None), context_length=view.context_length,
+                 model_override_args=getattr(view, "json_model_override_args", "{}"),
+                 is_embedding=getattr(view, "is_embedding", False),
+                 enable_multimodal=getattr(view, "enable_multimodal", None), dtype=view.dtype,
+                 quantization=view.quantization)
+
+
+@functools.cache
+def _raises(function: Callable[..., Any]) -> bool:
+    """Whether ``function``'s source has a ``raise`` (read once per function: it runs on every evaluation)."""
+    try:
+        return any(isinstance(node, ast.Raise) for node in ast.walk(ast.parse(textwrap.dedent(inspect.getsource(function)))))
+    except (OSError, TypeError, SyntaxError):
+        return True
+
+
+class _AdjustmentDone(Exception):
+    """Stops ``ModelRunner.__init__`` right after ``model_specific_adjustment()``: what follows is the device."""
+
+
+def _model_runner_adjustment(args: Any, target: Any, progress: Progress) -> None:
+    """The target ``ModelRunner.__init__`` up to and including ``model_specific_adjustment()``, which every
+    scheduler runs before its first GPU step (``init_torch_distributed``): up to 0.5.3 it refuses an
+    explicit attention backend an MLA model cannot use ("Invalid attention backend for MLA"), and a
+    dual-chunk model's other backends. SGLang's own ``__init__`` runs (it sets what the method reads,
+    release by release) on a subclass whose ``model_specific_adjustment`` stops it once the real one
+    returned; on a copy of the arguments (the method adjusts them; the resolved values reported stay
+    SGLang's resolution). Releases whose method raises nothing (0.5.8+) skip it: it cannot change a verdict.
+    """
+    # imported, not looked up: an ImportError (a CUDA-only dependency) must reach the evaluator, which
+    # imports the module on the CPU and evaluates again, as for every lazy import of SGLang's
+    name = "sglang.srt.model_executor.model_runner"
+    if importlib.util.find_spec(name) is None:
+        return
+    runner_cls = getattr(importlib.import_module(name), "ModelRunner", None)
+    adjust = getattr(runner_cls, "model_specific_adjustment", None)
+    if runner_cls is None or adjust is None or not _raises(adjust):
+        return
+    progress.enter("model_runner")
+    view = _view(args)
+
+    def adjust_then_stop(runner: Any) -> None:
+        adjust(runner)
+        raise _AdjustmentDone
+
+    stopping = type("ModelRunner", (runner_cls,), {"model_specific_adjustment": adjust_then_stop})
+    try:
+        _call(stopping, model_config=target, mem_fraction_static=getattr(view, "mem_fraction_static", None) or 0.8,
+              gpu_id=getattr(view, "base_gpu_id", 0) or 0, tp_rank=0, tp_size=getattr(view, "tp_size", 1),
+              pp_rank=0, pp_size=getattr(view, "pp_size", 1), moe_ep_rank=0, moe_ep_size=getattr(view, "ep_size", 1),
+              dp_rank=None, nccl_port=0, server_args=copy.copy(args), is_draft_worker=False,
+              req_to_token_pool=None, token_to_kv_pool_allocator=None)
+    except _AdjustmentDone:
+        return
+    raise RuntimeError("ModelRunner.__init__ returned without calling model_specific_adjustment()")
 
 
 def _tokenizer_manager(args: Any, publish: Callable[..., None] | None, progress: Progress) -> None:
@@ -294,25 +375,29 @@ def _auto_parsers(args: Any, progress: Progress) -> None:
         resolve(args)
 
 
-def _draft_configs(args: Any, target: Any, from_server_args: Callable[..., Any], progress: Progress) -> None:
-    view = _view(args)
-    algorithm = getattr(view, "speculative_algorithm", None)
-    if not algorithm:
-        return
+def _draft_model_config(args: Any, target: Any, progress: Progress) -> None:
+    """The target ModelRunner's speculative pre-device step, where the release has it as a free function."""
+    algorithm = getattr(_view(args), "speculative_algorithm", None)
     resolve_aux = _attribute(("sglang.srt.model_executor.model_runner_components.spec_aux_hidden_state",),
                              "resolve_spec_aux_hidden_state_config")
     speculative_algorithm = _attribute(("sglang.srt.speculative.spec_info",), "SpeculativeAlgorithm")
-    if resolve_aux is not None and speculative_algorithm is not None:
-        progress.enter("draft_model_config")
-        _call(resolve_aux, server_args=args, model_config=target,
-              spec_algorithm=speculative_algorithm.from_string(algorithm), is_draft_worker=False)
-    if str(algorithm).upper() in _DRAFT_MODEL_ALGORITHMS:
+    if not algorithm or resolve_aux is None or speculative_algorithm is None:
+        return
+    progress.enter("draft_model_config")
+    _call(resolve_aux, server_args=args, model_config=target,
+          spec_algorithm=speculative_algorithm.from_string(algorithm), is_draft_worker=False)
+
+
+def _draft_worker_config(args: Any, target: Any, model_config_cls: Any, progress: Progress) -> None:
+    view = _view(args)
+    algorithm = getattr(view, "speculative_algorithm", None)
+    if algorithm and str(algorithm).upper() in _DRAFT_MODEL_ALGORITHMS:
         # The draft worker: ``TpModelWorker(is_draft_worker=True)`` with the target's context
         # length, passed as an argument (0.5.19+) or written into ``server_args.context_length``
         # first (``eagle_worker.py``: ``server_args.context_length = target ... context_len``).
         draft_path = getattr(view, "speculative_draft_model_path", None) or getattr(view, "model_path", None)
         progress.enter("draft_worker_model_config")
-        model_config_cls = _attribute(("sglang.srt.configs.model_config",), "ModelConfig")
+        from_server_args = model_config_cls.from_server_args
         accepted = _accepted(from_server_args, model_config_cls.__init__) or set()
         kwargs: dict[str, Any] = {"model_path": draft_path, "is_draft_model": True}
         if "model_revision" in accepted:
@@ -329,15 +414,22 @@ def _draft_configs(args: Any, target: Any, from_server_args: Callable[..., Any],
 # -- faults of the emulation itself ------------------------------------------------------
 
 #: bisect-spec's own package: a failure raised in it is never SGLang's verdict.
-_OWN_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+#: (``repro.py`` embeds this module's source without a ``__file__``: its own frames are then none of ours)
+_OWN_PACKAGE = (os.path.dirname(os.path.dirname(os.path.abspath(globals()["__file__"]))) + os.sep
+                if "__file__" in globals() else "\0")
 #: Stages whose set-up (the runtime context, a bare object) is this module's, not SGLang's.
-_EMULATED_STAGES = frozenset({"tokenizer_manager", "target_model_config", "draft_model_config",
+_EMULATED_STAGES = frozenset({"tokenizer_manager", "target_model_config", "draft_model_config", "model_runner",
                               "draft_worker_model_config"})
 _UNPUBLISHED = re.compile(r"not published|publish\(\) (?:was )?not called|no (?:runtime )?context published", re.I)
 #: What each of bisect-spec's inside modules stands in for, for the fault's one line.
 _OWN_STEPS = {"simulated_gpu": "the simulated GPU box", "version_shims": "a version shim or stub",
               "launch_path": "the launch-path emulation", "evaluator": "the evaluator",
               "launch_oracle": "the launch oracle", "worker_main": "the worker"}
+
+
+#: ``worker_main._no_network``'s refusal: evaluations run offline, and SGLang reaching for the hub is a
+#: failure of the configuration (a hub id where a local path belongs), recorded as SGLang's, not a fault.
+_OFFLINE = "bisect-spec blocked network access"
 
 
 def _chain(exc: BaseException) -> Iterator[BaseException]:
@@ -359,6 +451,8 @@ def tool_fault(exc: BaseException, progress: Progress) -> str | None:
     module built by hand; SGLang's runtime context read as unpublished in a stage whose
     publication is this module's job. A real launch never meets any of these.
     """
+    if any(str(link).startswith(_OFFLINE) for link in _chain(exc)):
+        return None  # the documented offline refusal: SGLang's reach for the network, recorded as its failure
     for link in _chain(exc):
         frames = traceback.extract_tb(link.__traceback__)
         if frames and os.path.abspath(frames[-1].filename).startswith(_OWN_PACKAGE):

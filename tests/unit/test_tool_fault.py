@@ -95,3 +95,11 @@ def test_a_call_the_emulation_makes_with_arguments_the_release_does_not_take_is_
         assert fault is not None and "launch_path.py" in fault and "_call" in fault
     else:
         raise AssertionError("the call did not fail")
+
+
+def test_the_offline_refusal_stays_a_recorded_failure_of_the_configuration() -> None:
+    """``worker_main._no_network`` refuses SGLang's reach for the hub; urllib wraps it: still a verdict."""
+    refused = ConnectionRefusedError("bisect-spec blocked network access to huggingface.co: evaluations run offline")
+    exc = _raise_in_sglang("try:\n    raise refused\nexcept OSError as e:\n    raise OSError(f'<urlopen error {e}>') from e",
+                           refused=refused)
+    assert launch_path.tool_fault(exc, _progress("resolve")) is None
