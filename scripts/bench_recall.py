@@ -56,6 +56,7 @@ from bisect_spec.model.flags import Config
 from bisect_spec.report.summary import SPECULATIVE_FILES
 from bisect_spec.search.peel import peel
 from bisect_spec.search.space import FlagSpace, simplicity_key
+from bisect_spec.workflows.sweep import target_record
 
 #: Function names of speculative code, wherever the file (``server_args.py::_handle_speculative_decoding``).
 SPECULATIVE_FUNCTION = re.compile(r"specul|spec_|_spec\b|eagle|draft|ngram|dflash|dspark|nextn|mtp", re.IGNORECASE)
@@ -407,7 +408,7 @@ def main() -> None:
     oracle_cache = OracleCache(oracle_path)
     shared_path = environments.home() / "cache" / "outcomes.sqlite"
     shared = store.OutcomeCache(shared_path) if shared_path.is_file() else None
-    target_key = store.OutcomeCache.target_key(api._target_record(target))
+    target_key = store.OutcomeCache.target_key(target_record(target))
     evaluate = Evaluator(session, oracle_cache, shared, target_key)
     try:
         space = strategy.space(session.flags())

@@ -27,11 +27,10 @@ from bisect_spec.model.signature import normalise_message
 from bisect_spec.runtime import environments
 from bisect_spec.runtime.store import _atomic_write, list_runs, read_json
 from bisect_spec.workflows.matrix import Cell, Matrix, load_matrix
+from bisect_spec.workflows.sweep import sweep
 
 SCHEMA = "bisect-spec/nightly/1"
 ProgressFn = Callable[[str], None]
-#: :func:`bisect_spec.api.sweep`'s signature, as a cell runs it
-SweepFn = Callable[..., Any]
 
 
 def new_id(matrix: Matrix) -> str:
@@ -141,18 +140,15 @@ def _cell_changes(old: dict[str, Any], cell: dict[str, Any]) -> list[dict[str, A
 
 
 def run_nightly(matrix_file: str | Path, *, out: Path = Path("nightlies"), resume: str | None = None,
-                baseline: str | None = None, jobs: int | None = None, progress: ProgressFn | None = None,
+                baseline: str | None = "latest", jobs: int | None = None, progress: ProgressFn | None = None,
                 install: bool = True, timeout: float = 60.0, executor: str = "local",
-                address: str | None = None, sweep: SweepFn) -> dict[str, Any]:
-    """Sweep every cell of a matrix and compare with the baseline nightly.
-
-    :param sweep: runs one cell (:func:`bisect_spec.api.sweep`, given by the API: this module sits
-        below it and never imports it back).
+                address: str | None = None) -> dict[str, Any]:
+    """Sweep every cell of a matrix (:func:`bisect_spec.workflows.sweep.sweep`) and compare with the baseline nightly.
 
     :param resume: id of an interrupted nightly to continue (the matrix file is re-read).
     :param baseline: ``latest`` (default), ``none``, or a nightly id/path.
     :param install: build missing release environments (else such cells are skipped).
-    :param executor: / :param address: where each cell's evaluations run (see ``api.sweep``).
+    :param executor: / :param address: where each cell's evaluations run (see :func:`bisect_spec.workflows.sweep.sweep`).
     :return: the ``nightly.json`` data.
     :raises UsageError: bad matrix file. :raises StoreError: unwritable output, unknown resume id.
     """

@@ -20,6 +20,7 @@ from bisect_spec import api
 from bisect_spec.model.flags import Config
 from bisect_spec.runtime.ray_executor import RayPool
 from bisect_spec.runtime.session import Session
+from bisect_spec.workflows.sweep import reproducible
 from tests.conftest import FAULT_PLUGIN, require_release
 from tests.processes import Janitor, gone, wait_for
 
@@ -36,7 +37,7 @@ def fault(kind: str) -> Config:
 
 def comparable(outcome: Any) -> dict[str, Any]:
     """An outcome record without durations and tracebacks (what results.jsonl keeps)."""
-    return api._reproducible(outcome.to_dict(), {})
+    return reproducible(outcome.to_dict(), {})
 
 
 def test_a_ray_sweep_stores_byte_identical_results_to_a_local_one(tmp_path: Path) -> None:

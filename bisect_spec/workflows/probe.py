@@ -1,0 +1,180 @@
+"""One configuration evaluated: :func:`probe`, :class:`ProbeSession` (many probes on a warm worker) and the
+release smoke's :func:`verify_release`; probe and shrink start with :func:`first_evaluation`."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+from collections.abc import Callable, Iterator, Sequence
+
+from bisect_spec.errors import ReleaseError, UsageError
+from bisect_spec.model.flags import Config
+from bisect_spec.model.outcome import Outcome, Status
+from bisect_spec.runtime import environments, sources
+from bisect_spec.runtime.pasted_command import understand_flags
+from bisect_spec.runtime.session import Session, Target
+from bisect_spec.runtime.target_spec import TargetSpec
+from bisect_spec.workflows import smoke
+from bisect_spec.workflows.probe_result import ProbeResult
+
+
+def check_usage(session: Session, outcome: Outcome) -> None:
+    """Turn SGLang's own argparse rejection (bad value type, bad choice) into a usage error."""
+    if outcome.status is Status.USAGE:
+        message = outcome.exception.get("message") or "argument error"
+        raise UsageError(f"SGLang {session.target.release} rejects the flags: {message}")
+
+
+def probe(tokens: Sequence[str], spec: TargetSpec | None = None, *,
+          on_start: Callable[[Session], None] | None = None, timeout: float = 120.0, warm: bool = True,
+          notify: Callable[[str], None] | None = None) -> ProbeResult:
+    """Evaluate one configuration (flags or a pasted launch command) on one target.
+
+    :param tokens: SGLang flags, or a pasted ``python -m sglang.launch_server ...`` command.
+    :param on_start: called once the worker is up (the CLI announces simulated hardware there).
+    :param warm: evaluate on the target's warm worker (:mod:`bisect_spec.runtime.warm`), started if none
+        runs and left up for the next call until its idle stop; False: a worker of its own.
+    :param notify: told at once, in a line, when a worker has to be started (SGLang loading).
+    :raises UsageError: unknown flag for this release, bad value, not an SGLang command.
+    """
+    with first_evaluation(tokens, spec, jobs=1, timeout=timeout, on_start=on_start, warm=warm,
+                           notify=notify) as (session, full, outcome, notes, _):
+        return ProbeResult(session.target, full, outcome, session.info, notes)
+
+
+class ProbeSession:
+    """Many probes on one target's warm worker: the Python API's session for many evaluations.
+
+    A probe costs one evaluation (milliseconds) once the worker is up; the first one waits
+    for it to start (SGLang imports once), unless a warm worker of an earlier command or
+    session still runs. The worker outlives the session until its idle stop
+    (``BISECT_SPEC_WORKER_IDLE``, default 300 s; ``warm=False``: a worker of the session's
+    own, stopped on :meth:`close`). Safe to use from several threads.
+
+    Example::
+
+        from bisect_spec import api
+
+        spec = api.TargetSpec(release="0.5.23", model="kimi-k2.6", draft="eagle3", hardware="rtx-pro-6000")
+        with api.ProbeSession(spec) as session:
+            for steps in (1, 2, 3):
+                result = session.probe(["--speculative-algorithm", "EAGLE3", "--speculative-num-steps", str(steps)])
+                print(steps, result.outcome.headline)
+
+    :param spec: the target; a pasted command's own model or draft may change it per probe.
+    :param timeout: seconds one evaluation may take.
+    :param notify: told at once, in a line, when a worker has to be started.
+    """
+
+    def __init__(self, spec: TargetSpec | None = None, *, timeout: float = 120.0, warm: bool = True,
+                 notify: Callable[[str], None] | None = None) -> None:
+        self.spec = spec or TargetSpec()
+        self.timeout = timeout
+        self.warm = warm
+        self.notify = notify
+        self._sessions: dict[str, Session] = {}
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> ProbeSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def probe(self, tokens: Sequence[str]) -> ProbeResult:
+        """Evaluate one configuration, as :func:`probe` does.
+
+        :raises UsageError: unknown flag for this release, bad value, not an SGLang command.
+        :raises ReleaseError: the release does not import (the first probe starts its worker).
+        """
+        config, spec, notes = understand_flags(tokens, self.spec)
+        target = spec.resolve()
+        session = self._session(target)
+        full, outcome = _evaluate_first(session, config, notes)
+        _release_warning(session.target.release, notes)
+        return ProbeResult(session.target, full, outcome, session.info, notes)
+
+    def _session(self, target: Target) -> Session:
+        name = json.dumps([target.describe(), str(target.model.path), str(target.draft.path if target.draft else "")],
+                          sort_keys=True)
+        with self._lock:
+            if name not in self._sessions:
+                session = Session(target, jobs=1, timeout=self.timeout, log_dir=environments.home() / "logs",
+                                  warm="start" if self.warm else None, notify=self.notify)
+                session.start()
+                self._sessions[name] = session
+            return self._sessions[name]
+
+    def close(self) -> None:
+        """Disconnect (a warm worker stays up until its idle stop; an own worker stops now)."""
+        with self._lock:
+            for session in self._sessions.values():
+                session.close()
+            self._sessions.clear()
+
+
+def verify_release(release: str, *, timeout: float = 120.0,
+                   notify: Callable[[str], None] | None = None) -> smoke.SmokeResult:
+    """Run the release smoke (:mod:`bisect_spec.workflows.smoke`) on an installed release and record it.
+
+    :raises ReleaseError: the release is not installed.
+    """
+    if not environments.is_installed(release):
+        raise ReleaseError(f"SGLang {release} is not installed: bisect-spec env install {release}")
+    table = environments.cached_flag_table(release) or environments.cached_flag_table(release, current=False) or []
+    spec = TargetSpec(release=release, model=smoke.MODEL, draft=None, hardware=smoke.HARDWARE, gpus=smoke.GPUS,
+                      inherit_env=False)
+    with ProbeSession(spec, timeout=timeout, warm=False, notify=notify) as session:
+        return smoke.run(release, lambda flags: session.probe(flags).outcome, table)
+
+
+def _release_warning(release: str, notes: list[str]) -> None:
+    """One line when the release's smoke failed: its verdicts may be bisect-spec's faults."""
+    warning = smoke.warning(release)
+    if warning is not None and f"warning: {warning}" not in notes:
+        notes.append(f"warning: {warning}")
+
+
+def _evaluate_first(session: Session, config: Config, notes: list[str]) -> tuple[Config, Outcome]:
+    """Canonical spelling, the draft added where needed, one evaluation (notes say what was changed)."""
+    config = session.canonical(config)
+    target = session.target
+    merged = session.merge_config_file(config)
+    if merged != config:
+        given = config.get("--config") or ("",)
+        notes.append(f"--config {given[0]}: its options merged as SGLang {target.release} merges them "
+                     f"(the command line wins): {' '.join(merged.without(*config.flags()).argv()) or 'nothing new'}")
+    full = session.with_draft(merged)
+    if full != merged:
+        notes.append(f"added --speculative-draft-model-path for the '{target.draft.name if target.draft else ''}' draft")
+    missing = session.missing_draft(full)
+    if missing:
+        notes.append(f"warning: {missing}")
+    outcome = session.evaluate(full)
+    check_usage(session, outcome)
+    return full, outcome
+
+
+@contextlib.contextmanager
+def first_evaluation(tokens: Sequence[str], spec: TargetSpec | None, *, jobs: int, timeout: float,
+                      on_start: Callable[[Session], None] | None, warm: bool = False,
+                      notify: Callable[[str], None] | None = None,
+                      ) -> Iterator[tuple[Session, Config, Outcome, list[str], TargetSpec]]:
+    """Understand the user's flags, start a session and evaluate them once (probe and shrink start so)."""
+    config, spec, notes = understand_flags(tokens, spec or TargetSpec())
+    target = spec.resolve()
+    if sources.is_label(target.release):  # say what a git:/path: target was taken as
+        notes.append(sources.summary(target.release))
+    session = Session(target, jobs=jobs, timeout=timeout, log_dir=environments.home() / "logs",
+                      warm="start" if warm else None, notify=notify)
+    try:
+        session.canonical(config)  # an unknown flag fails before any worker starts (the flag table is cached)
+        session.start()
+        if on_start:
+            on_start(session)
+        full, outcome = _evaluate_first(session, config, notes)
+        _release_warning(target.release, notes)
+        yield session, full, outcome, notes, spec
+    finally:
+        session.close()

@@ -1,0 +1,68 @@
+"""Reports of stored runs and nightlies: read them from disk (:func:`report_input`) and render them (:func:`report`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from bisect_spec.errors import UsageError
+
+
+def report_input(target: str | Path, *, runs_dir: Path = Path("runs")) -> Any:
+    """Read what a report is made of: a sweep run (id or directory) or a nightly (directory or ``nightly.json``).
+
+    :return: a :class:`bisect_spec.report.report_model.SweepInput` or :class:`bisect_spec.report.report_model.NightlyInput`.
+    :raises UsageError: no such run or path, or a directory that is neither a run nor a nightly.
+    :raises StoreError: the run did not finish, or its files / the nightly file are corrupt.
+    """
+    from bisect_spec.errors import StoreError
+    from bisect_spec.report.report_model import NightlyInput, SweepInput
+    from bisect_spec.runtime import store
+
+    path = Path(target)
+    if not path.exists() and not path.is_absolute() and "/" not in str(target) and runs_dir.is_dir():
+        path = runs_dir / store.resolve_run_id(runs_dir, str(target))  # an id, latest, or a unique prefix
+    if not path.exists() and not path.is_absolute() and (runs_dir / path).is_dir():
+        path = runs_dir / path
+    if not path.exists():
+        known = store.list_runs(runs_dir)
+        hint = f"; recent runs: {', '.join(r['id'] for r in known[-3:])}" if known else ""
+        raise UsageError(f"no run or nightly '{target}': not a path, and no run '{target}' in {runs_dir}{hint}")
+    if path.is_file() and path.name in ("run.json", "summary.json", "results.jsonl"):
+        path = path.parent
+    if path.is_file() and path.suffix != ".json":
+        raise UsageError(f"{path} is neither a bisect-spec run (a directory with run.json) nor a nightly (nightly.json)")
+    nightly_file = path if path.is_file() else path / "nightly.json"
+    if nightly_file.is_file():
+        from bisect_spec.workflows.nightly import read_nightly
+
+        return NightlyInput(read_nightly(nightly_file))
+    if not (path.is_dir() and (path / "run.json").is_file()):
+        raise UsageError(f"{path} is neither a bisect-spec run (no run.json) nor a nightly (no nightly.json)")
+    if not (path / "summary.json").is_file():
+        raise StoreError(f"run {path.name} did not finish (no summary.json): continue it with "
+                         f"bisect-spec --resume {path.name}, then report")
+    advice = "the run cannot be reported; run the sweep again"
+    meta, summary = store.read_json(path / "run.json", advice), store.read_json(path / "summary.json", advice)
+    results = []
+    if (path / "results.jsonl").is_file():
+        for number, line in enumerate((path / "results.jsonl").read_text().splitlines(), 1):
+            try:
+                results.append(json.loads(line))
+            except ValueError:
+                raise StoreError(f"{path / 'results.jsonl'} line {number} is corrupt: {advice}") from None
+    return SweepInput(path.name, meta, summary, results)
+
+
+def report(target_path: str | Path, fmt: str = "md", *, runs_dir: Path = Path("runs")) -> str:
+    """A report of a sweep run or a nightly matrix as ``md``, ``json`` (schema ``bisect-spec/report/1``), ``junit`` or ``html``.
+
+    :param target_path: a run id (looked up in ``runs_dir``), a run directory, a nightly directory or its ``nightly.json``.
+    :raises UsageError: unknown format, or see :func:`report_input`.
+    """
+    from bisect_spec.report.formats import FORMATS, render
+
+    if fmt not in FORMATS:
+        raise UsageError(f"unknown report format '{fmt}': choose one of {', '.join(FORMATS)}")
+    return render(report_input(target_path, runs_dir=runs_dir), fmt)
