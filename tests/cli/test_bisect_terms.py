@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bisect_spec.cli.commands import _bisect_ends
+from bisect_spec.cli.commands import bisect_ends
 from tests.cli.helpers import error_line, run
 
 FLAGS = ["--", "--speculative-algorithm", "EAGLE3"]
@@ -41,4 +41,4 @@ def test_bisect_ends_and_terms_are_refused_in_one_line(args: list[str], expected
 def test_bisect_ends_and_terms(args: dict[str, object], expected: tuple[object, ...]) -> None:
     given = {"old": None, "new": None, "good": None, "bad": None, "term_old": None, "term_new": None, "fixed": False,
              **args}
-    assert _bisect_ends(**given) == expected  # type: ignore[arg-type]
+    assert bisect_ends(**given) == expected  # type: ignore[arg-type]
