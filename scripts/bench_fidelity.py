@@ -73,7 +73,7 @@ from bisect_spec.api import TargetSpec, sweep
 from bisect_spec.inside import launch_oracle
 from bisect_spec.model.outcome import Outcome, Status
 from bisect_spec.model.signature import normalise_statement, signature_of
-from bisect_spec.runtime import environments, worker
+from bisect_spec.runtime import environments, processes
 from bisect_spec.runtime.session import Session, Target
 
 SCHEMA = "bisect-spec/fidelity/1"
@@ -122,7 +122,7 @@ class Zygote:
         if not line:
             code = self.process.poll()
             self.close()
-            raise RuntimeError(f"the launch zygote gave no answer ({worker.describe_exit(code)}); see {self.log_path}")
+            raise RuntimeError(f"the launch zygote gave no answer ({processes.describe_exit(code)}); see {self.log_path}")
         reply: dict[str, Any] = json.loads(line)
         return reply
 
@@ -135,7 +135,7 @@ class Zygote:
                     self.process.stdin.flush()
                     self.process.wait(timeout=10)
                 except (OSError, subprocess.TimeoutExpired):
-                    worker.kill_tree(self.process.pid)
+                    processes.kill_tree(self.process.pid)
             for pipe in (self.process.stdin, self.process.stdout):
                 if pipe is not None:
                     pipe.close()

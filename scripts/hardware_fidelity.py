@@ -54,7 +54,7 @@ from bisect_spec.api import TargetSpec
 from bisect_spec.errors import BisectSpecError
 from bisect_spec.model.flags import Config
 from bisect_spec.model.outcome import Outcome
-from bisect_spec.runtime import worker
+from bisect_spec.runtime import processes
 from bisect_spec.runtime.profiles import load_hardware
 from bisect_spec.runtime.session import DRAFT, Session
 from bisect_spec.search.plan import covering_plan, load_strategy
@@ -193,7 +193,7 @@ def hardware_facts() -> dict[str, Any]:
     lines: list[str] = []
     query = "name,memory.total,compute_cap,driver_version"
     try:
-        code = worker.run_command(["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader,nounits"],
+        code = processes.run_command(["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader,nounits"],
                                   progress=lines.append)
     except OSError as exc:
         facts["nvidia_smi"] = f"not runnable: {exc.strerror or exc}"
@@ -205,7 +205,7 @@ def hardware_facts() -> dict[str, Any]:
                 facts.update(smi_name=parts[0], smi_memory_mib=int(parts[1]) if parts[1].isdigit() else parts[1],
                              smi_compute_cap=parts[2], driver=parts[3])
         full: list[str] = []
-        with_cuda = worker.run_command(["nvidia-smi"], progress=full.append)
+        with_cuda = processes.run_command(["nvidia-smi"], progress=full.append)
         cuda_lines = [line for line in full if "CUDA Version" in line]
         if with_cuda == 0 and cuda_lines:
             facts["smi_header"] = cuda_lines[0].strip(" |")

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import psutil
 
+from bisect_spec.launch import supervision
 from bisect_spec.runtime import worker
 
 FAKE_SERVER = Path(__file__).parent / "resources" / "fake_server.py"
@@ -118,7 +119,7 @@ def tree_is_up(pidfile: Path, mode: str) -> list[int]:
     argv = psutil.Process(started[0]).cmdline()
     port = int(argv[argv.index("--port") + 1])
     wait_for(f"the fake server to answer on port {port}",
-             lambda: worker.http_get(f"http://127.0.0.1:{port}/health", timeout=5.0) is not None)
+             lambda: supervision.http_get(f"http://127.0.0.1:{port}/health", timeout=5.0) is not None)
     return started
 
 

@@ -228,11 +228,11 @@ def env_run(release: str, command: tuple[str, ...]) -> None:
 
         bisect-spec env run 0.5.12 -- python repro.py
     """
-    from bisect_spec.runtime import sources, worker
+    from bisect_spec.runtime import processes, sources
 
     interpreter = sources.environment_for(release).interpreter()
     argv = list(command[1:] if command[:1] == ("--",) else command)
-    code = worker.run_with_python(argv, interpreter)
+    code = processes.run_with_python(argv, interpreter)
     sys.exit(code)
 
 

@@ -3,7 +3,7 @@
 The in-process verdict (``evaluator.py``) stops after argument resolution; some failures
 only show when the server really starts (a scheduler that dies, CUDA OOM, NCCL). This
 module decides *what* to launch and *what the end means*; starting and stopping the
-process tree is :func:`bisect_spec.runtime.worker.serve_until_ready`'s job (the only module that
+process tree is :func:`bisect_spec.launch.supervision.serve_until_ready`'s job (the module that
 starts processes).
 
 Classification of one launch (schema ``bisect-spec/launch/1``, see :class:`LaunchOutcome`):
@@ -36,8 +36,9 @@ from pathlib import Path
 from typing import Any
 
 from bisect_spec.inside import evaluator
+from bisect_spec.launch import supervision
 from bisect_spec.model.signature import Signature, normalise_message, signature_of
-from bisect_spec.runtime import worker
+from bisect_spec.runtime import processes, worker
 
 SCHEMA = "bisect-spec/launch/1"
 
@@ -170,7 +171,7 @@ def build_command(argv: Sequence[str], *, python: str, port: int, host: str = "1
 
 
 def leftover_notes(argvs: Iterable[Sequence[str]]) -> list[str]:
-    """One line per process in the way of these launches (see :func:`bisect_spec.runtime.worker.leftover_servers`).
+    """One line per process in the way of these launches (see :func:`bisect_spec.launch.supervision.leftover_servers`).
 
     The ports looked at are the ``--port`` values in the flags: the launch itself runs on a
     free port the tool picks, but a real deployment of these flags wants that one.
@@ -183,7 +184,7 @@ def leftover_notes(argvs: Iterable[Sequence[str]]) -> list[str]:
             value = inline if equals else (flags[index + 1] if index + 1 < len(flags) else "")
             if name == "--port" and value.isdigit():
                 ports.add(int(value))
-    return [leftover.line() for leftover in worker.leftover_servers(sorted(ports))]
+    return [leftover.line() for leftover in supervision.leftover_servers(sorted(ports))]
 
 
 def _without(argv: Sequence[str], options: tuple[str, ...]) -> list[str]:
@@ -220,7 +221,7 @@ def launch_server(argv: Sequence[str], *, python: str, pythonpath: Sequence[str]
         (bisect-spec's CPU environments; a hardware profile simulated during resolution).
     :raises WorkerError: the command cannot be started.
     """
-    port = port or worker.free_port(host)
+    port = port or supervision.free_port(host)
     command = build_command(argv, python=python, port=port, host=host,
                             server_command=server_command if server_command is not None else server_command_from_env(),
                             torchvision_shim=torchvision_shim, hardware=hardware, gpus=gpus)
@@ -230,12 +231,12 @@ def launch_server(argv: Sequence[str], *, python: str, pythonpath: Sequence[str]
         environment["PYTHONPATH"] = os.pathsep.join([*pythonpath, *filter(None, [environment.get("PYTHONPATH")])])
     environment.setdefault("PYTHONUNBUFFERED", "1")
     log_path = Path(log_path)
-    run = worker.serve_until_ready(command, env=environment, log_path=log_path, port=port, host=host,
+    run = supervision.serve_until_ready(command, env=environment, log_path=log_path, port=port, host=host,
                                    deadline=deadline, grace=grace)
     log_text = log_path.read_text(errors="replace") if log_path.is_file() else ""
     outcome = LaunchOutcome(status=TIMED_OUT, seconds=run.seconds, argv=list(argv), command=command, log=str(log_path),
                             port=port, returncode=run.returncode,
-                            exit=worker.describe_exit(run.returncode) if run.ended == "exited" else "still running",
+                            exit=processes.describe_exit(run.returncode) if run.ended == "exited" else "still running",
                             port_freed=run.port_freed, pids=run.pids, leftover_pids=run.leftover_pids,
                             health=run.health)
     if run.ended == "ready":

@@ -41,7 +41,7 @@ Not covered:
   that cannot be killed (``D`` state: it goes when the kernel lets it);
 * the supervisor itself killed by SIGKILL (e.g. the OOM killer choosing it, which is
   unlikely: it is small): then only the server root dies, by its parent-death signal;
-  the rest is named as a leftover by the next launch (``worker.leftover_servers``);
+  the rest is named as a leftover by the next launch (``supervision.leftover_servers``);
 * a copy of the pipe's write end kept by another process: the tool's pipes are
   close-on-exec, but a child the tool ``fork``\\ s without ``exec`` keeps it, and the
   end-of-file comes only when that child ends too.

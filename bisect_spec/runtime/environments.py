@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from bisect_spec.errors import ReleaseError, ReleaseUnavailable, UsageError
-from bisect_spec.runtime import worker
+from bisect_spec.runtime import processes, worker
 from bisect_spec.versions import version_key as version_key
 
 CURRENT = "current"
@@ -266,7 +266,7 @@ def index_versions() -> list[str] | None:
     """
     if not _INDEX_VERSIONS:
         lines: list[str] = []
-        code = worker.run_command([sys.executable, "-m", "pip", "index", "versions", "sglang",
+        code = processes.run_command([sys.executable, "-m", "pip", "index", "versions", "sglang",
                                    "--disable-pip-version-check"], progress=lines.append)
         found = next((line.split(":", 1)[1] for line in lines if line.startswith("Available versions:")), None)
         if code != 0 or found is None:
@@ -373,7 +373,7 @@ def _pip(python: Path, args: list[str], log_path: Path, progress: Callable[[str]
         if progress and line.strip() and not line.lstrip().startswith("WARNING:"):
             progress(line)
 
-    code = worker.run_command([str(python), "-m", "pip", *args], log_path=log_path, env=env, progress=relay)
+    code = processes.run_command([str(python), "-m", "pip", *args], log_path=log_path, env=env, progress=relay)
     if code != 0:
         tail = [line for line in log_path.read_text(errors="replace").splitlines() if "ERROR" in line or "error" in line]
         reason = tail[-1].strip() if tail else f"pip exited with {code}"
@@ -397,7 +397,7 @@ def ensure_base(progress: Callable[[str], None] | None = None) -> Path:
     if not _base_python().exists():
         if progress:
             progress(f"creating the shared base environment at {base}")
-        if worker.create_venv(sys.executable, base) != 0:
+        if processes.create_venv(sys.executable, base) != 0:
             raise ReleaseError(f"could not create a virtual environment at {base}")
     constraint = base / "constraints.txt"
     constraint.write_text(data["torch"] + "\n")

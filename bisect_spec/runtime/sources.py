@@ -2,7 +2,7 @@
 
 SGLang's Python package is pure Python, so a commit's ``python/sglang`` tree put first on
 ``PYTHONPATH`` ahead of a release's overlay imports in seconds, with that release's
-dependencies: nothing is built. This module reads clones (through :func:`worker.capture`,
+dependencies: nothing is built. This module reads clones (through :func:`processes.capture`,
 ``git`` only; it never writes to the clone), extracts trees and names the environments made
 from them.
 
@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from bisect_spec.errors import ReleaseError, SourceError
-from bisect_spec.runtime import environments, worker
+from bisect_spec.runtime import environments, processes
 
 #: Where SGLang's Python package lives in a clone.
 PACKAGE_PATH = "python/sglang"
@@ -138,7 +138,7 @@ class Repo:
     def _git_at(path: Path, *args: str, what: str) -> bytes:
         env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", "GIT_OPTIONAL_LOCKS": "0"}
         try:
-            code, out, err = worker.capture(["git", "-C", str(path), *args], env=env)
+            code, out, err = processes.capture(["git", "-C", str(path), *args], env=env)
         except OSError as exc:
             raise SourceError(f"git is not installed here ({exc.strerror}); install git to use a clone") from exc
         if code != 0:

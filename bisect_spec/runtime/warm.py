@@ -53,7 +53,8 @@ import psutil
 
 from bisect_spec.errors import UsageError, WarmWorkerError, WorkerError
 from bisect_spec.runtime import environments
-from bisect_spec.runtime.worker import WORKER_SCRIPT, WorkerSpec, start_daemon
+from bisect_spec.runtime.processes import start_daemon
+from bisect_spec.runtime.worker import WORKER_SCRIPT, WorkerSpec
 
 log = logging.getLogger(__name__)
 
@@ -307,7 +308,7 @@ def stop(directory: Path, *, wait: float = 10.0) -> int | None:
         try:
             proc.wait(timeout=wait)
         except psutil.TimeoutExpired:
-            from bisect_spec.runtime.worker import kill_tree
+            from bisect_spec.runtime.processes import kill_tree
 
             kill_tree(pid, grace=1.0)
     return pid

@@ -18,8 +18,8 @@ import psutil
 import pytest
 
 from bisect_spec.launch import server as launch
+from bisect_spec.launch import supervision
 from bisect_spec.model.flags import Config
-from bisect_spec.runtime import worker
 from tests.conftest import require_release
 from tests.processes import (
     BISECT_SPEC,
@@ -112,7 +112,7 @@ def test_shrink_launch_killed_while_its_server_is_up_leaves_nothing(mode: str, h
                 cwd=tmp_path)
     started = tree_is_up(pidfile, mode)
     supervisor = psutil.Process(started[0]).parent()
-    assert supervisor is not None and supervisor.cmdline()[1] == str(worker.SUPERVISOR_SCRIPT)
+    assert supervisor is not None and supervisor.cmdline()[1] == str(supervision.SUPERVISOR_SCRIPT)
     everything = janitor.snapshot(supervisor)  # the tool, any evaluation worker, the supervisor, the server tree
     kill(tool, how)
     wait_for("the tool to exit", lambda: tool.process.poll() is not None)

@@ -22,8 +22,9 @@ import pytest
 
 from bisect_spec.errors import WorkerError
 from bisect_spec.launch import server as launch
+from bisect_spec.launch import supervision
 from bisect_spec.model.flags import Config
-from bisect_spec.runtime import environments, worker
+from bisect_spec.runtime import environments
 from tests.conftest import require_release, shared_session
 from tests.processes import (
     BISECT_SPEC,
@@ -63,7 +64,7 @@ def test_fake_server_mode_is_classified_and_leaves_nothing_behind(mode: str, cla
     assert outcome.classification == classification
     assert (outcome.seconds_to_ready is not None) == (classification == "ready")
     assert outcome.leftover_pids == []
-    assert outcome.port_freed and worker.port_is_free(outcome.port)
+    assert outcome.port_freed and supervision.port_is_free(outcome.port)
     started = launched_pids(pidfile)
     assert started, "the fake server records the processes it starts"
     assert [pid for pid in started if running(pid)] == []
@@ -84,7 +85,7 @@ def supervisors(log: Path) -> list[int]:
     found = []
     for proc in psutil.process_iter():
         with contextlib.suppress(psutil.Error):
-            if proc.cmdline()[1:2] == [str(worker.SUPERVISOR_SCRIPT)] and os.readlink(f"/proc/{proc.pid}/fd/2") == str(log):
+            if proc.cmdline()[1:2] == [str(supervision.SUPERVISOR_SCRIPT)] and os.readlink(f"/proc/{proc.pid}/fd/2") == str(log):
                 found.append(proc.pid)
     return found
 
@@ -129,7 +130,7 @@ def test_fake_server_tree_is_gone_after_the_tool_is_interrupted(command: str, mo
                 janitor, terminal=how == "terminal-closed")
     started = tree_is_up(pidfile, mode)
     supervisor = psutil.Process(started[0]).parent()
-    assert supervisor is not None and supervisor.cmdline()[1] == str(worker.SUPERVISOR_SCRIPT)
+    assert supervisor is not None and supervisor.cmdline()[1] == str(supervision.SUPERVISOR_SCRIPT)
     everything = janitor.snapshot(supervisor)  # the tool, its evaluation worker, the supervisor, the whole server tree
     assert set(started) - {p.pid for p in everything} <= set(started[2:7:3]), "orphans stay under the supervisor"
     if how == "sigkill":
@@ -179,7 +180,7 @@ def test_a_launching_process_killed_without_any_cleanup_leaves_no_server(mode: s
                                             mode, str(pidfile), where]))
     started = tree_is_up(pidfile, mode)
     supervisor = psutil.Process(started[0]).parent()
-    assert supervisor is not None and supervisor.cmdline()[1] == str(worker.SUPERVISOR_SCRIPT)
+    assert supervisor is not None and supervisor.cmdline()[1] == str(supervision.SUPERVISOR_SCRIPT)
     assert supervisor.ppid() != driver.pid, "detached: killing the driver's children does not kill it"
     everything = janitor.snapshot(supervisor)
     if mode == "spawn-children":  # the grandchild and the daemon, whose parents exited, are the supervisor's now
@@ -200,20 +201,20 @@ def dead_launcher_marker() -> str:
 
 def fake_server(janitor: Janitor, pidfile: Path, mode: str, port: int, marker: str | None = None) -> list[int]:
     """A fake server started by the test itself (not by bisect-spec), up and answering; its pids."""
-    env = {k: v for k, v in os.environ.items() if k != worker.LAUNCH_MARKER}
+    env = {k: v for k, v in os.environ.items() if k != supervision.LAUNCH_MARKER}
     if marker:
-        env[worker.LAUNCH_MARKER] = marker
+        env[supervision.LAUNCH_MARKER] = marker
     janitor.tool(subprocess.Popen([sys.executable, str(FAKE_SERVER), "--fake-mode", mode, "--fake-delay", "0",
                                    "--port", str(port), "--fake-pidfile", str(janitor.pidfile(pidfile))], env=env))
     return tree_is_up(pidfile, mode)
 
 
 def test_leftover_launches_and_port_holders_are_named_never_killed(tmp_path: Path, janitor: Janitor) -> None:
-    left_port, other_port = worker.free_port(), worker.free_port()
+    left_port, other_port = supervision.free_port(), supervision.free_port()
     leftover = fake_server(janitor, tmp_path / "leftover", "ignore-sigterm", left_port, dead_launcher_marker())
-    running_launch = fake_server(janitor, tmp_path / "running", "ready", worker.free_port(), worker.new_marker())
+    running_launch = fake_server(janitor, tmp_path / "running", "ready", supervision.free_port(), supervision.new_marker())
     holder = fake_server(janitor, tmp_path / "holder", "ready", other_port)
-    found = worker.leftover_servers([left_port, other_port])
+    found = supervision.leftover_servers([left_port, other_port])
     ours = {f.pid: f for f in found if f.pid in (*leftover, *running_launch, *holder)}
     assert set(ours) == {leftover[0], holder[0]}, "one line per leftover launch, none for a launch still running"
     assert [ours[pid].command for pid in (leftover[0], holder[0])] == [
@@ -229,7 +230,7 @@ def test_leftover_launches_and_port_holders_are_named_never_killed(tmp_path: Pat
 
 def test_launch_names_a_leftover_holding_its_port_and_leaves_it_running(tmp_path: Path, janitor: Janitor) -> None:
     require_release("0.5.23")
-    port = worker.free_port()
+    port = supervision.free_port()
     leftover = fake_server(janitor, tmp_path / "leftover", "ignore-sigterm", port, dead_launcher_marker())
     result = subprocess.run([str(BISECT_SPEC), "launch", "--sglang", "0.5.23", "--launch-without-gpu", "--runs-dir",
                              str(tmp_path / "runs"), "--server-command", f"{{python}} {FAKE_SERVER} --fake-mode ready",

@@ -46,8 +46,16 @@ def test_pure_modules_start_no_processes_and_know_no_cli(module: str) -> None:
 #: The modules that may start processes: the process module (evaluation workers), the warm daemon (it
 #: forks to detach), the supervisor between bisect-spec and a real server, and inside an environment the
 #: launch oracle (it forks launches). simulated_gpu only *intercepts* subprocess calls (nvidia-smi).
-PROCESS_STARTERS = ["launch/supervisor_main.py", "runtime/warm_daemon.py", "runtime/worker.py",
-                    "inside/launch_oracle.py", "inside/simulated_gpu.py"]
+#: The modules that may start processes, and what each starts: everything else asks one of them.
+PROCESS_STARTERS = {
+    "runtime/processes.py": "pip, venv, git, a warm worker's daemon; the one thread evaluation workers start on",
+    "runtime/worker.py": "evaluation workers (on processes.spawn's thread)",
+    "runtime/warm_daemon.py": "forks itself into the background",
+    "launch/supervision.py": "the supervisor of a real server",
+    "launch/supervisor_main.py": "the server under supervision",
+    "inside/launch_oracle.py": "forks one launch_server path per configuration from a zygote",
+    "inside/simulated_gpu.py": "answers nvidia-smi queries in place of the process SGLang would start",
+}
 _STARTS_A_PROCESS = re.compile(r"\bos\.(?:fork|forkpty|exec[lv]p?e?|spawn[lv]p?e?|posix_spawnp?|system|popen)\(")
 
 
@@ -56,7 +64,7 @@ def test_only_the_process_modules_start_processes() -> None:
     offenders = sorted(p.relative_to(package).as_posix() for p in package.rglob("*.py")
                        if {m.split(".")[0] for m in imported_modules(p)} & {"subprocess", "multiprocessing"}
                        or _STARTS_A_PROCESS.search(p.read_text()))
-    assert offenders == sorted(PROCESS_STARTERS)
+    assert offenders == sorted(PROCESS_STARTERS), "a module starts processes that is not listed with why in PROCESS_STARTERS"
 
 
 #: Each layer and the layers it may import (``root``: errors, versions; ``inside`` runs in SGLang's
