@@ -404,5 +404,6 @@ def write_report(out: Path, report: dict[str, Any], started: float) -> None:
     (out / "fidelity.json").write_text(json.dumps(report, indent=2, default=repr) + "\n")
     (out / "fidelity.md").write_text(markdown(report))
 
+
 if __name__ == "__main__":
     sys.exit(main())

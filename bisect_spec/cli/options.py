@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+
 def target_options(func: F) -> F:
     """Options shared by every command that evaluates configurations."""
     options = [

@@ -50,7 +50,6 @@ READY = "ready"
 RESOLUTION_FAILED = "resolution-failed"
 FAILED_LATER = "failed-later"
 TIMED_OUT = "timed-out"
-STATUSES = (READY, RESOLUTION_FAILED, FAILED_LATER, TIMED_OUT)
 
 #: Functions and files whose presence in the main traceback means "failed in resolution".
 _RESOLUTION_FUNCTIONS = {"prepare_server_args", "resolve_once", "from_cli_args"}

@@ -47,12 +47,7 @@ def path_variable(flag: str) -> str:
 def placeholder_paths(config: Config) -> list[str]:
     """The flags of ``config`` given as ``@path`` (a file the user supplies), in order."""
     return [flag for flag, value in config.items if value == (PATH_TOKEN,)]
-#: Flags that only matter once the server runs: kept, but free to drop when shrinking.
-RUNTIME_FLAGS = frozenset({
-    "--host", "--port", "--log-level", "--log-level-http", "--log-requests", "--api-key", "--served-model-name",
-    "--nccl-port", "--dist-init-addr", "--node-rank", "--nnodes", "--enable-metrics", "--show-time-cost",
-    "--download-dir", "--log-requests-level", "--tokenizer-path", "--random-seed", "--watchdog-timeout",
-})
+
 
 Value = tuple[str, ...]
 
@@ -152,9 +147,6 @@ class Config:
     def env(self) -> dict[str, str]:
         """The environment variables this configuration sets."""
         return {name: value[0] if value else "" for name, value in self.items if is_env(name)}
-
-    def flag_items(self) -> tuple[tuple[str, Value], ...]:
-        return tuple(item for item in self.items if not is_env(item[0]))
 
     def key(self) -> str:
         """Canonical text of this configuration (stable across processes and runs)."""

@@ -37,7 +37,6 @@ from bisect_spec.model.outcome import Outcome
 
 TEMPLATE = "https://github.com/sgl-project/sglang/blob/main/.github/ISSUE_TEMPLATE/1-bug-report.yml"
 ISSUES = "https://github.com/sgl-project/sglang/issues"
-MODEL_TOKEN = "@model"
 DRAFT_TOKEN = "@draft"
 #: check_env's own list when its source cannot be read (0.5.x releases)
 FALLBACK_PACKAGES = ("sglang", "sgl_kernel", "flashinfer_python", "triton", "transformers", "torchao", "numpy",

@@ -77,28 +77,6 @@ def probe_text(heading: str, config: object, outcome: Outcome) -> str:
     return "\n".join([heading, f"flags:    {config}", outcome_text(outcome)])
 
 
-def signature_table(summary: dict[str, Any]) -> str:
-    """The signature table printed at the end of a sweep."""
-    rows = []
-    for sig in summary["signatures"]:
-        frame = sig.get("example_frame") or {}
-        where = f"{frame.get('file')}::{frame.get('function')}" if frame else sig.get("location") or "-"
-        rows.append([sig["id"], sig["exc_type"] or sig["kind"], where, sig["count"],
-                     " ".join(sig["smallest"]) or "(defaults)", sig["message"] or frame.get("statement") or ""])
-    headers = ["id", "exception", "SGLang location", "count", "smallest config seen", "message"]
-    if any("shrink" in sig for sig in summary["signatures"]):
-        headers.insert(5, "minimal reproducer (1-minimal, same signature)")
-        for row, sig in zip(rows, summary["signatures"], strict=True):
-            shrunk = sig.get("shrink")
-            row.insert(5, (" ".join(shrunk["minimal_argv"]) or "(defaults)") if shrunk else "-")
-    return table(headers, rows, max_width=60)
-
-
-def findings_table(summary: dict[str, Any]) -> str:
-    rows = [[f["id"], f["kind"], f["field"], f["count"], " ".join(f["smallest"]), f["detail"]] for f in summary["findings"]]
-    return table(["id", "finding", "field", "count", "smallest config seen", "detail"], rows, max_width=60)
-
-
 def tool_fault_lines(faults: list[dict[str, Any]]) -> list[str]:
     """bisect-spec's own faults in a sweep, apart from SGLang's failures: one line each, with a way to report."""
     if not faults:

@@ -369,6 +369,7 @@ def newest_installed() -> str:
 def _pip(python: Path, args: list[str], log_path: Path, progress: Callable[[str], None] | None) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PIP_REQUIRE_VIRTUALENV")}
     env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+
     def relay(line: str) -> None:
         if progress and line.strip() and not line.lstrip().startswith("WARNING:"):
             progress(line)

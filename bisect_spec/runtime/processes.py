@@ -14,7 +14,6 @@ import contextlib
 import os
 import signal
 import subprocess
-import sys
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -79,7 +78,6 @@ def spawn(start: Callable[[], subprocess.Popen[bytes]]) -> subprocess.Popen[byte
             _SPAWNER = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="bisect-spec-spawner")
         spawner = _SPAWNER
     return spawner.submit(start).result()
-
 
 
 def start_daemon(argv: Sequence[str], *, env: dict[str, str], log_path: Path) -> subprocess.Popen[bytes]:
@@ -162,5 +160,3 @@ def create_venv(python: str, target: Path) -> int:
     return subprocess.run([python, "-m", "venv", str(target)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE).returncode
 
 
-def current_python() -> str:
-    return sys.executable

@@ -21,7 +21,6 @@ from __future__ import annotations
 import difflib
 import json
 import re
-import shutil
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -263,6 +262,3 @@ def _write_if_changed(path: Path, text: str) -> None:
     tmp.replace(path)
 
 
-def remove_materialised() -> None:
-    """Drop materialised profiles (they are rebuilt on demand)."""
-    shutil.rmtree(home() / "profiles", ignore_errors=True)

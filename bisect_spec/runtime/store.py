@@ -47,7 +47,6 @@ logger = logging.getLogger(__name__)
 
 #: Bump when the meaning of a cached outcome changes.
 CACHE_SCHEMA = 2
-RUN_FILES = ("run.json", "journal.jsonl")
 
 
 def _atomic_write(path: Path, text: str) -> None:

@@ -18,8 +18,6 @@ RUNS = RESOURCES / "runs"
 NIGHTLY = RESOURCES / "nightly-3x2.json"
 
 
-
-
 @pytest.mark.parametrize("fmt", ["md", "json", "junit", "html"])
 def test_report_prints_what_the_api_returns(fmt: str) -> None:
     code, output = run("report", RUN_ID, "--runs-dir", str(RUNS), "--format", fmt)

@@ -17,9 +17,6 @@ from tests.schemas import assert_valid
 pytestmark = pytest.mark.sglang
 
 
-
-
-
 @pytest.fixture(scope="module")
 def swept(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
     """A finished quick sweep (small search budget, real evaluations) and its --json output."""
