@@ -1,0 +1,55 @@
+#!/usr/bin/env python
+"""Compare two stored sweep runs byte for byte, apart from times, run ids and local paths.
+
+For refactors that must not change behaviour: run the same command on a cold cache before and
+after (``--no-cache``, two ``--runs-dir``), then compare. Exit status 0 when every file agrees.
+
+Usage: python scripts/compare_runs.py RUN_DIR_BEFORE RUN_DIR_AFTER
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+FILES = ("run.json", "summary.json", "summary.md", "results.jsonl", "report.html")
+
+
+def normalised(text: str, run: Path) -> str:
+    """``text`` without what differs between two identical runs: the run id, its directory, times."""
+    text = text.replace(run.name, "RUN").replace(str(run.parent), "RUNS")
+    text = re.sub(r"\d{8}-\d{6}", "TIME", text)
+    text = re.sub(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\]", "[TIME]", text)
+    return re.sub(r"\"seconds\": *[0-9.e-]+", "\"seconds\": 0", text)
+
+
+def compare(before: Path, after: Path) -> list[str]:
+    differences = []
+    files = [Path(name) for name in FILES]
+    for side in (before, after):
+        files += [p.relative_to(side) for p in (side / "reproducers").rglob("*") if p.is_file()]
+    for name in sorted(set(files)):
+        old, new = before / name, after / name
+        if not (old.is_file() and new.is_file()):
+            differences.append(f"{name}: only in {'the first' if old.is_file() else 'the second'} run")
+        elif normalised(old.read_text(), before) != normalised(new.read_text(), after):
+            differences.append(f"{name}: differs")
+    return differences
+
+
+def main() -> int:
+    if len(sys.argv) != 3:
+        print(__doc__.strip().splitlines()[-1], file=sys.stderr)
+        return 2
+    before, after = Path(sys.argv[1]), Path(sys.argv[2])
+    differences = compare(before, after)
+    for line in differences:
+        print(line)
+    print(f"{'identical' if not differences else f'{len(differences)} file(s) differ'} "
+          f"(apart from times and ids): {before} vs {after}")
+    return 1 if differences else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
