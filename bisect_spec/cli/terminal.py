@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Self
+from typing import TYPE_CHECKING, Self
 
 from rich.console import Console
 from rich.highlighter import RegexHighlighter
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TaskID, TextColumn, TimeRemainingColumn
 from rich.theme import Theme
+
+if TYPE_CHECKING:  # rich.progress is imported by the bars that draw (a probe draws none: the CLI's start-up)
+    from rich.progress import Progress, TaskID
 
 #: Seconds between plain progress lines when stderr is not a terminal.
 PLAIN_EVERY = 5.0
@@ -137,6 +139,8 @@ class Bar(_Live):
         if not self.live:
             return
         if self.progress is None:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
             self.progress = Progress(
                 TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[unit]}"),
                 TextColumn("·"), TimeRemainingColumn(compact=True, elapsed_when_finished=True),
@@ -162,6 +166,8 @@ class Counter(_Live):
         self.task: TaskID | None = None
         self.last_line = time.monotonic()
         if self.out.is_terminal:
+            from rich.progress import Progress, SpinnerColumn, TextColumn
+
             self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"),
                                      TextColumn("{task.completed} " + unit), TextColumn("{task.fields[detail]}"),
                                      console=self.out, transient=True)
