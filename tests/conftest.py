@@ -27,11 +27,16 @@ from tests.processes import Janitor
 RESOURCES = Path(__file__).parent / "resources"
 
 #: warm workers the tests start (CLI probes, shrinks) stop soon by themselves, and all are stopped
-#: at the end of the session (``_stop_warm_workers``): the CI leftover check must find none
+#: at the end of the run (``pytest_sessionfinish``): the CI leftover check must find none
 os.environ.setdefault(warm.IDLE_ENV, "60")
-#: marks the warm workers this test session starts (they inherit it), wherever their BISECT_SPEC_HOME
+#: every command of the tests evaluates on warm workers (sweeps too): one worker per release and box imports
+#: SGLang once for the whole run, not once per test. Tests of a command's own workers (faults, logs, kills)
+#: ask for them (``warm="own"``, or this variable set to ``commands``).
+os.environ.setdefault(warm.SCOPE_ENV, "all")
+#: marks the warm workers this test session starts (they inherit it), wherever their BISECT_SPEC_HOME; one
+#: mark for the whole run: pytest-xdist's workers inherit the controller's (they share warm workers)
 TEST_SESSION_ENV = "BISECT_SPEC_TEST_SESSION"
-os.environ[TEST_SESSION_ENV] = f"{os.getpid()}-{time.time_ns()}"
+os.environ.setdefault(TEST_SESSION_ENV, f"{os.getpid()}-{time.time_ns()}")
 FAULT_PLUGIN = RESOURCES / "fault_plugin.py"
 
 _SESSIONS: dict[tuple[object, ...], Session] = {}
@@ -115,10 +120,14 @@ def warm_daemons() -> list[psutil.Process]:
     return found
 
 
-@pytest.fixture(scope="session", autouse=True)
-def _stop_warm_workers() -> Iterator[None]:
-    """At the end of the session, stop every warm worker it started (SIGTERM: they stop their workers)."""
-    yield
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """At the end of the run, stop every warm worker it started (SIGTERM: they stop their workers).
+
+    Under pytest-xdist the controller does it, once every worker has finished: a worker that
+    finishes first must not stop warm workers that another one still uses.
+    """
+    if hasattr(session.config, "workerinput"):
+        return
     daemons = warm_daemons()
     for proc in daemons:
         with contextlib.suppress(psutil.Error):

@@ -24,6 +24,7 @@ from bisect_spec.runtime import environments, sources
 from bisect_spec.runtime.executor import LOCAL, EvaluationPool, make_pool
 from bisect_spec.runtime.profiles import DraftProfile, HardwareProfile, ModelProfile
 from bisect_spec.runtime.warm import WarmPool, idle_limit
+from bisect_spec.runtime.warm import everywhere as warm_everywhere
 
 log = logging.getLogger(__name__)
 
@@ -77,8 +78,9 @@ class Session:
     :param timeout: seconds one evaluation may take before the worker is killed.
     :param executor: ``local`` (worker processes here) or ``ray`` (Ray actors; ``address`` says which cluster).
     :param warm: ``start`` or ``reuse`` a warm worker (:mod:`bisect_spec.runtime.warm`) that outlives this
-        session, instead of workers of its own: ``reuse`` only takes one that already runs. Off
-        when ``BISECT_SPEC_WORKER_IDLE=0``; local executor only.
+        session, instead of workers of its own: ``reuse`` only takes one that already runs; ``own``
+        workers of its own whatever the settings; ``None``: own, or ``start`` with ``BISECT_SPEC_WARM=all``.
+        Off when ``BISECT_SPEC_WORKER_IDLE=0``; local executor only.
     :param notify: told at once, in a line, when a worker has to be started (SGLang loading).
     """
 
@@ -94,7 +96,9 @@ class Session:
         spec = self.environment.worker_spec(hardware=target.hardware.record, gpus=target.hardware.gpus,
                                             log_path=log_path, extra_env=extra_env)
         self.pool: EvaluationPool = make_pool(spec, jobs=jobs, timeout=timeout, executor=executor, address=address)
-        if warm is not None and executor == LOCAL and idle_limit() > 0:
+        if warm is None and executor == LOCAL and warm_everywhere():
+            warm = "start"
+        if warm in ("start", "reuse") and executor == LOCAL and idle_limit() > 0:
             self.pool = WarmPool(spec, jobs=self.pool.jobs, timeout=timeout, label=self.label, start=warm == "start",
                                  notify=notify)
         self.info: dict[str, Any] = {}

@@ -4,7 +4,10 @@ Starting a worker imports SGLang (7 s on a quiet machine, 15-25 s on a busy one)
 worker (:mod:`bisect_spec.runtime.warm_daemon`) keeps one up between commands: ``probe``, ``shrink``
 and the Python API's :class:`~bisect_spec.api.ProbeSession` start one on demand and reuse
 it; ``bisect`` reuses one that is up (it would otherwise leave one per release behind).
-Sweeps keep their own per-run workers (:mod:`bisect_spec.runtime.executor`).
+Sweeps keep their own per-run workers (:mod:`bisect_spec.runtime.executor`), unless
+``BISECT_SPEC_WARM=all``: then every command's evaluations run on warm workers (sweeps,
+bisections, nightlies, the release smoke), so many commands on one target import SGLang once
+(the test suite runs so: one warm worker per release and box for the whole run).
 
 * **Key.** One warm worker per :class:`~bisect_spec.runtime.worker.WorkerSpec` (interpreter, import
   path, hardware profile, GPUs, extra environment: what a worker process is started with)
@@ -66,6 +69,9 @@ MAX_ADDRESS = 107
 DAEMON_MODULE = "bisect_spec.runtime.warm_daemon"
 
 Notify = Callable[[str], None]
+#: ``commands`` (default): probe, shrink and ``ProbeSession`` use warm workers; ``all``: every command does
+SCOPE_ENV = "BISECT_SPEC_WARM"
+SCOPES = ("commands", "all")
 
 
 def idle_limit() -> float:
@@ -84,6 +90,18 @@ def idle_limit() -> float:
     if value < 0:
         raise UsageError(f"{IDLE_ENV}={raw} is negative: set seconds, or 0 for no warm workers")
     return value
+
+
+def everywhere() -> bool:
+    """Whether every command evaluates on warm workers (``BISECT_SPEC_WARM=all``), not only probe and shrink.
+
+    :raises UsageError: a value other than ``commands`` or ``all``.
+    """
+    raw = os.environ.get(SCOPE_ENV, "").strip() or SCOPES[0]
+    if raw not in SCOPES:
+        raise UsageError(f"{SCOPE_ENV}={raw} is not a scope: set {SCOPE_ENV}=all (every command on warm workers) "
+                         f"or {SCOPE_ENV}=commands (probe and shrink only, the default)")
+    return raw == "all" and idle_limit() > 0
 
 
 def workers_dir() -> Path:

@@ -170,7 +170,7 @@ class _CommitProber:
         label = f"{self.base.release}+g{sha[:12]}"
         environment = sources.overlay(self.base, root, label, None)
         target = dataclasses.replace(self.target, release=label)
-        session = Session(target, jobs=1, timeout=self.timeout, environment=environment)
+        session = Session(target, jobs=1, timeout=self.timeout, environment=environment, warm="own")  # one tree, once
         try:
             try:
                 session.start()

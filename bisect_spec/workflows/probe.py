@@ -15,6 +15,7 @@ from bisect_spec.runtime import environments, sources
 from bisect_spec.runtime.pasted_command import understand_flags
 from bisect_spec.runtime.session import Session, Target
 from bisect_spec.runtime.target_spec import TargetSpec
+from bisect_spec.runtime.warm import everywhere as warm_everywhere
 from bisect_spec.workflows import smoke
 from bisect_spec.workflows.probe_result import ProbeResult
 
@@ -101,7 +102,7 @@ class ProbeSession:
         with self._lock:
             if name not in self._sessions:
                 session = Session(target, jobs=1, timeout=self.timeout, log_dir=environments.home() / "logs",
-                                  warm="start" if self.warm else None, notify=self.notify)
+                                  warm="start" if self.warm else "own", notify=self.notify)
                 session.start()
                 self._sessions[name] = session
             return self._sessions[name]
@@ -125,7 +126,7 @@ def verify_release(release: str, *, timeout: float = 120.0,
     table = environments.cached_flag_table(release) or environments.cached_flag_table(release, current=False) or []
     spec = TargetSpec(release=release, model=smoke.MODEL, draft=None, hardware=smoke.HARDWARE, gpus=smoke.GPUS,
                       inherit_env=False)
-    with ProbeSession(spec, timeout=timeout, warm=False, notify=notify) as session:
+    with ProbeSession(spec, timeout=timeout, warm=warm_everywhere(), notify=notify) as session:
         return smoke.run(release, lambda flags: session.probe(flags).outcome, table)
 
 
@@ -167,7 +168,7 @@ def first_evaluation(tokens: Sequence[str], spec: TargetSpec | None, *, jobs: in
     if sources.is_label(target.release):  # say what a git:/path: target was taken as
         notes.append(sources.summary(target.release))
     session = Session(target, jobs=jobs, timeout=timeout, log_dir=environments.home() / "logs",
-                      warm="start" if warm else None, notify=notify)
+                      warm="start" if warm else "own", notify=notify)
     try:
         session.canonical(config)  # an unknown flag fails before any worker starts (the flag table is cached)
         session.start()
