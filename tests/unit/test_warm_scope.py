@@ -1,0 +1,28 @@
+"""``BISECT_SPEC_WARM``: which commands evaluate on warm workers (``commands``: probe and shrink; ``all``: every one)."""
+
+from __future__ import annotations
+
+import pytest
+
+from bisect_spec.errors import UsageError
+from bisect_spec.runtime import warm
+
+
+@pytest.mark.parametrize(("scope", "idle", "expected"), [
+    ("", "300", False), ("commands", "300", False), ("all", "300", True), (" all ", "300", True),
+    ("all", "0", False),  # warm workers off: every command starts its own
+])
+def test_the_scope_says_whether_every_command_is_warm(monkeypatch: pytest.MonkeyPatch, scope: str, idle: str,
+                                                      expected: bool) -> None:
+    monkeypatch.setenv(warm.SCOPE_ENV, scope)
+    monkeypatch.setenv(warm.IDLE_ENV, idle)
+    assert warm.everywhere() is expected
+
+
+def test_an_unknown_scope_is_one_line_naming_the_values(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(warm.SCOPE_ENV, "sweeps")
+    with pytest.raises(UsageError) as raised:
+        warm.everywhere()
+    assert str(raised.value) == ("BISECT_SPEC_WARM=sweeps is not a scope: set BISECT_SPEC_WARM=all (every command on "
+                                 "warm workers) or BISECT_SPEC_WARM=commands (probe and shrink only, the default)")
+    assert raised.value.exit_code == 2
