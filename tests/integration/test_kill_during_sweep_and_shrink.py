@@ -12,6 +12,7 @@ import json
 import os
 import signal
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -20,6 +21,7 @@ import pytest
 from bisect_spec.launch import server as launch
 from bisect_spec.launch import supervision
 from bisect_spec.model.flags import Config
+from bisect_spec.runtime import warm
 from tests.conftest import require_release
 from tests.processes import (
     BISECT_SPEC,
@@ -39,6 +41,15 @@ SWEEP = ["sweep", "--sglang", "0.5.23", "--model", "llama-3.1-8b", "--hardware",
 #: results journaled before the sweep is killed (the quick plan has 234)
 KILL_AT = 40
 WAYS = ["sigkill", "sigterm", "terminal-closed", "sigint"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _own_workers() -> Iterator[None]:
+    """These sweeps start workers of their own (not the test run's warm ones): the test kills the sweep and
+    checks that its workers end with it."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(warm.SCOPE_ENV, "commands")
+        yield
 
 
 def kill(tool: Tool, how: str) -> None:

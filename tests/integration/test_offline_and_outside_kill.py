@@ -24,7 +24,8 @@ pytestmark = [pytest.mark.sglang, pytest.mark.slow]
 def session_with_plugin(timeout: float) -> Session:
     require_release("0.5.23")
     target = TargetSpec(release="0.5.23", model="llama-3.1-8b", draft=None, hardware="h100").resolve()
-    return Session(target, jobs=1, timeout=timeout, extra_env=(("BISECT_SPEC_WORKER_PLUGIN", str(FAULT_PLUGIN)),))
+    return Session(target, jobs=1, timeout=timeout, extra_env=(("BISECT_SPEC_WORKER_PLUGIN", str(FAULT_PLUGIN)),),
+                   warm="own")  # its own worker: the test kills it and reads its history
 
 
 def test_network_attempt_is_a_recorded_failure_not_a_hang() -> None:
@@ -69,7 +70,7 @@ from bisect_spec.model.flags import Config
 from bisect_spec.runtime.session import Session
 plugin, notes = sys.argv[1:]
 target = TargetSpec(release="0.5.23", model="llama-3.1-8b", draft=None, hardware="h100").resolve()
-session = Session(target, jobs=1, timeout=3600,
+session = Session(target, jobs=1, timeout=3600, warm="own",
                   extra_env=(("BISECT_SPEC_WORKER_PLUGIN", plugin), ("BISECT_SPEC_FAULT_NOTES", notes)))
 session.start()  # boots the worker from a thread, which has ended since
 print(session.pool.worker_pids()[0], flush=True)

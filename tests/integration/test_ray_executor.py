@@ -72,7 +72,7 @@ def faults_through(executor: str) -> tuple[dict[str, dict[str, Any]], dict[str, 
     target = api.TargetSpec(release=RELEASE, model="llama-3.1-8b", draft=None, hardware="h100").resolve()
     # the hang needs a time-out; 30 s, not 8: on a busy 2-core CI machine the segfault's request, pipelined
     # behind a cold worker's first evaluation, once ran out of 8 s before the worker crashed
-    with Session(target, jobs=1, timeout=30, extra_env=PLUGIN, executor=executor) as session:
+    with Session(target, jobs=1, timeout=30, extra_env=PLUGIN, executor=executor, warm="own") as session:
         pipelined = {o.config.key(): comparable(o) for o in session.evaluate_many(FAULT_PLAN)}
         single = comparable(session.evaluate(fault("sysexit")))
         replaced = session.pool.replaced

@@ -28,7 +28,8 @@ def test_segfault_hang_exit_memory_garbage_each_recorded_and_run_continues() -> 
             fault("memory"), fault("garbage"), Config.of({"--tp-size": "2"})]
     # the hang needs a time-out; 30 s, not 8: in a clean-clone CI run the segfault was once recorded as "no
     # answer within 8 s" (as the Ray fault test's was under load)
-    with Session(target, jobs=1, timeout=30, extra_env=(("BISECT_SPEC_WORKER_PLUGIN", str(FAULT_PLUGIN)),)) as session:
+    with Session(target, jobs=1, timeout=30, extra_env=(("BISECT_SPEC_WORKER_PLUGIN", str(FAULT_PLUGIN)),),
+                 warm="own") as session:  # its own worker: the faults end it
         outcomes = [session.evaluate(config) for config in plan]
         replaced = session.pool.replaced
     by_kind = {name[0]: o for config, o in zip(plan, outcomes, strict=True) if (name := config.get("--served-model-name"))}
@@ -53,7 +54,7 @@ def test_a_replacement_that_cannot_start_keeps_its_slot_and_the_next_evaluation_
     (the next evaluation then waited forever, or removed a worker twice). The start fails here on purpose."""
     require_release("0.5.23")
     target = TargetSpec(release="0.5.23", model="llama-3.1-8b", draft=None, hardware="h100").resolve()
-    with Session(target, jobs=1, timeout=60) as session:
+    with Session(target, jobs=1, timeout=60, warm="own") as session:  # its own worker: the test kills it
         assert session.evaluate(Config()).passed
         dead = psutil.Process(session.pool.worker_pids()[0])
         dead.kill()
