@@ -39,8 +39,7 @@ if TYPE_CHECKING:
     from bisect_spec.workflows.bisect import bisect, bisect_commits, is_release_name, release_history
     from bisect_spec.workflows.crosscheck import CrosscheckReport, configs_to_crosscheck, crosscheck, selected_from_summary
     from bisect_spec.workflows.nightly import run_nightly as nightly
-    from bisect_spec.workflows.probe import ProbeSession, probe, verify_release
-    from bisect_spec.workflows.probe_result import ProbeResult
+    from bisect_spec.workflows.probe import ProbeResult, ProbeSession, probe, verify_release
     from bisect_spec.workflows.real_launch import LaunchPlan, LaunchReport, launch, launch_plan
     from bisect_spec.workflows.shrink import (
         ShrinkReport,
@@ -63,7 +62,7 @@ _WHERE = {
     "DEFAULT_MODEL": "bisect_spec.runtime.target_spec",
     "LaunchPlan": "bisect_spec.workflows.real_launch",
     "LaunchReport": "bisect_spec.workflows.real_launch",
-    "ProbeResult": "bisect_spec.workflows.probe_result",
+    "ProbeResult": "bisect_spec.workflows.probe",
     "ProbeSession": "bisect_spec.workflows.probe",
     "ShrinkReport": "bisect_spec.workflows.shrink",
     "SweepResult": "bisect_spec.workflows.sweep",

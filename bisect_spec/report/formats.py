@@ -1,9 +1,8 @@
 """The report in each of its formats, by name: ``md``, ``json``, ``junit`` and ``html``.
 
 A registry (picire's style): the CLI's ``--format`` choices and the API's dispatch read
-:data:`FORMATS`. It sits above both :mod:`bisect_spec.report.report_model` (the model and the text
-formats) and :mod:`bisect_spec.report.html_page` (the page), so neither imports the other's
-caller: ``report_html`` uses ``report``'s model, and nothing points back.
+:data:`FORMATS`. It sits above :mod:`bisect_spec.report.report_model` (the one model and the text
+formats) and :mod:`bisect_spec.report.html_page` (the page drawn from that model).
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """What the user asked to evaluate against, before anything is loaded: :class:`TargetSpec`.
 
 A spec names a release, profiles and a box; :meth:`TargetSpec.resolve` loads them into a
-:class:`~bisect_spec.runtime.session.Target`. It sits below :mod:`bisect_spec.api` (which re-exports
-it) so that the modules the API drives (nightly matrices, commit bisection) can build specs
-without importing the API back.
+:class:`~bisect_spec.runtime.session.Target`. Every workflow builds one (the API re-exports it).
 """
 
 from __future__ import annotations

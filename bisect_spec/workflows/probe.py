@@ -7,6 +7,8 @@ import contextlib
 import json
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 from bisect_spec.errors import ReleaseError, UsageError
 from bisect_spec.model.flags import Config
@@ -17,7 +19,29 @@ from bisect_spec.runtime.session import Session, Target
 from bisect_spec.runtime.target_spec import TargetSpec
 from bisect_spec.runtime.warm import everywhere as warm_everywhere
 from bisect_spec.workflows import smoke
-from bisect_spec.workflows.probe_result import ProbeResult
+
+
+@dataclass
+class ProbeResult:
+    """One configuration's verdict, with what the tool changed in the user's input."""
+
+    target: Target
+    config: Config
+    outcome: Outcome
+    worker: dict[str, Any]
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def heading(self) -> str:
+        """The target in one line: release, model (+ draft), hardware, Python."""
+        target = self.target
+        return (f"SGLang {target.release} · {target.model.name}"
+                f"{' + ' + target.draft.name if target.draft else ''} · {self.worker.get('hardware')}"
+                f" · Python {self.worker.get('python')}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema": "bisect-spec/probe/1", "target": self.target.describe(), "worker": self.worker,
+                "notes": self.notes, "outcome": self.outcome.to_dict()}
 
 
 def check_usage(session: Session, outcome: Outcome) -> None:
