@@ -52,6 +52,10 @@ def _own_workers() -> Iterator[None]:
         yield
 
 
+#: the uninterrupted reference and the resumes are not about workers: they take the run's warm ones
+WARM = {**os.environ, warm.SCOPE_ENV: "all"}
+
+
 def kill(tool: Tool, how: str) -> None:
     if how == "terminal-closed":
         tool.close_terminal()
@@ -69,7 +73,8 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The same sweep, not interrupted."""
     require_release("0.5.23")
     runs = tmp_path_factory.mktemp("reference")
-    done = subprocess.run([str(BISECT_SPEC), *SWEEP, "--runs-dir", str(runs)], capture_output=True, text=True, timeout=600)
+    done = subprocess.run([str(BISECT_SPEC), *SWEEP, "--runs-dir", str(runs)], capture_output=True, text=True, timeout=600,
+                          env=WARM)
     assert done.returncode == 0, done.stderr
     [run] = [path for path in runs.iterdir() if path.is_dir()]
     return run
@@ -96,7 +101,8 @@ def test_a_killed_sweep_leaves_no_worker_and_resumes_with_nothing_lost(how: str,
     plan_size = json.loads((journal.parent / "run.json").read_text())["plan_size"]
     assert KILL_AT <= before.count(b"\n") < plan_size and not (journal.parent / "summary.json").exists()
     done = subprocess.run([str(BISECT_SPEC), "sweep", "--resume", journal.parent.name, "--runs-dir", str(runs),
-                           "--no-cache", "--jobs", "2", "--no-shrink"], capture_output=True, text=True, timeout=600)
+                           "--no-cache", "--jobs", "2", "--no-shrink"], capture_output=True, text=True, timeout=600,
+                          env=WARM)
     assert done.returncode == 0, done.stderr
     after = journal.read_bytes()
     assert after.startswith(before.rsplit(b"\n", 1)[0]), "a journaled result was lost"
