@@ -120,6 +120,25 @@ def warm_daemons() -> list[psutil.Process]:
     return found
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under pytest-xdist, spread the ``slow`` tests over the workers and start them first.
+
+    xdist's ``worksteal`` gives each of its N workers a contiguous run of the collection and
+    lets an idle one take the second half of another's queue. Slow tests left together at the
+    end of one run would then finish long after the rest; here each run of the collection
+    starts with its share of them. Every worker collects the same order (xdist checks it).
+    """
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1)
+    slow = [item for item in items if item.get_closest_marker("slow")]
+    if workers < 2 or not slow:
+        return
+    rest = [item for item in items if not item.get_closest_marker("slow")]
+    ordered: list[pytest.Item] = []
+    for worker in range(workers):
+        ordered += slow[worker::workers] + rest[len(rest) * worker // workers:len(rest) * (worker + 1) // workers]
+    items[:] = ordered
+
+
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """At the end of the run, stop every warm worker it started (SIGTERM: they stop their workers).
 

@@ -15,7 +15,7 @@ from bisect_spec.cli.commands import main
 from tests.conftest import require_release
 from tests.schemas import assert_valid
 
-pytestmark = pytest.mark.sglang
+pytestmark = [pytest.mark.sglang, pytest.mark.slow]
 
 #: the releases the README's test command installs (CI builds nothing else)
 INSTALLED = ["0.4.6", "0.5.1.post3", "0.5.3", "0.5.9", "0.5.11", "0.5.12", "0.5.23"]

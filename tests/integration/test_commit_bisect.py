@@ -44,7 +44,7 @@ from tests.conftest import require_release
 from tests.schemas import assert_valid
 from tests.synthetic_history import History, build
 
-pytestmark = pytest.mark.sglang
+pytestmark = [pytest.mark.sglang, pytest.mark.slow]
 
 TYPE_ERROR_FLAGS = ["--speculative-num-steps", "1", "--speculative-num-draft-tokens", "3"]
 TYPE_ERROR = "TypeError: '>' not supported between instances of 'NoneType' and 'int'"
