@@ -285,13 +285,26 @@ def test_ray_is_imported_only_when_the_ray_executor_runs() -> None:
 
 
 @pytest.mark.slow
+def build_wheel(directory: Path) -> Path:
+    """This checkout's wheel, built into ``directory``. One build at a time: setuptools builds in the
+    checkout's own ``build/`` folder, which two pytest-xdist workers building at once would share."""
+    import fcntl
+    import hashlib
+    import tempfile
+
+    lock = Path(tempfile.gettempdir()) / f"bisect-spec-wheel-{hashlib.sha1(str(ROOT).encode()).hexdigest()[:12]}.lock"
+    with lock.open("w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
+                        str(directory), str(ROOT)], check=True, capture_output=True, timeout=600)
+    return next(directory.glob("bisect_spec-*.whl"))
+
+
 def test_the_wheel_carries_every_data_file_the_package_reads(tmp_path: Path) -> None:
     """A non-editable install has the strategies, profiles and release pins (no symlinks to outside)."""
     import zipfile
 
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path),
-                    str(ROOT)], check=True, capture_output=True, timeout=600)
-    wheel = next(tmp_path.glob("bisect_spec-*.whl"))
+    wheel = build_wheel(tmp_path)
     names = set(zipfile.ZipFile(wheel).namelist())
     data = ROOT / "bisect_spec" / "data"
     expected = {str(p.relative_to(ROOT)) for p in data.rglob("*") if p.is_file() and p.suffix in (".json", ".toml")}
@@ -309,9 +322,7 @@ def test_a_quick_sweep_runs_from_the_wheel_in_a_fresh_venv(tmp_path: Path) -> No
     from tests.conftest import require_release
 
     require_release("0.5.23")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path),
-                    str(ROOT)], check=True, capture_output=True, timeout=600)
-    wheel = next(tmp_path.glob("bisect_spec-*.whl"))
+    wheel = build_wheel(tmp_path)
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
     installed = subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "--disable-pip-version-check", str(wheel)],
