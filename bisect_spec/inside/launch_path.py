@@ -65,7 +65,6 @@ as ``crashed`` with ``tool_fault``.
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import copy
 import functools
@@ -74,16 +73,26 @@ import importlib.util
 import inspect
 import os
 import re
-import textwrap
+import sys
 import traceback
+import types
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-#: Stages in launch order; every PASSED outcome reaches the last.
+#: Stages in launch order. A failure records the stage it failed in; a PASSED outcome the last
+#: stage it ran (``STAGE_WORDS`` says it in words: "PASSED up to attention-backend selection").
 STAGES = ("parse", "resolve", "check_server_args", "auto_parsers", "tokenizer_manager", "target_model_config",
-          "draft_model_config", "model_runner", "draft_worker_model_config", "weights")
+          "draft_model_config", "model_runner", "attention_backend", "draft_worker_model_config")
 #: Stages that a real launch runs only after the target's weights are loaded.
-AFTER_WEIGHTS = frozenset({"draft_worker_model_config"})
+AFTER_WEIGHTS = frozenset({"attention_backend", "draft_worker_model_config"})
+#: Each stage in the words a verdict uses ("PASSED up to ...", "FAILED in ...").
+STAGE_WORDS = {"parse": "argument parsing", "resolve": "argument resolution",
+               "check_server_args": "check_server_args", "auto_parsers": "parser detection",
+               "tokenizer_manager": "the tokenizer manager's model config",
+               "target_model_config": "the target's model config", "draft_model_config": "the draft's model config",
+               "model_runner": "the model runner, before the weights load",
+               "attention_backend": "attention-backend selection, after the weights load",
+               "draft_worker_model_config": "the draft worker's model config, after the weights load"}
 
 _ENV_ASSIGNMENT = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>.*)$", re.S)
 
@@ -114,6 +123,11 @@ class Progress:
         #: ids of the objects this emulation built by hand (a bare ``TokenizerManager``): an
         #: attribute one of them lacks is the emulation's fault, not SGLang's
         self.built: dict[int, str] = {}
+        #: the attention backends SGLang chose to build (class names), once that stage ran
+        self.attention_backends: list[str] | None = None
+        #: stages after the weights that met a device call only a GPU answers, and the call
+        #: (the stage's checks up to it passed; those after it did not run)
+        self.needs_gpu: dict[str, str] = {}
 
     def enter(self, stage: str) -> None:
         if self.stage != stage:
@@ -128,9 +142,14 @@ class Progress:
         self.stage = stage
 
     def to_record(self) -> dict[str, Any]:
-        record: dict[str, Any] = {"stage": self.stage, "stages_passed": list(self.passed)}
+        record: dict[str, Any] = {"stage": self.stage, "reached": STAGE_WORDS.get(self.stage, self.stage),
+                                  "stages_passed": list(self.passed)}
         if self.after_weights:
             record["after_weights"] = True
+        if self.attention_backends is not None:
+            record["attention_backends"] = list(self.attention_backends)
+        if self.needs_gpu:
+            record["needs_gpu"] = dict(self.needs_gpu)
         return record
 
 
@@ -262,7 +281,11 @@ def _publish_scheduler(publish: Callable[..., None], args: Any) -> None:
 
 
 def run_after_resolution(args: Any, progress: Progress) -> None:
-    """Run the launch path's checks after resolution on ``args``; raise what SGLang raises."""
+    """Run the launch path's checks after resolution on ``args``; raise what SGLang raises.
+
+    When a stage after the weights reaches a device call that only a GPU can answer, that stage ends
+    there (``progress.needs_gpu`` names the call: its checks before the call passed) and the next runs.
+    """
     check = getattr(args, "check_server_args", None)
     if check is not None:
         progress.enter("check_server_args")
@@ -270,20 +293,34 @@ def run_after_resolution(args: Any, progress: Progress) -> None:
     _auto_parsers(args, progress)
     model_config_cls = _attribute(("sglang.srt.configs.model_config",), "ModelConfig")
     from_server_args = getattr(model_config_cls, "from_server_args", None)
-    with _runtime_context() as publish:
+    with _runtime_context() as publish, _runner_globals_kept():
         _tokenizer_manager(args, publish, progress)
         if publish is not None:
             _publish_scheduler(publish, args)
+        if model_config_cls is None:
+            return
+        progress.enter("target_model_config")
         if from_server_args is not None:
-            progress.enter("target_model_config")
             target = from_server_args(args)
             _draft_model_config(args, target, progress)
-            _model_runner_adjustment(args, target, progress)
-            _draft_worker_config(args, target, model_config_cls, progress)
-        elif model_config_cls is not None:  # 0.4.6: the scheduler's ModelConfig(...) with explicit arguments
-            progress.enter("target_model_config")
-            _model_runner_adjustment(args, _explicit_model_config(model_config_cls, args), progress)
-    progress.enter("weights")
+        else:  # 0.4.6: the scheduler's ModelConfig(...) with explicit arguments
+            target = _explicit_model_config(model_config_cls, args)
+        runner = _model_runner(args, target, progress)
+        if runner is not None:
+            _up_to_the_device(progress, _attention_backend, runner, progress)
+        if from_server_args is not None:
+            _up_to_the_device(progress, _draft_worker_config, args, target, model_config_cls, progress)
+
+
+def _up_to_the_device(progress: Progress, stage: Callable[..., None], *args: Any) -> None:
+    """Run a stage after the weights; a device call only a GPU answers ends it, and is recorded."""
+    try:
+        stage(*args)
+    except Exception as exc:
+        where = _device_step(exc) if progress.after_weights else None
+        if where is None:
+            raise
+        progress.needs_gpu[progress.stage] = where
 
 
 def _explicit_model_config(model_config_cls: Any, args: Any) -> Any:
@@ -298,54 +335,194 @@ def _explicit_model_config(model_config_cls: Any, args: Any) -> Any:
                  quantization=view.quantization)
 
 
-@functools.cache
-def _raises(function: Callable[..., Any]) -> bool:
-    """Whether ``function``'s source has a ``raise`` (read once per function: it runs on every evaluation)."""
+class _DeviceReached(Exception):
+    """Stops ``ModelRunner.__init__`` at its first device step (``init_torch_distributed``)."""
+
+
+#: Process-wide state the model runner writes: ``(module, global name)``. Put back after every
+#: evaluation so the next one starts from the same state (found by feature: a name a release
+#: lacks is skipped).
+_RUNNER_GLOBALS = (("sglang.srt.managers.schedule_batch", "global_server_args_dict"),
+                   ("sglang.srt.server_args", "_global_server_args"),
+                   ("sglang.srt.model_executor.model_runner", "global_server_args_dict"))
+
+
+@contextlib.contextmanager
+def _runner_globals_kept() -> Iterator[None]:
+    saved: list[tuple[Any, str, Any, Any]] = []
+    for module_name, name in _RUNNER_GLOBALS:
+        module = sys.modules.get(module_name)
+        if module is None or not hasattr(module, name):
+            continue
+        value = getattr(module, name)
+        saved.append((module, name, value, dict(value) if isinstance(value, dict) else None))
     try:
-        return any(isinstance(node, ast.Raise) for node in ast.walk(ast.parse(textwrap.dedent(inspect.getsource(function)))))
-    except (OSError, TypeError, SyntaxError):
-        return True
+        yield
+    finally:
+        for module, name, value, contents in saved:
+            setattr(module, name, value)
+            if contents is not None:
+                value.clear()
+                value.update(contents)
 
 
-class _AdjustmentDone(Exception):
-    """Stops ``ModelRunner.__init__`` right after ``model_specific_adjustment()``: what follows is the device."""
-
-
-def _model_runner_adjustment(args: Any, target: Any, progress: Progress) -> None:
-    """The target ``ModelRunner.__init__`` up to and including ``model_specific_adjustment()``, which every
-    scheduler runs before its first GPU step (``init_torch_distributed``): up to 0.5.3 it refuses an
-    explicit attention backend an MLA model cannot use ("Invalid attention backend for MLA"), and a
-    dual-chunk model's other backends. SGLang's own ``__init__`` runs (it sets what the method reads,
-    release by release) on a subclass whose ``model_specific_adjustment`` stops it once the real one
-    returned; on a copy of the arguments (the method adjusts them; the resolved values reported stay
-    SGLang's resolution). Releases whose method raises nothing (0.5.8+) skip it: it cannot change a verdict.
+def _model_runner(args: Any, target: Any, progress: Progress) -> Any:
+    """The target ``ModelRunner``, built by SGLang's own ``__init__`` up to its first device step
+    (``init_torch_distributed``), on a copy of the arguments (the runner adjusts them; the resolved
+    values reported stay SGLang's resolution). ``model_specific_adjustment()`` runs on the way: up to
+    0.5.6 it refuses an explicit attention backend an MLA model cannot use ("Invalid attention backend
+    for MLA"), and a dual-chunk model's other backends. None where the release has no such runner.
     """
     # imported, not looked up: an ImportError (a CUDA-only dependency) must reach the evaluator, which
     # imports the module on the CPU and evaluates again, as for every lazy import of SGLang's
     name = "sglang.srt.model_executor.model_runner"
     if importlib.util.find_spec(name) is None:
-        return
+        return None
     runner_cls = getattr(importlib.import_module(name), "ModelRunner", None)
-    adjust = getattr(runner_cls, "model_specific_adjustment", None)
-    if runner_cls is None or adjust is None or not _raises(adjust):
-        return
+    if runner_cls is None or not callable(getattr(runner_cls, "init_torch_distributed", None)):
+        return None
     progress.enter("model_runner")
     view = _view(args)
 
-    def adjust_then_stop(runner: Any) -> None:
-        adjust(runner)
-        raise _AdjustmentDone
+    def stop(runner: Any, *_args: Any, **_kwargs: Any) -> None:
+        raise _DeviceReached
 
-    stopping = type("ModelRunner", (runner_cls,), {"model_specific_adjustment": adjust_then_stop})
+    stopping = type("ModelRunner", (runner_cls,), {"init_torch_distributed": stop})
+    runner = stopping.__new__(stopping)
+    progress.built[id(runner)] = "a ModelRunner built up to its first device step"
     try:
-        _call(stopping, model_config=target, mem_fraction_static=getattr(view, "mem_fraction_static", None) or 0.8,
+        _call(functools.partial(runner_cls.__init__, runner), model_config=target,
+              mem_fraction_static=getattr(view, "mem_fraction_static", None) or 0.8,
               gpu_id=getattr(view, "base_gpu_id", 0) or 0, tp_rank=0, tp_size=getattr(view, "tp_size", 1),
               pp_rank=0, pp_size=getattr(view, "pp_size", 1), moe_ep_rank=0, moe_ep_size=getattr(view, "ep_size", 1),
               dp_rank=None, nccl_port=0, server_args=copy.copy(args), is_draft_worker=False,
               req_to_token_pool=None, token_to_kv_pool_allocator=None)
-    except _AdjustmentDone:
+    except _DeviceReached:
+        return runner
+    raise RuntimeError("ModelRunner.__init__ returned without calling init_torch_distributed()")
+
+
+#: Attention modules whose classes the backend choice builds: building a backend is device work
+#: (workspaces, kernels, CUDA graphs' buffers), so these modules are stood in for while the choice runs.
+_BACKEND_PACKAGE = "sglang.srt.layers.attention."
+_NOT_BACKENDS = frozenset({"base_attn_backend"})
+
+
+def _is_backend_module(fullname: str) -> bool:
+    leaf = fullname.rpartition(".")[2]
+    return (fullname.startswith(_BACKEND_PACKAGE) and leaf.endswith("_backend") and leaf not in _NOT_BACKENDS
+            and "." not in fullname[len(_BACKEND_PACKAGE):])
+
+
+class _Inert:
+    """What a stood-in backend hands back for anything asked of it."""
+
+    def __getattr__(self, name: str) -> Any:
+        return _Inert()
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return _Inert()
+
+
+def _backend_stand_in(fullname: str, chosen: list[str]) -> types.ModuleType:
+    """A module whose every class records its construction in ``chosen`` (and does nothing else)."""
+    module = types.ModuleType(fullname, "bisect-spec: stands in for an attention backend's module while "
+                                        "SGLang chooses its backends (building one is device work)")
+
+    def stand_in(attribute: str) -> Any:
+        if attribute.startswith("__"):
+            raise AttributeError(attribute)
+
+        def built(self: Any, *args: Any, **kwargs: Any) -> None:
+            chosen.append(attribute)
+
+        klass = type(attribute, (_Inert,), {"__init__": built, "__module__": fullname})
+        setattr(module, attribute, klass)
+        return klass
+
+    module.__getattr__ = stand_in  # type: ignore[method-assign]
+    module.__file__ = None
+    return module
+
+
+class _BackendFinder:
+    """A ``sys.meta_path`` finder serving stand-ins for the backend modules first imported during the choice."""
+
+    def __init__(self, chosen: list[str]) -> None:
+        self.chosen = chosen
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if not _is_backend_module(fullname):
+            return None
+        return importlib.util.spec_from_loader(fullname, self)
+
+    def create_module(self, spec: Any) -> types.ModuleType:
+        return _backend_stand_in(spec.name, self.chosen)
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        return None
+
+
+@contextlib.contextmanager
+def _backends_stood_in() -> Iterator[list[str]]:
+    """While it lasts, every attention backend SGLang builds is a stand-in; yields the classes built.
+
+    Modules imported during the choice are forgotten afterwards (they may hold stand-ins), and the
+    backend modules imported before it are put back.
+    """
+    chosen: list[str] = []
+    before = set(sys.modules)
+    real = {name: module for name, module in sys.modules.items() if _is_backend_module(name)}
+    for name in real:
+        sys.modules[name] = _backend_stand_in(name, chosen)
+    finder = _BackendFinder(chosen)
+    sys.meta_path.insert(0, finder)
+    try:
+        yield chosen
+    finally:
+        sys.meta_path.remove(finder)
+        for name in set(sys.modules) - before:
+            module = sys.modules.pop(name)
+            parent, _, leaf = name.rpartition(".")
+            if getattr(sys.modules.get(parent), leaf, None) is module:
+                with contextlib.suppress(AttributeError):
+                    delattr(sys.modules[parent], leaf)
+        sys.modules.update(real)
+
+
+def _attention_backend(runner: Any, progress: Progress) -> None:
+    """The runner's ``init_attention_backend()``, SGLang's own: the decode and prefill backends it
+    chooses (a hybrid of two, two-batch overlap, the MLA and capability checks, an unknown name), with
+    each backend's construction stood in for. On a real box this runs after the weights and the memory
+    pool. What ``load_model`` would have set and the choice reads is set as ``load_model`` sets it
+    without a model: ``sliding_window_size`` from the model config's attention chunk (so the triton
+    backend's sliding-window refusal of 0.4.x, which asks the model itself, is not run).
+    """
+    init = getattr(runner, "init_attention_backend", None)
+    if init is None:
         return
-    raise RuntimeError("ModelRunner.__init__ returned without calling model_specific_adjustment()")
+    progress.enter("attention_backend")
+    if not hasattr(runner, "sliding_window_size"):
+        runner.sliding_window_size = getattr(runner.model_config, "attention_chunk_size", None)
+    with _backends_stood_in() as chosen:
+        init()
+    progress.attention_backends = list(chosen)
+
+
+def _device_step(exc: BaseException) -> str | None:
+    """The device call that stopped a stage after the weights (torch's CPU build raised it), or None."""
+    torch = sys.modules.get("torch")
+    root = os.path.dirname(getattr(torch, "__file__", None) or "\0") + os.sep
+    for link in _chain(exc):
+        frames = traceback.extract_tb(link.__traceback__)
+        if not frames or not os.path.abspath(frames[-1].filename).startswith(root):
+            continue
+        if not re.search(r"cuda|CUDA|device|driver|not compiled", str(link)):
+            continue
+        caller = next((f for f in reversed(frames) if not os.path.abspath(f.filename).startswith(root)), frames[-1])
+        where = caller.filename.replace(os.sep, "/").rpartition("/sglang/")[2] or os.path.basename(caller.filename)
+        return f"{caller.line or caller.name} ({where}:{caller.lineno}) needs a GPU"
+    return None
 
 
 def _tokenizer_manager(args: Any, publish: Callable[..., None] | None, progress: Progress) -> None:
@@ -419,7 +596,7 @@ _OWN_PACKAGE = (os.path.dirname(os.path.dirname(os.path.abspath(globals()["__fil
                 if "__file__" in globals() else "\0")
 #: Stages whose set-up (the runtime context, a bare object) is this module's, not SGLang's.
 _EMULATED_STAGES = frozenset({"tokenizer_manager", "target_model_config", "draft_model_config", "model_runner",
-                              "draft_worker_model_config"})
+                              "attention_backend", "draft_worker_model_config"})
 _UNPUBLISHED = re.compile(r"not published|publish\(\) (?:was )?not called|no (?:runtime )?context published", re.I)
 #: What each of bisect-spec's inside modules stands in for, for the fault's one line.
 _OWN_STEPS = {"simulated_gpu": "the simulated GPU box", "version_shims": "a version shim or stub",

@@ -242,6 +242,20 @@ def packages_needed() -> list[str]:
     return needed
 
 
+class _SimulatedStream:
+    """A CUDA stream of the simulated box: a handle SGLang creates while it chooses its attention
+    backends (flashinfer with EAGLE plans on its own stream); nothing ever runs on it."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.device = kwargs.get("device")
+
+    def synchronize(self) -> None:
+        return None
+
+    def wait_stream(self, stream: Any) -> None:
+        return None
+
+
 def install(profile: dict[str, Any], count: int) -> None:
     """Install the simulated GPU box described by *profile* with *count* GPUs.
 
@@ -266,6 +280,7 @@ def install(profile: dict[str, Any], count: int) -> None:
     cuda.get_arch_list = lambda: [f"sm_{capability[0]}{capability[1]}"]
     cuda.set_device = lambda device: None
     cuda.synchronize = lambda device=None: None
+    cuda.Stream = _SimulatedStream
     torch.version.cuda = str(profile.get("cuda_version", "12.9"))
     torch.version.hip = None
     if hasattr(torch.backends, "cuda"):
@@ -307,7 +322,8 @@ def install(profile: dict[str, Any], count: int) -> None:
 
 
 _CUDA_NAMES = ("is_available", "device_count", "is_initialized", "current_device", "get_device_capability",
-               "get_device_name", "get_device_properties", "mem_get_info", "get_arch_list", "set_device", "synchronize")
+               "get_device_name", "get_device_properties", "mem_get_info", "get_arch_list", "set_device", "synchronize",
+               "Stream")
 _ORIGINAL: dict[str, Any] = {}
 _SIMULATED: dict[str, Any] = {}
 

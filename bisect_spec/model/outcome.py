@@ -75,6 +75,12 @@ class Outcome:
         return str(fault) if fault else None
 
     @property
+    def reached(self) -> str:
+        """How far along ``launch_server``'s path it got, in words ("attention-backend selection, after
+        the weights load"): the last stage a PASSED outcome ran, or the stage a failure stopped in."""
+        return str(self.record.get("reached") or self.record.get("stage") or "?")
+
+    @property
     def resolved(self) -> dict[str, Any]:
         resolved: dict[str, Any] = self.record.get("resolved") or {}
         return resolved

@@ -27,8 +27,12 @@ def summarise(outcomes: Sequence[Outcome], space: FlagSpace | None, target: dict
     groups: dict[Signature, list[Outcome]] = {}
     finding_groups: dict[Signature, list[tuple[Outcome, dict[str, Any]]]] = {}
     tool_faults: dict[str, dict[str, Any]] = {}
+    stages: dict[str, dict[str, int]] = {"passed": {}, "failed": {}}
     for outcome in outcomes:
         counts[outcome.status.value] = counts.get(outcome.status.value, 0) + 1
+        if outcome.status.value in stages and outcome.record.get("stage"):
+            by_stage = stages[outcome.status.value]
+            by_stage[outcome.record["stage"]] = by_stage.get(outcome.record["stage"], 0) + 1
         fault = outcome.tool_fault
         if fault is not None:  # bisect-spec's own fault: counted apart, never a signature of SGLang's
             entry = tool_faults.setdefault(fault, {"step": fault, "count": 0, "example": outcome.config.argv(),
@@ -73,7 +77,8 @@ def summarise(outcomes: Sequence[Outcome], space: FlagSpace | None, target: dict
     for entry in signatures:
         entry["speculative"] = speculative_reason(entry)
     return {"schema": "bisect-spec/summary/1", "target": target, "strategy": strategy, "seed": seed,
-            "evaluated": len(outcomes), "counts": dict(sorted(counts.items())), "signatures": signatures,
+            "evaluated": len(outcomes), "counts": dict(sorted(counts.items())),
+            "stages": {kind: dict(sorted(by.items())) for kind, by in stages.items()}, "signatures": signatures,
             "findings": findings,
             "tool_faults": sorted(tool_faults.values(), key=lambda f: (-f["count"], f["step"]))}
 

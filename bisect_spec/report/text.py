@@ -47,7 +47,11 @@ def outcome_text(outcome: Outcome) -> str:
     """Verdict, signature and failing source (or resolved values) of one outcome."""
     lines = []
     if outcome.passed:
-        lines.append("verdict:  PASSED")
+        lines.append(f"verdict:  PASSED up to {outcome.reached}")
+        for stage, call in (outcome.record.get("needs_gpu") or {}).items():
+            lines.append(f"          (stage {stage} ran up to {call})")
+        if outcome.record.get("attention_backends"):
+            lines.append(f"          attention backends SGLang chose: {', '.join(outcome.record['attention_backends'])}")
         resolved = outcome.resolved
         keys = [k for k in ("speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk",
                             "speculative_num_draft_tokens", "attention_backend", "prefill_attention_backend",
@@ -60,6 +64,8 @@ def outcome_text(outcome: Outcome) -> str:
             lines.append(f"note: SGLang changed {key}: you gave {was!r}, it resolved to {now!r}")
         return "\n".join(lines)
     lines.append(f"verdict:  {outcome.status.value.upper()}  {outcome.headline}")
+    if outcome.record.get("stage") and outcome.tool_fault is None:
+        lines.append(f"stage:    {outcome.reached}")
     if outcome.signature is not None:
         sig = outcome.signature
         lines.append(f"signature: {sig.id}  (cross-release key {sig.cross_release_key})")
@@ -113,6 +119,8 @@ def summary_text(summary: dict[str, Any], *, width: int = 120, run_path: str | N
     if other:
         parts.append(_fitted_signatures(other, width))
     parts += ["", head, f"{summary['evaluated']} configurations: {counts}; {len(signatures)} failure signatures"]
+    if summary.get("stages"):
+        parts.append(stages_line(summary["stages"]))
     parts += tool_fault_lines(summary.get("tool_faults") or [])
     if summary.get("release_warning"):
         parts.append(f"warning: {summary['release_warning']}")
@@ -231,13 +239,32 @@ def fitted(headers: Sequence[str], rows: Sequence[Sequence[Any]], width: int, *,
     return "\n".join(line.rstrip() for line in out.getvalue().rstrip("\n").splitlines())
 
 
+#: Stages in launch order, for the per-stage counts (``inside/launch_path.STAGES``; stages of an
+#: older or newer tool version sort last, in name order).
+STAGE_ORDER = ("parse", "resolve", "check_server_args", "auto_parsers", "tokenizer_manager", "target_model_config",
+               "draft_model_config", "model_runner", "attention_backend", "draft_worker_model_config")
+#: Stages a real launch runs only after the target's weights load (``inside/launch_path.AFTER_WEIGHTS``).
+AFTER_WEIGHTS = frozenset({"attention_backend", "draft_worker_model_config"})
+
+
+def stages_line(stages: dict[str, dict[str, int]]) -> str:
+    """How far configurations got along ``launch_server``'s path: passed ones by the last stage that
+    ran, failed ones by the stage that raised; stages after the weights marked ``+w``."""
+    def ordered(counts: dict[str, int]) -> str:
+        names = sorted(counts, key=lambda n: (STAGE_ORDER.index(n) if n in STAGE_ORDER else len(STAGE_ORDER), n))
+        return ", ".join(f"{counts[n]} {n}{' (+w)' if n in AFTER_WEIGHTS else ''}" for n in names) or "none"
+    return (f"stages reached: passed up to {ordered(stages.get('passed') or {})}; "
+            f"failed in {ordered(stages.get('failed') or {})} ((+w): after the weights load)")
+
+
 def summary_markdown(summary: dict[str, Any]) -> str:
     """The run summary as Markdown (for PRs and issues)."""
     target = summary["target"]
     lines = [f"# bisect-spec sweep: SGLang {target['release']}, {target['model']}"
              f"{' + ' + target['draft'] if target.get('draft') else ''}, {target['hardware']}", "",
              f"Strategy `{summary['strategy']}` (seed {summary['seed']}), {summary['evaluated']} configurations: "
-             + ", ".join(f"{v} {k}" for k, v in summary["counts"].items()), "", "## Failure signatures", "",
+             + ", ".join(f"{v} {k}" for k, v in summary["counts"].items()),
+             *(["", stages_line(summary["stages"])] if summary.get("stages") else []), "", "## Failure signatures", "",
              "| id | exception | SGLang location | count | smallest config seen | message |", "|---|---|---|---|---|---|"]
     for sig in summary["signatures"]:
         frame = sig.get("example_frame") or {}

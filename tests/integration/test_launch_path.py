@@ -47,14 +47,15 @@ def test_standalone_with_lora_fails_with_the_lora_value_error() -> None:
     assert outcome.record["frame"]["file"] == "srt/arg_groups/lora_hook.py"
 
 
-def test_eagle_with_the_same_lora_flags_passes_through_to_weights() -> None:
+def test_eagle_with_the_same_lora_flags_passes_up_to_the_draft_worker() -> None:
     session = shared_session("0.5.23", model="llama-3.1-8b", draft="eagle3", hardware="h100")
     outcome = session.evaluate(session.with_draft(Config.of({"--speculative-algorithm": "EAGLE", **LORA})))
     assert outcome.status is Status.PASSED, outcome.exception
-    assert outcome.record["stage"] == "weights"
+    assert outcome.record["stage"] == "draft_worker_model_config"
+    assert outcome.record["after_weights"] is True
     passed = outcome.record["stages_passed"]
-    for stage in ("resolve", "check_server_args", "target_model_config", "draft_model_config",
-                  "draft_worker_model_config"):
+    for stage in ("resolve", "check_server_args", "target_model_config", "draft_model_config", "model_runner",
+                  "attention_backend"):
         assert stage in passed
     assert passed == sorted(passed, key=launch_path.STAGES.index)
 

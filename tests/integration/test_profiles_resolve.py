@@ -66,12 +66,13 @@ def test_every_shipped_profile_has_a_box_size() -> None:
 
 
 @pytest.mark.parametrize("model", [name for name in model_names() if name not in MXFP4])
-def test_a_plain_configuration_reaches_weight_loading(model: str) -> None:
+def test_a_plain_configuration_passes_up_to_the_attention_backend(model: str) -> None:
     tp = TP[model]
     with _session(model) as session:
         outcome = session.evaluate(Config.of({"--tp-size": str(tp)}))
     assert outcome.status is Status.PASSED, f"{model} --tp-size {tp}: {outcome.headline}"
-    assert outcome.record["stage"] == "weights"
+    assert outcome.record["stage"] == "attention_backend"
+    assert outcome.record["attention_backends"], outcome.record
     assert outcome.hardware == f"simulated:h200x{tp}"
 
 
@@ -98,14 +99,14 @@ def _eagle3(tp: int, extra: dict[str, str] | None = None) -> Config:
 
 
 @pytest.mark.parametrize("draft", sorted(published_drafts()))
-def test_a_published_draft_reaches_weight_loading_with_its_target(draft: str) -> None:
+def test_a_published_draft_passes_up_to_its_draft_worker_with_its_target(draft: str) -> None:
     model = published_drafts()[draft]
     tp = TP[model]
     extra = {"SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN": "1"} if draft in SHORT_CONTEXT else None
     with _session(model, draft) as session:
         outcome = session.evaluate(session.with_draft(_eagle3(tp, extra)))
     assert outcome.status is Status.PASSED, f"{model} + {draft} --tp-size {tp}: {outcome.headline}"
-    assert outcome.record["stage"] == "weights"
+    assert outcome.record["stage"] == "draft_worker_model_config"
     assert "draft_model_config" in outcome.record["stages_passed"]
 
 

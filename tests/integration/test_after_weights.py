@@ -1,0 +1,115 @@
+"""Stages a real launch runs after the target's weights load, on real SGLang releases.
+
+The oracle is a public report we did not write: sglang#9330 (0.5.1, DeepSeek-V3 with EAGLE on 8xB200,
+``--attention-backend trtllm_mla --prefill-attention-backend flashinfer``) died after minutes of loading with
+``AssertionError: Currently HybridAttentionBackend does not support speculative decoding.``, raised by
+``ModelRunner._get_attention_backend`` once the weights and the memory pool were up. 0.5.1.post3 has the
+same statement (0.4.9.post5 … 0.5.1.post3 do; 0.5.2 dropped it).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bisect_spec import api
+from bisect_spec.model.flags import Config
+from bisect_spec.model.outcome import Status
+from tests.conftest import require_release, shared_session
+
+pytestmark = pytest.mark.sglang
+
+RELEASE = "0.5.1.post3"
+ISSUE_9330 = {"--tp-size": "8", "--speculative-algorithm": "EAGLE", "--attention-backend": "trtllm_mla",
+              "--prefill-attention-backend": "flashinfer"}
+MESSAGE = "Currently HybridAttentionBackend does not support speculative decoding."
+
+
+def _session() -> api.Session:
+    require_release(RELEASE)
+    return shared_session(RELEASE, model="deepseek-v3", draft="nextn", hardware="b200")
+
+
+def test_issue_9330_fails_in_the_attention_backend_choice_after_the_weights() -> None:
+    session = _session()
+    outcome = session.evaluate(session.with_draft(Config.of(ISSUE_9330)))
+    assert outcome.status is Status.FAILED, outcome.headline
+    assert outcome.exception["type"] == "AssertionError"
+    assert outcome.exception["message"] == MESSAGE
+    frame = outcome.record["frame"]
+    assert (frame["file"], frame["function"]) == ("srt/model_executor/model_runner.py", "_get_attention_backend")
+    assert "speculative_algorithm is None" in frame["statement"]
+    assert outcome.record["stage"] == "attention_backend"
+    assert outcome.record["after_weights"] is True
+    assert "model_runner" in outcome.record["stages_passed"]
+
+
+def test_the_same_box_passes_with_one_backend_and_names_the_backend_sglang_chose() -> None:
+    session = _session()
+    one_backend = {k: v for k, v in ISSUE_9330.items() if k != "--prefill-attention-backend"}
+    outcome = session.evaluate(session.with_draft(Config.of(one_backend)))
+    assert outcome.status is Status.PASSED, outcome.headline
+    assert outcome.record["attention_backends"] == ["TRTLLMMLABackend"]
+    assert "attention_backend" in outcome.record["stages_passed"]
+    # a hybrid of two backends is SGLang's to build when nothing is speculative: both halves and the hybrid
+    plain = {k: v for k, v in ISSUE_9330.items() if k != "--speculative-algorithm"}
+    hybrid = session.evaluate(Config.of(plain))
+    assert hybrid.status is Status.PASSED, hybrid.headline
+    assert hybrid.record["stage"] == "attention_backend"
+    assert sorted(hybrid.record["attention_backends"]) == ["FlashInferMLAAttnBackend", "HybridAttnBackend",
+                                                           "TRTLLMMLABackend"]
+
+
+def test_evaluations_after_a_stood_in_backend_still_see_sglangs_own_modules() -> None:
+    session = _session()
+    session.evaluate(session.with_draft(Config.of(ISSUE_9330)))
+    import_check = session.evaluate(Config.of({"--tp-size": "8", "--attention-backend": "flashinfer"}))
+    assert import_check.status is Status.PASSED, import_check.headline
+    assert import_check.record["attention_backends"] == ["FlashInferMLAAttnBackend"]
+
+
+def test_probe_prints_the_stage_and_a_pass_says_how_far_it_got(tmp_path: Path) -> None:
+    require_release(RELEASE)
+    spec = api.TargetSpec(release=RELEASE, model="deepseek-v3", draft="nextn", hardware="b200")
+    flags = [token for item in ISSUE_9330.items() for token in item]
+    with api.ProbeSession(spec) as probe:
+        failed = probe.probe(flags)
+        passed = probe.probe(flags[:-2])
+    from bisect_spec.report.text import outcome_text
+
+    text = outcome_text(failed.outcome)
+    assert MESSAGE in text and "attention-backend selection, after the weights load" in text
+    assert "PASSED up to " in outcome_text(passed.outcome)
+
+
+STRATEGY = """
+include = ["--speculative-algorithm", "--attention-backend", "--prefill-attention-backend", "--tp-size"]
+strength = 2
+core = ["--speculative-algorithm"]
+core_strength = 2
+random_budget = 0
+branches = false
+[values]
+"--speculative-algorithm" = ["", "EAGLE"]
+"--attention-backend" = ["", "trtllm_mla"]
+"--prefill-attention-backend" = ["", "flashinfer"]
+"--tp-size" = ["8"]
+"""
+
+
+def test_a_sweep_over_those_flags_finds_the_assertion_and_counts_stages(tmp_path: Path) -> None:
+    require_release(RELEASE)
+    strategy = tmp_path / "hybrid.toml"
+    strategy.write_text(STRATEGY)
+    spec = api.TargetSpec(release=RELEASE, model="deepseek-v3", draft="nextn", hardware="b200")
+    result = api.sweep(spec, strategy=str(strategy), runs_dir=tmp_path / "runs", jobs=2, use_cache=False)
+    found = [s for s in result.summary["signatures"] if MESSAGE in (s.get("message") or s.get("headline") or "")
+             or (s.get("example_frame") or {}).get("function") == "_get_attention_backend"]
+    assert found, [s.get("headline") for s in result.summary["signatures"]]
+    stages = result.summary["stages"]
+    journal = [json.loads(line) for line in (result.run_path / "journal.jsonl").read_text().splitlines()]
+    passed_at = [e["outcome"].get("stage") for e in journal if e["outcome"]["status"] == "passed"]
+    assert stages["passed"] == {stage: passed_at.count(stage) for stage in set(passed_at)}
+    assert stages["failed"].get("attention_backend", 0) >= 1
