@@ -6,12 +6,14 @@ Same configurations, same release, same simulated hardware, one run, side by sid
 * raw      — one process, SGLang imported once, parser reused, no isolation at all
              (environment, logging and caches leak from one config to the next), the same
              full launch path (resolution, ``check_server_args``, auto parsers, target and
-             draft model configs: ``launch_path.run_after_resolution``);
+             draft model configs, the model runner and its attention-backend choice:
+             ``launch_path.run_after_resolution``);
 * isolated — bisect-spec's worker as a sweep uses it (``Session.evaluate_many``, one
              worker process): environment restored,
              caches cleared, platform reset before every evaluation.
 
 Both use one core, so the ratio isolates the cost of isolation. Goal: isolated/raw >= 0.8.
+A second raw pass over the same configurations reports each stage's own cost per configuration.
 
 Usage: python scripts/bench_eval.py [--count 2000] [--release 0.5.23] [--model kimi-k2.6]
 """
@@ -57,7 +59,28 @@ for argv in argvs:
     except BaseException:
         failed += 1
 elapsed = time.perf_counter() - started
-print(json.dumps({"seconds": elapsed, "failed": failed}), file=sys.__stdout__)
+# a second pass, not timed as a whole: each launch-path stage's own time (wrapped, so its callees count)
+stages = {name: 0.0 for name in ("_construct", "_tokenizer_manager", "_model_runner", "_attention_backend",
+                                 "_draft_worker_config")}
+def timed(name, function):
+    def wrapper(*args, **kwargs):
+        begun = time.perf_counter()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            stages[name] += time.perf_counter() - begun
+    return wrapper
+for name in stages:
+    if name != "_construct":
+        setattr(launch_path, name, timed(name, getattr(launch_path, name)))
+ev._construct = timed("_construct", ev._construct)
+for argv in argvs:
+    try:
+        args = ev._construct(launch_path.split_env(argv)[1])
+        launch_path.run_after_resolution(args, launch_path.Progress())
+    except BaseException:
+        pass
+print(json.dumps({"seconds": elapsed, "failed": failed, "stages": stages}), file=sys.__stdout__)
 '''
 
 DOMAINS: dict[str, list[str | None]] = {
@@ -124,6 +147,13 @@ def main() -> None:
     print(f"{'raw':<10} {raw['seconds']:>9.2f} {raw_rate:>10.1f} {1000 / raw_rate:>10.2f} {raw['failed']:>8}")
     print(f"{'isolated':<10} {isolated:>9.2f} {iso_rate:>10.1f} {1000 / iso_rate:>10.2f} {failed:>8}")
     print(f"ratio isolated/raw: {iso_rate / raw_rate:.2f} (goal >= 0.8)")
+    names = {"_construct": "parse + resolve", "_tokenizer_manager": "tokenizer manager",
+             "_model_runner": "model runner (to its first device step)",
+             "_attention_backend": "attention-backend choice (after weights)",
+             "_draft_worker_config": "draft worker's model config (after weights)"}
+    print(f"per-configuration cost of each stage (raw, second pass over the same {args.count}):")
+    for name, seconds in raw["stages"].items():
+        print(f"  {names[name]:<45} {1000 * seconds / args.count:>7.2f} ms")
     sys.exit(0)
 
 

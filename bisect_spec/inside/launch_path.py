@@ -366,10 +366,34 @@ def _runner_globals_kept() -> Iterator[None]:
                 value.update(contents)
 
 
+def _parallel_state(view: Any) -> Any:
+    """TP rank 0's ``ParallelState``, as the scheduler builds it (0.5.16+: the runner takes ``ps``); None
+    where the release has none."""
+    state_cls = _attribute(("sglang.srt.distributed.parallel_state_wrapper",), "ParallelState")
+    if state_cls is None:
+        return None
+    tp_size, dp_size = getattr(view, "tp_size", 1) or 1, getattr(view, "dp_size", 1) or 1
+    attn_cp_size = getattr(view, "attn_cp_size", 1) or 1
+    world_info = _attribute(("sglang.srt.layers.dp_attention",), "compute_dp_attention_world_info")
+    attn_tp_rank, attn_tp_size, attn_dp_rank, attn_dp_size = (
+        world_info(bool(getattr(view, "enable_dp_attention", False)), 0, tp_size, dp_size, attn_cp_size)
+        if world_info is not None else (0, tp_size, 0, 1))
+    values = {"tp_rank": 0, "tp_size": tp_size, "pp_rank": 0, "pp_size": getattr(view, "pp_size", 1) or 1,
+              "dp_rank": None, "dp_size": dp_size, "attn_tp_rank": attn_tp_rank, "attn_tp_size": attn_tp_size,
+              "attn_cp_rank": 0, "attn_cp_size": attn_cp_size, "attn_dcp_rank": 0,
+              "attn_dcp_size": getattr(view, "dcp_size", 1) or 1, "attn_dp_rank": attn_dp_rank,
+              "attn_dp_size": attn_dp_size, "moe_ep_rank": 0, "moe_ep_size": getattr(view, "ep_size", 1) or 1,
+              "moe_dp_rank": 0, "moe_dp_size": getattr(view, "moe_dp_size", 1) or 1,
+              "gpu_id": getattr(view, "base_gpu_id", 0) or 0}
+    return state_cls(**{k: v for k, v in values.items() if k in (_accepted(state_cls) or values)})
+
+
 def _model_runner(args: Any, target: Any, progress: Progress) -> Any:
     """The target ``ModelRunner``, built by SGLang's own ``__init__`` up to its first device step
-    (``init_torch_distributed``), on a copy of the arguments (the runner adjusts them; the resolved
-    values reported stay SGLang's resolution). ``model_specific_adjustment()`` runs on the way: up to
+    (``init_torch_distributed``), on the scheduler's own arguments (the runner adjusts them in place, as
+    in a real launch, where the draft worker then sees the adjusted ones; the resolved values an outcome
+    reports were read before, and stay SGLang's resolution; 0.5.23's runner refuses any other object
+    than the one published for the scheduler). ``model_specific_adjustment()`` runs on the way: up to
     0.5.6 it refuses an explicit attention backend an MLA model cannot use ("Invalid attention backend
     for MLA"), and a dual-chunk model's other backends. None where the release has no such runner.
     """
@@ -387,15 +411,15 @@ def _model_runner(args: Any, target: Any, progress: Progress) -> Any:
     def stop(runner: Any, *_args: Any, **_kwargs: Any) -> None:
         raise _DeviceReached
 
-    stopping = type("ModelRunner", (runner_cls,), {"init_torch_distributed": stop})
+    stopping: Any = type("ModelRunner", (runner_cls,), {"init_torch_distributed": stop})
     runner = stopping.__new__(stopping)
     progress.built[id(runner)] = "a ModelRunner built up to its first device step"
     try:
-        _call(functools.partial(runner_cls.__init__, runner), model_config=target,
+        _call(functools.partial(runner_cls.__init__, runner), model_config=target, ps=_parallel_state(view),
               mem_fraction_static=getattr(view, "mem_fraction_static", None) or 0.8,
               gpu_id=getattr(view, "base_gpu_id", 0) or 0, tp_rank=0, tp_size=getattr(view, "tp_size", 1),
               pp_rank=0, pp_size=getattr(view, "pp_size", 1), moe_ep_rank=0, moe_ep_size=getattr(view, "ep_size", 1),
-              dp_rank=None, nccl_port=0, server_args=copy.copy(args), is_draft_worker=False,
+              dp_rank=None, nccl_port=0, server_args=args, is_draft_worker=False,
               req_to_token_pool=None, token_to_kv_pool_allocator=None)
     except _DeviceReached:
         return runner
@@ -454,7 +478,7 @@ class _BackendFinder:
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
         if not _is_backend_module(fullname):
             return None
-        return importlib.util.spec_from_loader(fullname, self)
+        return importlib.util.spec_from_loader(fullname, self)  # type: ignore[arg-type]
 
     def create_module(self, spec: Any) -> types.ModuleType:
         return _backend_stand_in(spec.name, self.chosen)
@@ -498,15 +522,43 @@ def _attention_backend(runner: Any, progress: Progress) -> None:
     without a model: ``sliding_window_size`` from the model config's attention chunk (so the triton
     backend's sliding-window refusal of 0.4.x, which asks the model itself, is not run).
     """
-    init = getattr(runner, "init_attention_backend", None)
-    if init is None:
+    init: Any = getattr(runner, "init_attention_backend", None)
+    setup: Any = None
+    if init is None and callable(getattr(runner, "init_attention_backends", None)):
+        # 0.5.16+: ``init_attention_backends()`` first hands the model its aux-hidden-state layers (model
+        # work: not run), then resolves the backend pair and builds it, in the setup module's functions
+        setup = sys.modules.get("sglang.srt.model_executor.model_runner_components.attention_backend_setup")
+    resolve: Any = getattr(setup, "resolve_attention_backend_strs", None)
+    build: Any = getattr(setup, "build_attention_backends", None)
+    if init is None and (resolve is None or build is None):
         return
     progress.enter("attention_backend")
     if not hasattr(runner, "sliding_window_size"):
         runner.sliding_window_size = getattr(runner.model_config, "attention_chunk_size", None)
     with _backends_stood_in() as chosen:
-        init()
+        if init is not None:
+            init()
+        else:
+            resolved = resolve(model_runner=runner)
+            runner.prefill_attention_backend_str = resolved.prefill
+            runner.decode_attention_backend_str = resolved.decode
+            with _replaced(setup, "init_cublas", lambda *args, **kwargs: None):  # a matmul on the device
+                build(model_runner=runner)
     progress.attention_backends = list(chosen)
+
+
+@contextlib.contextmanager
+def _replaced(module: Any, name: str, value: Any) -> Iterator[None]:
+    """``module.name`` is ``value`` while it lasts (where the module has the name)."""
+    if not hasattr(module, name):
+        yield
+        return
+    original = getattr(module, name)
+    setattr(module, name, value)
+    try:
+        yield
+    finally:
+        setattr(module, name, original)
 
 
 def _device_step(exc: BaseException) -> str | None:
