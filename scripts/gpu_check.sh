@@ -2,9 +2,11 @@
 # Prepared check for a machine with an NVIDIA GPU: how faithful is bisect-spec's simulated GPU?
 #
 #   (a) environment report (nvidia-smi, torch, python, packages)            -> environment.txt
-#   (b) if SGLang and sgl_kernel import: two real launches of a tiny random-weight Llama + EAGLE3
-#       draft (one passing, one seed-failing configuration) with `bisect-spec launch`, each checked
-#       against `bisect-spec probe --hardware real`                           -> launch.json
+#   (b) if SGLang and sgl_kernel import: three real launches of a tiny random-weight Llama + EAGLE3
+#       draft (one passing, one seed-failing configuration, and one past the weights: an MLA-only
+#       attention backend on a non-MLA model, refused -- or not -- only when the backend is chosen,
+#       after the weights load) with `bisect-spec launch`, each checked against
+#       `bisect-spec probe --hardware real` (verdict, exception and message; the probe's stage)  -> launch.json
 #   (c) the fidelity measurement: scripts/hardware_fidelity.py, real GPU vs the simulated profile
 #                                                                            -> fidelity.{json,md}, outcomes.jsonl
 # Everything goes to ${OUT:-./gpu-check-out} (flat, at most 7 files); gpu_check.log is the whole output.
@@ -88,9 +90,15 @@ if "$PY" -c 'import sglang, sgl_kernel' >/dev/null 2>&1; then
               --disable-cuda-graph)
         passing=("${spec[@]}" --speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4)
         failing=("${spec[@]}" --speculative-num-draft-tokens 4)  # the seed episode: AssertionError in resolution
+        # past the weights: the attention-backend choice (the target's runner, after its weights load)
+        after_weights=("${passing[@]}" --attention-backend trtllm_mla)
         if "$PY" -m bisect_spec launch --help >/dev/null 2>&1; then
-            for case in passing failing; do
-                if [ "$case" = passing ]; then flags=("${passing[@]}"); else flags=("${failing[@]}"); fi
+            for case in passing failing after-weights; do
+                case "$case" in
+                    passing) flags=("${passing[@]}") ;;
+                    failing) flags=("${failing[@]}") ;;
+                    *) flags=("${after_weights[@]}") ;;
+                esac
                 timeout 200 "$PY" -m bisect_spec launch "${common[@]}" --json -- "${flags[@]}" \
                     > "$TINY/launch-$case.json" 2> "$TINY/launch-$case.err"
                 echo "    launch $case: exit $?"
@@ -109,7 +117,7 @@ def load(name):
         err = tiny / name.replace(".json", ".err")
         return {"unreadable": str(exc), "stderr_tail": err.read_text()[-1500:] if err.is_file() else ""}
 report, words = {}, []
-for case in ("passing", "failing"):
+for case in ("passing", "failing", "after-weights"):
     launch, probe = load(f"launch-{case}.json"), load(f"probe-{case}.json")
     cls = str(launch.get("classification") or launch.get("status") or "?")
     lsig = (launch.get("signature") or {}).get("id")
@@ -117,8 +125,13 @@ for case in ("passing", "failing"):
     pstatus, psig = outcome.get("status", "?"), (outcome.get("signature") or {}).get("id")
     if case == "passing":
         agree = cls.startswith("ready") and pstatus == "passed"
-    else:
+    elif case == "failing":
         agree = cls.startswith("resolution-failed") and pstatus == "failed" and (lsig or cls.split("/")[-1]) == psig
+    else:  # either both pass, or both fail with the same exception and message (the probe past the weights)
+        lexc, pexc = launch.get("exception") or {}, (outcome.get("record") or outcome).get("exception") or {}
+        agree = ((cls.startswith("ready") and pstatus == "passed")
+                 or (not cls.startswith("ready") and pstatus == "failed"
+                     and (lexc.get("type"), lexc.get("message")) == (pexc.get("type"), pexc.get("message"))))
     report[case] = {"launch_classification": cls, "launch_signature": lsig, "probe_status": pstatus,
                     "probe_signature": psig, "agree": agree, "launch": launch, "probe": probe}
     words.append(f"{case}: launch {cls} / probe {pstatus}{'/' + psig if psig else ''} -> {'AGREE' if agree else 'DISAGREE'}")
