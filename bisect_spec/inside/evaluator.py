@@ -735,12 +735,11 @@ class Evaluator:
                 lazy = self._lazy_module(exc)
                 if lazy is not None and lazy not in self.cpu_imports and _retries < 8:
                     self.cpu_imports.append(lazy)
-                    try:
+                    # evaluated again either way: where the CPU import failed too, a stage after the
+                    # weights records the import as a stop the second time (launch_path._import_retried_first)
+                    with contextlib.suppress(Exception):
                         with_stubs(functools.partial(self._memo.import_on_cpu, lazy), self.stubbed)
-                    except Exception:
-                        pass
-                    else:
-                        retry = True
+                    retry = True
                 if not retry:
                     record.update(self._failure(exc, stderr.getvalue()))
                     record["status"] = "failed"

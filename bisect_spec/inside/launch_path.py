@@ -82,9 +82,9 @@ from typing import Any
 #: Stages in launch order. A failure records the stage it failed in; a PASSED outcome the last
 #: stage it ran (``STAGE_WORDS`` says it in words: "PASSED up to attention-backend selection").
 STAGES = ("parse", "resolve", "check_server_args", "auto_parsers", "tokenizer_manager", "target_model_config",
-          "draft_model_config", "model_runner", "attention_backend", "draft_worker_model_config")
+          "draft_model_config", "model_runner", "attention_backend", "draft_worker_model_config", "draft_worker")
 #: Stages that a real launch runs only after the target's weights are loaded.
-AFTER_WEIGHTS = frozenset({"attention_backend", "draft_worker_model_config"})
+AFTER_WEIGHTS = frozenset({"attention_backend", "draft_worker_model_config", "draft_worker"})
 #: Each stage in the words a verdict uses ("PASSED up to ...", "FAILED in ...").
 STAGE_WORDS = {"parse": "argument parsing", "resolve": "argument resolution",
                "check_server_args": "check_server_args", "auto_parsers": "parser detection",
@@ -92,7 +92,8 @@ STAGE_WORDS = {"parse": "argument parsing", "resolve": "argument resolution",
                "target_model_config": "the target's model config", "draft_model_config": "the draft's model config",
                "model_runner": "the model runner, before the weights load",
                "attention_backend": "attention-backend selection, after the weights load",
-               "draft_worker_model_config": "the draft worker's model config, after the weights load"}
+               "draft_worker_model_config": "the draft worker's model config, after the weights load",
+               "draft_worker": "the draft worker's construction, after the weights load"}
 
 _ENV_ASSIGNMENT = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>.*)$", re.S)
 
@@ -125,6 +126,8 @@ class Progress:
         self.built: dict[int, str] = {}
         #: the attention backends SGLang chose to build (class names), once that stage ran
         self.attention_backends: list[str] | None = None
+        #: the draft worker class SGLang chose, once that stage ran
+        self.draft_worker: str | None = None
         #: stages after the weights that met a device call only a GPU answers, and the call
         #: (the stage's checks up to it passed; those after it did not run)
         self.needs_gpu: dict[str, str] = {}
@@ -148,6 +151,8 @@ class Progress:
             record["after_weights"] = True
         if self.attention_backends is not None:
             record["attention_backends"] = list(self.attention_backends)
+        if self.draft_worker is not None:
+            record["draft_worker"] = self.draft_worker
         if self.needs_gpu:
             record["needs_gpu"] = dict(self.needs_gpu)
         return record
@@ -310,17 +315,191 @@ def run_after_resolution(args: Any, progress: Progress) -> None:
             _up_to_the_device(progress, _attention_backend, runner, progress)
         if from_server_args is not None:
             _up_to_the_device(progress, _draft_worker_config, args, target, model_config_cls, progress)
+        if runner is not None:
+            _up_to_the_device(progress, _draft_worker, args, target, runner, progress)
 
 
 def _up_to_the_device(progress: Progress, stage: Callable[..., None], *args: Any) -> None:
-    """Run a stage after the weights; a device call only a GPU answers ends it, and is recorded."""
+    """Run a stage after the weights; a device call only a GPU answers ends it, and is recorded, as is
+    a read of what only a loaded server has (:class:`_NotLoaded`)."""
     try:
         stage(*args)
+    except _NotLoaded as stop:
+        progress.needs_gpu[progress.stage] = str(stop)
     except Exception as exc:
-        where = _device_step(exc) if progress.after_weights else None
-        if where is None:
+        where = (_device_step(exc) or _unwritten_context(exc)) if progress.after_weights else None
+        if where is None or _import_retried_first(exc):
             raise
         progress.needs_gpu[progress.stage] = where
+
+
+#: SGLang modules whose import failed on GPU code once: the evaluator then imports each on the CPU
+#: (GPU hidden, as at start-up) and evaluates again; a second failure is a stop, not a retry.
+_IMPORTS_RETRIED: set[str] = set()
+
+
+def _import_retried_first(exc: BaseException) -> bool:
+    """True the first time a module-level import of SGLang's fails on GPU code: raise it, so the evaluator
+    imports that module on the CPU and evaluates again (as for every lazy import of SGLang's)."""
+    if not isinstance(exc, ImportError):
+        return False
+    modules = [f.filename for f in traceback.extract_tb(exc.__traceback__)
+               if f.name == "<module>" and "/sglang/" in f.filename.replace(os.sep, "/")]
+    if not modules or modules[0] in _IMPORTS_RETRIED:
+        return False
+    _IMPORTS_RETRIED.add(modules[0])
+    return True
+
+
+_UNWRITTEN = re.compile(r"has not been written|not published|not been built", re.I)
+
+
+def _unwritten_context(exc: BaseException) -> str | None:
+    """A read of SGLang's runtime context that the device steps would have filled in (the parallel
+    groups ``init_torch_distributed`` builds), raised by ``runtime_context.py`` itself; or None."""
+    for link in _chain(exc):
+        frames = traceback.extract_tb(link.__traceback__)
+        if frames and os.path.basename(frames[-1].filename) == "runtime_context.py" and _UNWRITTEN.search(str(link)):
+            return f"reads SGLang's runtime context before the device steps fill it in ({str(link)[:160]})"
+    return None
+
+
+class _NotLoaded(BaseException):
+    """A read of what only a loaded server has (the target's memory pool, its model): ends a stage.
+
+    A ``BaseException``: SGLang's ``except Exception`` must not swallow it and go on with a
+    stand-in, and ``hasattr`` must not answer False for something a real server has."""
+
+
+class _DraftRunnerReached(BaseException):
+    """The draft worker builds its draft model worker: the draft's weights load next."""
+
+
+class _Unloaded:
+    """Something of the loaded target the draft worker is handed (a memory pool): any use of it ends the stage."""
+
+    def __init__(self, what: str) -> None:
+        object.__setattr__(self, "_what", what)
+
+    def __getattr__(self, name: str) -> Any:
+        raise _NotLoaded(f"reads {self._what}.{name} (only a loaded server has it)")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise _NotLoaded(f"writes {self._what}.{name} (only a loaded server has it)")
+
+    def __bool__(self) -> bool:
+        raise _NotLoaded(f"asks whether {self._what} is set (only a loaded server has it)")
+
+
+class _LoadedTarget:
+    """The scheduler's target ``TpModelWorker`` as the draft worker meets it: its model config and
+    its runner (built up to the first device step) are real; anything else only a loaded server has."""
+
+    def __init__(self, runner: Any, model_config: Any) -> None:
+        self.model_runner = _BuiltRunner(runner)
+        self.model_config = model_config
+
+    def get_memory_pool(self) -> tuple[Any, Any]:
+        return _Unloaded("the target's request-to-token pool"), _Unloaded("the target's KV-cache allocator")
+
+    def __getattr__(self, name: str) -> Any:
+        raise _NotLoaded(f"reads the loaded target worker's {name}")
+
+
+class _BuiltRunner:
+    """The target runner as far as it was built; what its weights and memory pool would add ends the stage."""
+
+    def __init__(self, runner: Any) -> None:
+        object.__setattr__(self, "_runner", runner)
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return getattr(self._runner, name)
+        except AttributeError:
+            raise _NotLoaded(f"reads the loaded target runner's {name}") from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self._runner, name, value)
+
+
+#: Modules whose classes the draft workers write class attributes of (``EagleDraftInput.ALLOC_LEN_PER_DECODE``).
+_SPECULATIVE_PACKAGE = "sglang.srt.speculative."
+
+
+_SIMPLE = (int, float, str, bool, type(None), tuple, frozenset)
+_CLASSES: dict[str, Any] = {"modules": -1, "classes": []}
+
+
+def _speculative_classes() -> list[type]:
+    """SGLang's speculative classes (found again only when modules were imported since the last call)."""
+    if _CLASSES["modules"] != len(sys.modules):
+        classes = []
+        for name in [n for n in sys.modules if n.startswith(_SPECULATIVE_PACKAGE)]:
+            module = sys.modules.get(name)
+            classes += [v for v in vars(module).values() if isinstance(v, type) and v.__module__ == name] \
+                if module is not None else []
+        _CLASSES.update(modules=len(sys.modules), classes=classes)
+    found: list[type] = _CLASSES["classes"]
+    return found
+
+
+@contextlib.contextmanager
+def _speculative_classes_kept() -> Iterator[None]:
+    """The plain class attributes (numbers, strings, tuples) of SGLang's speculative classes, put back."""
+    saved = [(klass, {k: v for k, v in vars(klass).items() if isinstance(v, _SIMPLE) and not k.startswith("__")})
+             for klass in _speculative_classes()]
+    try:
+        yield
+    finally:
+        for klass, attributes in saved:
+            for key, value in attributes.items():
+                if vars(klass).get(key, value) is not value:
+                    with contextlib.suppress(AttributeError, TypeError):
+                        setattr(klass, key, value)
+
+
+def _draft_worker(args: Any, target: Any, runner: Any, progress: Progress) -> None:
+    """The draft worker the scheduler builds once the target is up (``maybe_init_draft_worker``).
+
+    SGLang's own choice of its class (``SpeculativeAlgorithm.create_worker``, 0.5.8+: it refuses, say,
+    DFLASH with overlap scheduling), then, for the algorithms whose worker builds a draft model (EAGLE,
+    EAGLE3, NEXTN, STANDALONE; the others' classes are chosen, not built), the class's own constructor up
+    to where it builds the draft's model worker (whose weights load next). The target worker it is handed
+    has the target's model config and runner; a read of anything only a loaded server has (the memory
+    pool, the model) ends the stage, recorded in ``needs_gpu`` with what was read. Releases without
+    ``create_worker`` build the worker inline in the scheduler: the stage does not run there.
+    """
+    algorithm = getattr(_view(args), "speculative_algorithm", None)
+    speculative_algorithm = _attribute(("sglang.srt.speculative.spec_info",), "SpeculativeAlgorithm")
+    if not algorithm or speculative_algorithm is None:
+        return
+    spec = speculative_algorithm.from_string(algorithm)
+    create = getattr(spec, "create_worker", None)
+    if create is None or (callable(getattr(spec, "is_none", None)) and spec.is_none()):
+        return
+    progress.enter("draft_worker")
+    worker_cls = create(args)
+    if worker_cls is None:
+        return
+    progress.draft_worker = getattr(worker_cls, "__name__", str(worker_cls))
+    if str(algorithm).upper() not in _DRAFT_MODEL_ALGORITHMS:
+        return  # NGRAM builds its corpus (native code) and DFLASH-like workers their own kernels: not run
+    tp_worker = _attribute(("sglang.srt.managers.tp_worker",), "TpModelWorker")
+    runner_cls = type(runner).__mro__[1]
+
+    def reached(*_args: Any, **_kwargs: Any) -> None:
+        raise _DraftRunnerReached
+
+    view = _view(args)
+    kwargs = {"server_args": args, "gpu_id": getattr(view, "base_gpu_id", 0) or 0, "tp_rank": 0, "pp_rank": 0,
+              "dp_rank": None, "moe_ep_rank": 0, "attn_cp_rank": 0, "moe_dp_rank": 0, "nccl_port": 0,
+              "ps": _parallel_state(view), "target_worker": _LoadedTarget(runner, target)}
+    with _speculative_classes_kept(), _replaced(tp_worker, "__init__", reached), \
+            _replaced(runner_cls, "__init__", reached):
+        try:
+            _call(worker_cls, **kwargs)
+        except _DraftRunnerReached:
+            return
 
 
 def _explicit_model_config(model_config_cls: Any, args: Any) -> Any:
@@ -385,7 +564,10 @@ def _parallel_state(view: Any) -> Any:
               "attn_dp_size": attn_dp_size, "moe_ep_rank": 0, "moe_ep_size": getattr(view, "ep_size", 1) or 1,
               "moe_dp_rank": 0, "moe_dp_size": getattr(view, "moe_dp_size", 1) or 1,
               "gpu_id": getattr(view, "base_gpu_id", 0) or 0}
-    return state_cls(**{k: v for k, v in values.items() if k in (_accepted(state_cls) or values)})
+    accepted = _accepted(state_cls) or set(values)
+    for name in accepted - set(values):  # a field of another release: a size from the arguments, a rank 0
+        values[name] = (getattr(view, name, None) or 1) if name.endswith("_size") else 0
+    return state_cls(**{k: v for k, v in values.items() if k in accepted})
 
 
 def _model_runner(args: Any, target: Any, progress: Progress) -> Any:
@@ -496,7 +678,8 @@ def _backends_stood_in() -> Iterator[list[str]]:
     """
     chosen: list[str] = []
     before = set(sys.modules)
-    real = {name: module for name, module in sys.modules.items() if _is_backend_module(name)}
+    real = {name: sys.modules[name] for name in [n for n in sys.modules if n.startswith(_BACKEND_PACKAGE)]
+            if _is_backend_module(name)}
     for name in real:
         sys.modules[name] = _backend_stand_in(name, chosen)
     finder = _BackendFinder(chosen)
@@ -550,7 +733,7 @@ def _attention_backend(runner: Any, progress: Progress) -> None:
 @contextlib.contextmanager
 def _replaced(module: Any, name: str, value: Any) -> Iterator[None]:
     """``module.name`` is ``value`` while it lasts (where the module has the name)."""
-    if not hasattr(module, name):
+    if module is None or (name not in vars(module) and not hasattr(module, name)):
         yield
         return
     original = getattr(module, name)
@@ -561,15 +744,27 @@ def _replaced(module: Any, name: str, value: Any) -> Iterator[None]:
         setattr(module, name, original)
 
 
+#: A kernel torch's CPU build has no CUDA implementation of (a tensor made on the device).
+_CUDA_KERNEL = re.compile(r"with arguments from the 'CUDA' backend|Torch not compiled with CUDA|no NVIDIA driver")
+#: The simulated box's refusal to import a GPU package's code (``simulated_gpu``).
+_GPU_CODE = re.compile(r"on the simulated box but bisect-spec never imports GPU code")
+
+
 def _device_step(exc: BaseException) -> str | None:
     """The device call that stopped a stage after the weights (torch's CPU build raised it), or None."""
     torch = sys.modules.get("torch")
     root = os.path.dirname(getattr(torch, "__file__", None) or "\0") + os.sep
     for link in _chain(exc):
         frames = traceback.extract_tb(link.__traceback__)
-        if not frames or not os.path.abspath(frames[-1].filename).startswith(root):
+        if not frames:
             continue
-        if not re.search(r"cuda|CUDA|device|driver|not compiled", str(link)):
+        if isinstance(link, ModuleNotFoundError) and _GPU_CODE.search(str(link)):
+            caller = next((f for f in reversed(frames) if "/sglang/" in f.filename.replace(os.sep, "/")), frames[-1])
+            where = caller.filename.replace(os.sep, "/").rpartition("/sglang/")[2] or os.path.basename(caller.filename)
+            return f"imports the GPU code of {link.name or link} ({where}:{caller.lineno}): needs a GPU install"
+        in_torch = os.path.abspath(frames[-1].filename).startswith(root)
+        if not (in_torch and re.search(r"cuda|CUDA|device|driver|not compiled", str(link))) \
+                and not _CUDA_KERNEL.search(str(link)):
             continue
         caller = next((f for f in reversed(frames) if not os.path.abspath(f.filename).startswith(root)), frames[-1])
         where = caller.filename.replace(os.sep, "/").rpartition("/sglang/")[2] or os.path.basename(caller.filename)
@@ -648,7 +843,7 @@ _OWN_PACKAGE = (os.path.dirname(os.path.dirname(os.path.abspath(globals()["__fil
                 if "__file__" in globals() else "\0")
 #: Stages whose set-up (the runtime context, a bare object) is this module's, not SGLang's.
 _EMULATED_STAGES = frozenset({"tokenizer_manager", "target_model_config", "draft_model_config", "model_runner",
-                              "attention_backend", "draft_worker_model_config"})
+                              "attention_backend", "draft_worker_model_config", "draft_worker"})
 _UNPUBLISHED = re.compile(r"not published|publish\(\) (?:was )?not called|no (?:runtime )?context published", re.I)
 #: What each of bisect-spec's inside modules stands in for, for the fault's one line.
 _OWN_STEPS = {"simulated_gpu": "the simulated GPU box", "version_shims": "a version shim or stub",

@@ -49,9 +49,11 @@ def outcome_text(outcome: Outcome) -> str:
     if outcome.passed:
         lines.append(f"verdict:  PASSED up to {outcome.reached}")
         for stage, call in (outcome.record.get("needs_gpu") or {}).items():
-            lines.append(f"          (stage {stage} ran up to {call})")
+            lines.append(f"          stage {stage} stopped early: {call}")
         if outcome.record.get("attention_backends"):
             lines.append(f"          attention backends SGLang chose: {', '.join(outcome.record['attention_backends'])}")
+        if outcome.record.get("draft_worker"):
+            lines.append(f"          draft worker SGLang chose: {outcome.record['draft_worker']}")
         resolved = outcome.resolved
         keys = [k for k in ("speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk",
                             "speculative_num_draft_tokens", "attention_backend", "prefill_attention_backend",
@@ -242,9 +244,9 @@ def fitted(headers: Sequence[str], rows: Sequence[Sequence[Any]], width: int, *,
 #: Stages in launch order, for the per-stage counts (``inside/launch_path.STAGES``; stages of an
 #: older or newer tool version sort last, in name order).
 STAGE_ORDER = ("parse", "resolve", "check_server_args", "auto_parsers", "tokenizer_manager", "target_model_config",
-               "draft_model_config", "model_runner", "attention_backend", "draft_worker_model_config")
+               "draft_model_config", "model_runner", "attention_backend", "draft_worker_model_config", "draft_worker")
 #: Stages a real launch runs only after the target's weights load (``inside/launch_path.AFTER_WEIGHTS``).
-AFTER_WEIGHTS = frozenset({"attention_backend", "draft_worker_model_config"})
+AFTER_WEIGHTS = frozenset({"attention_backend", "draft_worker_model_config", "draft_worker"})
 
 
 def stages_line(stages: dict[str, dict[str, int]]) -> str:
