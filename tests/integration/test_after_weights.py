@@ -113,3 +113,39 @@ def test_a_sweep_over_those_flags_finds_the_assertion_and_counts_stages(tmp_path
     passed_at = [e["outcome"].get("stage") for e in journal if e["outcome"]["status"] == "passed"]
     assert stages["passed"] == {stage: passed_at.count(stage) for stage in set(passed_at)}
     assert stages["failed"].get("attention_backend", 0) >= 1
+
+
+def test_issue_36536_multi_layer_eagle_fails_in_the_draft_workers_constructor() -> None:
+    # sglang#36536 (0.5.18): --enable-multi-layer-eagle on a Llama target; resolution fills in 5 steps and
+    # 8 draft tokens, and the draft worker refuses them once the target is up
+    require_release("0.5.18")
+    session = shared_session("0.5.18", model="llama-3.1-8b", draft="eagle", hardware="h100", gpus=1)
+    outcome = session.evaluate(session.with_draft(Config.of({"--speculative-algorithm": "EAGLE",
+                                                             "--enable-multi-layer-eagle": None})))
+    assert outcome.status is Status.FAILED, outcome.headline
+    assert outcome.exception["type"] == "AssertionError"
+    assert outcome.exception["message"] == ("multi-layer EAGLE requires speculative_num_draft_tokens == "
+                                            "speculative_num_steps + 1, got 8 and 5")
+    assert outcome.record["frame"]["file"] == "srt/speculative/multi_layer_eagle_worker_v2.py"
+    assert outcome.record["stage"] == "draft_worker" and outcome.record["after_weights"] is True
+    # the numbers the draft worker asks for pass it, up to what only a loaded server has
+    fixed = session.evaluate(session.with_draft(Config.of({
+        "--speculative-algorithm": "EAGLE", "--enable-multi-layer-eagle": None, "--speculative-num-steps": "5",
+        "--speculative-eagle-topk": "1", "--speculative-num-draft-tokens": "6"})))
+    assert fixed.status is Status.PASSED, fixed.headline
+    assert fixed.record["stage"] == "draft_worker" and fixed.record.get("draft_worker")
+
+
+@pytest.mark.parametrize("release", ["0.5.1.post3", "0.5.3", "0.5.9", "0.5.12", "0.5.18", "0.5.23"])
+def test_an_mla_only_backend_on_a_non_mla_model_is_refused_when_sglang_chooses_it(release: str) -> None:
+    # SGLang's own expectation (its registry raises it from 0.5.3, as its unit test
+    # test/registered/unit/layers/attention/test_attention_backend_registry.py asks of such refusals; its
+    # ModelRunner before): trtllm_mla on a non-MLA model is refused only when the backend is chosen, after
+    # the weights load; resolution lets the pair through on a B200 in every release family here
+    require_release(release)
+    session = shared_session(release, model="llama-3.1-8b", draft=None, hardware="b200", gpus=1)
+    outcome = session.evaluate(Config.of({"--attention-backend": "trtllm_mla"}))
+    assert outcome.status is Status.FAILED, outcome.headline
+    assert outcome.exception == {**outcome.exception, "type": "ValueError",
+                                 "message": "trtllm_mla backend can only be used with MLA models."}
+    assert outcome.record["stage"] == "attention_backend"
