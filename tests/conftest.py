@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import os
+import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -38,6 +39,10 @@ os.environ.setdefault(warm.SCOPE_ENV, "all")
 TEST_SESSION_ENV = "BISECT_SPEC_TEST_SESSION"
 os.environ.setdefault(TEST_SESSION_ENV, f"{os.getpid()}-{time.time_ns()}")
 FAULT_PLUGIN = RESOURCES / "fault_plugin.py"
+#: a suite started in the background by a non-interactive shell (``bash .ci/run &``) inherits SIGINT ignored,
+#: and so would every tool it starts: the Ctrl-C tests would then see a tool finish instead of stopping
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 _SESSIONS: dict[tuple[object, ...], Session] = {}
 

@@ -351,16 +351,18 @@ def _import_retried_first(exc: BaseException) -> bool:
     return True
 
 
-_UNWRITTEN = re.compile(r"has not been written|not published|not been built", re.I)
+_UNWRITTEN = re.compile(r"has not been written|not published|not been built|is not initialized", re.I)
+#: SGLang's modules that hold what ``init_torch_distributed`` builds (the parallel groups).
+_DEVICE_STATE_FILES = ("runtime_context.py", "parallel_state.py")
 
 
 def _unwritten_context(exc: BaseException) -> str | None:
-    """A read of SGLang's runtime context that the device steps would have filled in (the parallel
-    groups ``init_torch_distributed`` builds), raised by ``runtime_context.py`` itself; or None."""
+    """A read of process state the device steps would have built (the parallel groups
+    ``init_torch_distributed`` creates), refused by SGLang's module that holds it; or None."""
     for link in _chain(exc):
         frames = traceback.extract_tb(link.__traceback__)
-        if frames and os.path.basename(frames[-1].filename) == "runtime_context.py" and _UNWRITTEN.search(str(link)):
-            return f"reads SGLang's runtime context before the device steps fill it in ({str(link)[:160]})"
+        if frames and os.path.basename(frames[-1].filename) in _DEVICE_STATE_FILES and _UNWRITTEN.search(str(link)):
+            return f"reads what the device steps build ({str(link)[:160]})"
     return None
 
 

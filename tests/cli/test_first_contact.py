@@ -66,7 +66,7 @@ def test_2_a_hugging_face_id_is_that_model_or_one_refusal(tmp_path: Path) -> Non
     assert code == 0, output
     assert ("note: model path meta-llama/Llama-3.1-8B-Instruct is not on this machine: using the 'llama-3.1-8b' "
             "profile (its published config.json)") in lines(output)
-    assert "verdict:  PASSED" in lines(output)
+    assert any(line.startswith("verdict:  PASSED up to ") for line in lines(output)), output
     code, output = run("probe", "--sglang", "0.5.23", "--", "python -m sglang.launch_server --model-path "
                        "some-org/unknown-model --tp 2", env={"HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path)})
     assert code == 2
