@@ -113,6 +113,10 @@ def test_a_sweep_over_those_flags_finds_the_assertion_and_counts_stages(tmp_path
     passed_at = [e["outcome"].get("stage") for e in journal if e["outcome"]["status"] == "passed"]
     assert stages["passed"] == {stage: passed_at.count(stage) for stage in set(passed_at)}
     assert stages["failed"].get("attention_backend", 0) >= 1
+    from bisect_spec.report.text import summary_markdown, summary_text
+
+    for text in (summary_text(result.summary), summary_markdown(result.summary)):
+        assert f"failed in {stages['failed']['attention_backend']} attention_backend (+w)" in text
 
 
 def test_issue_36536_multi_layer_eagle_fails_in_the_draft_workers_constructor() -> None:
