@@ -312,7 +312,9 @@ def compare(in_process: dict[str, Any], launched: LaunchOutcome) -> dict[str, An
     """Do the in-process verdict (an ``Outcome.to_dict()``) and a launch agree about resolution?
 
     Agreement: in-process passes and the launch got past resolution (``ready``, or
-    ``failed-later``: then ``note`` says so), or both fail in resolution with one signature id.
+    ``failed-later``: then ``note`` says so), or both fail in resolution with one signature id, or the
+    in-process failure is after the weights (``after_weights``) and the launch fails later with the same
+    exception type and message.
     """
     status = in_process.get("status")
     signature = (in_process.get("signature") or {}).get("id")
@@ -323,6 +325,15 @@ def compare(in_process: dict[str, Any], launched: LaunchOutcome) -> dict[str, An
             return {"agree": True, "kind": "agree", "note": note}
         return {"agree": False, "kind": "launch-fails-resolution",
                 "note": f"in-process passes; the launch fails in resolution: {launched.error}"}
+    if in_process.get("after_weights") and launched.status != RESOLUTION_FAILED:
+        # a stage after the weights: the launch must get past resolution and fail later with SGLang's same words
+        exc, seen = in_process.get("exception") or {}, launched.exception or {}
+        same = (seen.get("type"), seen.get("message")) == (exc.get("type"), exc.get("message"))
+        if launched.status == FAILED_LATER and same:
+            return {"agree": True, "kind": "agree", "note": "both fail after the weights load"}
+        return {"agree": False, "kind": "launch-passes-after-weights",
+                "note": f"in-process fails after the weights load (stage {in_process.get('stage')}: "
+                        f"{exc.get('type')}: {exc.get('message')}); the launch: {launched.classification}"}
     if launched.status == RESOLUTION_FAILED:
         if launched.signature is not None and launched.signature.id == signature:
             return {"agree": True, "kind": "agree", "note": ""}

@@ -120,3 +120,30 @@ def test_after_resolution_the_first_subprocess_traceback_is_the_cause() -> None:
     assert (outcome.status, outcome.sub_kind) == ("failed-later", "scheduler")
     assert outcome.error == "ValueError: unsupported architecture"
     assert outcome.frame["function"] == "load_model"
+
+
+HYBRID_LOG = """\
+[2025-08-18 TP0] Scheduler hit an exception: Traceback (most recent call last):
+  File "/usr/local/lib/python3.12/dist-packages/sglang/srt/managers/scheduler.py", line 2543, in run_scheduler_process
+    scheduler = Scheduler(
+  File "/usr/local/lib/python3.12/dist-packages/sglang/srt/model_executor/model_runner.py", line 1444, in _get_attention_backend
+    assert (
+AssertionError: Currently HybridAttentionBackend does not support speculative decoding.
+[2025-08-18] Received sigquit from a child process. It usually means the child failed.
+"""
+
+
+def test_a_failure_after_the_weights_agrees_only_with_a_launch_that_fails_later_in_the_same_words() -> None:
+    # sglang#9330's shape: the scheduler dies in the attention-backend choice, after the weights load
+    in_process = {"status": "failed", "after_weights": True, "stage": "attention_backend",
+                  "exception": {"type": "AssertionError",
+                                "message": "Currently HybridAttentionBackend does not support speculative decoding."},
+                  "signature": {"id": "d2366e0ac3"}}
+    later = outcome_for(HYBRID_LOG)
+    assert later.status == "failed-later"
+    assert launch.compare(in_process, later) == {"agree": True, "kind": "agree",
+                                                 "note": "both fail after the weights load"}
+    ready = launch.LaunchOutcome(status="ready", seconds=1.0, argv=[], command=[], log="x.log", port=1)
+    assert launch.compare(in_process, ready)["kind"] == "launch-passes-after-weights"
+    other = outcome_for(HYBRID_LOG.replace("Currently HybridAttentionBackend", "Some other backend"))
+    assert launch.compare(in_process, other)["agree"] is False
