@@ -126,8 +126,9 @@ class Progress:
         self.built: dict[int, str] = {}
         #: the attention backends SGLang chose to build (class names), once that stage ran
         self.attention_backends: list[str] | None = None
-        #: the draft worker class SGLang chose, once that stage ran
+        #: the draft worker class SGLang chose, once that stage ran, and its draft runner's backends
         self.draft_worker: str | None = None
+        self.draft_attention_backends: list[str] | None = None
         #: stages after the weights that met a device call only a GPU answers, and the call
         #: (the stage's checks up to it passed; those after it did not run)
         self.needs_gpu: dict[str, str] = {}
@@ -153,6 +154,8 @@ class Progress:
             record["attention_backends"] = list(self.attention_backends)
         if self.draft_worker is not None:
             record["draft_worker"] = self.draft_worker
+        if self.draft_attention_backends is not None:
+            record["draft_attention_backends"] = list(self.draft_attention_backends)
         if self.needs_gpu:
             record["needs_gpu"] = dict(self.needs_gpu)
         return record
@@ -465,8 +468,10 @@ def _draft_worker(args: Any, target: Any, runner: Any, progress: Progress) -> No
 
     SGLang's own choice of its class (``SpeculativeAlgorithm.create_worker``, 0.5.8+: it refuses, say,
     DFLASH with overlap scheduling), then, for the algorithms whose worker builds a draft model (EAGLE,
-    EAGLE3, NEXTN, STANDALONE; the others' classes are chosen, not built), the class's own constructor up
-    to where it builds the draft's model worker (whose weights load next). The target worker it is handed
+    EAGLE3, NEXTN, STANDALONE; the others' classes are chosen, not built), the class's own constructor,
+    through the draft's model worker (its model config) to the draft's ``ModelRunner``, built by SGLang's
+    own ``__init__`` up to its first device step, then the draft runner's own attention-backend choice
+    (sglang#23490: a draft that inherits an MLA-only backend); the draft's weights load next. The target worker it is handed
     has the target's model config and runner; a read of anything only a loaded server has (the memory
     pool, the model) ends the stage, recorded in ``needs_gpu`` with what was read. Releases without
     ``create_worker`` build the worker inline in the scheduler: the stage does not run there.
@@ -486,18 +491,27 @@ def _draft_worker(args: Any, target: Any, runner: Any, progress: Progress) -> No
     progress.draft_worker = getattr(worker_cls, "__name__", str(worker_cls))
     if str(algorithm).upper() not in _DRAFT_MODEL_ALGORITHMS:
         return  # NGRAM builds its corpus (native code) and DFLASH-like workers their own kernels: not run
-    tp_worker = _attribute(("sglang.srt.managers.tp_worker",), "TpModelWorker")
-    runner_cls = type(runner).__mro__[1]
+    runner_cls: Any = type(runner).__mro__[1]
+    real_init = runner_cls.__init__
 
-    def reached(*_args: Any, **_kwargs: Any) -> None:
+    def stop(*_args: Any, **_kwargs: Any) -> None:
+        raise _DeviceReached
+
+    def draft_runner(draft: Any, *init_args: Any, **init_kwargs: Any) -> None:
+        # the draft's model worker builds its runner: SGLang's own __init__ up to the device, then the
+        # draft's own backend choice; its weights load next
+        progress.built[id(draft)] = "the draft's ModelRunner built up to its first device step"
+        with contextlib.suppress(_DeviceReached):
+            real_init(draft, *init_args, **init_kwargs)
+        progress.draft_attention_backends = _choose_backends(draft)
         raise _DraftRunnerReached
 
     view = _view(args)
     kwargs = {"server_args": args, "gpu_id": getattr(view, "base_gpu_id", 0) or 0, "tp_rank": 0, "pp_rank": 0,
               "dp_rank": None, "moe_ep_rank": 0, "attn_cp_rank": 0, "moe_dp_rank": 0, "nccl_port": 0,
               "ps": _parallel_state(view), "target_worker": _LoadedTarget(runner, target)}
-    with _speculative_classes_kept(), _replaced(tp_worker, "__init__", reached), \
-            _replaced(runner_cls, "__init__", reached):
+    with _speculative_classes_kept(), _replaced(runner_cls, "init_torch_distributed", stop), \
+            _replaced(runner_cls, "__init__", draft_runner):
         try:
             _call(worker_cls, **kwargs)
         except _DraftRunnerReached:
@@ -707,6 +721,15 @@ def _attention_backend(runner: Any, progress: Progress) -> None:
     without a model: ``sliding_window_size`` from the model config's attention chunk (so the triton
     backend's sliding-window refusal of 0.4.x, which asks the model itself, is not run).
     """
+    if _backend_choice(runner) is None:
+        return
+    progress.enter("attention_backend")
+    progress.attention_backends = _choose_backends(runner)
+
+
+def _backend_choice(runner: Any) -> tuple[Any, Any, Any, Any] | None:
+    """How this release's runner chooses its backends: ``(init_attention_backend, setup module, resolve,
+    build)``, or None where it has neither way."""
     init: Any = getattr(runner, "init_attention_backend", None)
     setup: Any = None
     if init is None and callable(getattr(runner, "init_attention_backends", None)):
@@ -716,8 +739,16 @@ def _attention_backend(runner: Any, progress: Progress) -> None:
     resolve: Any = getattr(setup, "resolve_attention_backend_strs", None)
     build: Any = getattr(setup, "build_attention_backends", None)
     if init is None and (resolve is None or build is None):
-        return
-    progress.enter("attention_backend")
+        return None
+    return init, setup, resolve, build
+
+
+def _choose_backends(runner: Any) -> list[str]:
+    """SGLang's own backend choice on ``runner`` (its constructions stood in for): the classes built."""
+    choice = _backend_choice(runner)
+    if choice is None:
+        return []
+    init, setup, resolve, build = choice
     if not hasattr(runner, "sliding_window_size"):
         runner.sliding_window_size = getattr(runner.model_config, "attention_chunk_size", None)
     with _backends_stood_in() as chosen:
@@ -729,7 +760,7 @@ def _attention_backend(runner: Any, progress: Progress) -> None:
             runner.decode_attention_backend_str = resolved.decode
             with _replaced(setup, "init_cublas", lambda *args, **kwargs: None):  # a matmul on the device
                 build(model_runner=runner)
-    progress.attention_backends = list(chosen)
+    return list(chosen)
 
 
 @contextlib.contextmanager

@@ -54,6 +54,9 @@ def outcome_text(outcome: Outcome) -> str:
             lines.append(f"          attention backends SGLang chose: {', '.join(outcome.record['attention_backends'])}")
         if outcome.record.get("draft_worker"):
             lines.append(f"          draft worker SGLang chose: {outcome.record['draft_worker']}")
+        if outcome.record.get("draft_attention_backends"):
+            lines.append("          the draft's attention backends: "
+                         f"{', '.join(outcome.record['draft_attention_backends'])}")
         resolved = outcome.resolved
         keys = [k for k in ("speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk",
                             "speculative_num_draft_tokens", "attention_backend", "prefill_attention_backend",

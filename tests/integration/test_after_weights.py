@@ -153,3 +153,19 @@ def test_an_mla_only_backend_on_a_non_mla_model_is_refused_when_sglang_chooses_i
     assert outcome.exception == {**outcome.exception, "type": "ValueError",
                                  "message": "trtllm_mla backend can only be used with MLA models."}
     assert outcome.record["stage"] == "attention_backend"
+
+
+@pytest.mark.parametrize("release", ["0.5.9", "0.5.11", "0.5.12"])
+def test_issue_23490_the_eagle3_draft_inherits_the_targets_mla_only_backend(release: str) -> None:
+    # sglang#23490 (Kimi-K2.6 + EAGLE3 with trtllm_mla, between 0.5.10.post1 and 0.5.11): the target's runner
+    # takes trtllm_mla (Kimi is MLA), the draft's runner inherits it, and the draft (a Llama-shaped EAGLE3
+    # head) is not MLA: SGLang's registry refuses it while the draft worker builds its runner
+    require_release(release)
+    session = shared_session(release, model="kimi-k2.6", draft="eagle3", hardware="b200")
+    outcome = session.evaluate(session.with_draft(Config.of({
+        "--tp-size": "4", "--speculative-algorithm": "EAGLE3", "--attention-backend": "trtllm_mla"})))
+    assert outcome.status is Status.FAILED, outcome.headline
+    assert outcome.exception["message"] == "trtllm_mla backend can only be used with MLA models."
+    assert outcome.record["frame"]["function"] == "create_trtllm_mla_backend"
+    assert outcome.record["stage"] == "draft_worker"
+    assert outcome.record["attention_backends"] == ["TRTLLMMLABackend"]  # the target's own choice passed
