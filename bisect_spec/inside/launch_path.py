@@ -793,16 +793,20 @@ def _device_step(exc: BaseException) -> str | None:
             continue
         if isinstance(link, ModuleNotFoundError) and _GPU_CODE.search(str(link)):
             caller = next((f for f in reversed(frames) if "/sglang/" in f.filename.replace(os.sep, "/")), frames[-1])
-            where = caller.filename.replace(os.sep, "/").rpartition("/sglang/")[2] or os.path.basename(caller.filename)
-            return f"imports the GPU code of {link.name or link} ({where}:{caller.lineno}): needs a GPU install"
+            return f"imports the GPU code of {link.name or link} ({_where(caller)}): needs a GPU install"
         in_torch = os.path.abspath(frames[-1].filename).startswith(root)
         if not (in_torch and re.search(r"cuda|CUDA|device|driver|not compiled", str(link))) \
                 and not _CUDA_KERNEL.search(str(link)):
             continue
         caller = next((f for f in reversed(frames) if not os.path.abspath(f.filename).startswith(root)), frames[-1])
-        where = caller.filename.replace(os.sep, "/").rpartition("/sglang/")[2] or os.path.basename(caller.filename)
-        return f"{caller.line or caller.name} ({where}:{caller.lineno}) needs a GPU"
+        return f"{caller.line or caller.name} ({_where(caller)}) needs a GPU"
     return None
+
+
+def _where(frame: traceback.FrameSummary) -> str:
+    """``file:line`` of a frame, the file relative to the ``sglang`` package where it is SGLang's."""
+    path = frame.filename.replace(os.sep, "/")
+    return f"{path.rpartition('/sglang/')[2] or os.path.basename(frame.filename)}:{frame.lineno}"
 
 
 def _tokenizer_manager(args: Any, publish: Callable[..., None] | None, progress: Progress) -> None:
