@@ -74,6 +74,7 @@ import inspect
 import os
 import re
 import sys
+import textwrap
 import traceback
 import types
 from collections.abc import Callable, Iterable, Iterator
@@ -503,6 +504,7 @@ def _draft_worker(args: Any, target: Any, runner: Any, progress: Progress) -> No
         progress.built[id(draft)] = "the draft's ModelRunner built up to its first device step"
         with contextlib.suppress(_DeviceReached):
             real_init(draft, *init_args, **init_kwargs)
+        _set_plain_attributes_after_device(draft, runner_cls)
         progress.draft_attention_backends = _choose_backends(draft)
         raise _DraftRunnerReached
 
@@ -620,8 +622,44 @@ def _model_runner(args: Any, target: Any, progress: Progress) -> Any:
               dp_rank=None, nccl_port=0, server_args=args, is_draft_worker=False,
               req_to_token_pool=None, token_to_kv_pool_allocator=None)
     except _DeviceReached:
+        _set_plain_attributes_after_device(runner, runner_cls)
         return runner
     raise RuntimeError("ModelRunner.__init__ returned without calling init_torch_distributed()")
+
+
+@functools.cache
+def _plain_assignments_after_device(runner_cls: type) -> tuple[tuple[str, Any], ...]:
+    """``self.x = <constant or module name>`` statements of ``__init__`` after its device step: what a real
+    ``__init__`` still sets without the device before ``initialize()`` (0.5.13's ``_linear_attn_registry_cache
+    = _UNSET``, which the backend choice reads), as (attribute, compiled value), read once per class."""
+    import ast
+
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(runner_cls.__init__)))  # type: ignore[misc]
+    except (OSError, TypeError, SyntaxError):
+        return ()
+    body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.FunctionDef) else []
+    found: list[tuple[str, Any]] = []
+    after = False
+    for statement in body:
+        if not after:
+            after = any(isinstance(n, ast.Attribute) and n.attr == "init_torch_distributed" for n in ast.walk(statement))
+            continue
+        target = statement.targets[0] if isinstance(statement, ast.Assign) and len(statement.targets) == 1 else (
+            statement.target if isinstance(statement, ast.AnnAssign) else None)
+        value = getattr(statement, "value", None)
+        if (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self"
+                and isinstance(value, (ast.Constant, ast.Name))):
+            found.append((target.attr, compile(ast.Expression(value), "<runner>", "eval")))
+    return tuple(found)
+
+
+def _set_plain_attributes_after_device(runner: Any, runner_cls: type) -> None:
+    namespace = vars(sys.modules[runner_cls.__module__])
+    for name, code in _plain_assignments_after_device(runner_cls):
+        if name not in vars(runner):
+            with contextlib.suppress(Exception):
+                setattr(runner, name, eval(code, namespace))  # SGLang's own constant or module name
 
 
 #: Attention modules whose classes the backend choice builds: building a backend is device work
