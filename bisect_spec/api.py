@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from bisect_spec.runtime.target_spec import DEFAULT_DRAFT, DEFAULT_MODEL, TargetSpec
     from bisect_spec.workflows.bisect import bisect, bisect_commits, is_release_name, release_history
     from bisect_spec.workflows.crosscheck import CrosscheckReport, configs_to_crosscheck, crosscheck, selected_from_summary
+    from bisect_spec.workflows.diff import DiffReport, diff
     from bisect_spec.workflows.nightly import run_nightly as nightly
     from bisect_spec.workflows.probe import ProbeResult, ProbeSession, probe, verify_release
     from bisect_spec.workflows.real_launch import LaunchPlan, LaunchReport, launch, launch_plan
@@ -59,6 +60,7 @@ if TYPE_CHECKING:
 _WHERE = {
     "CrosscheckReport": "bisect_spec.workflows.crosscheck",
     "DEFAULT_DRAFT": "bisect_spec.runtime.target_spec",
+    "DiffReport": "bisect_spec.workflows.diff",
     "DEFAULT_MODEL": "bisect_spec.runtime.target_spec",
     "LaunchPlan": "bisect_spec.workflows.real_launch",
     "LaunchReport": "bisect_spec.workflows.real_launch",
@@ -72,6 +74,7 @@ _WHERE = {
     "bisect_commits": "bisect_spec.workflows.bisect",
     "configs_to_crosscheck": "bisect_spec.workflows.crosscheck",
     "crosscheck": "bisect_spec.workflows.crosscheck",
+    "diff": "bisect_spec.workflows.diff",
     "evidence_of": "bisect_spec.workflows.shrink",
     "failure_hints": "bisect_spec.workflows.shrink",
     "failures_for_ci": "bisect_spec.workflows.sweep",
@@ -95,9 +98,9 @@ _WHERE = {
 }
 
 __all__ = [
-    "DEFAULT_DRAFT", "DEFAULT_MODEL", "CrosscheckReport", "LaunchPlan", "LaunchReport", "ProbeResult", "ProbeSession",
-    "ShrinkReport", "SweepResult", "SweepRun", "TargetSpec", "bisect", "bisect_commits", "configs_to_crosscheck",
-    "crosscheck", "evidence_of", "failure_hints", "failures_for_ci", "is_release_name", "launch", "launch_plan",
+    "DEFAULT_DRAFT", "DEFAULT_MODEL", "CrosscheckReport", "DiffReport", "LaunchPlan", "LaunchReport", "ProbeResult",
+    "ProbeSession", "ShrinkReport", "SweepResult", "SweepRun", "TargetSpec", "bisect", "bisect_commits", "configs_to_crosscheck",
+    "crosscheck", "diff", "evidence_of", "failure_hints", "failures_for_ci", "is_release_name", "launch", "launch_plan",
     "nightly", "probe", "release_history", "report", "report_input", "report_names", "selected_from_summary", "shrink",
     "shrink_in_session", "shrink_space", "sweep", "understand_flags", "verify_release", "write_reproducers",
 ]

@@ -9,7 +9,7 @@ configuration fails in SGLang (a verdict, not an error).
 
 from __future__ import annotations
 
-from bisect_spec.cli import evaluate, launches, releases, results
+from bisect_spec.cli import diff, evaluate, launches, releases, results
 from bisect_spec.cli.errors import EXIT_VERDICT_FAILS
 from bisect_spec.cli.group import main, sweep
 from bisect_spec.cli.launches import confirm_by_launch, shrink_launches, sweep_launches
@@ -24,6 +24,7 @@ executor_options(results.nightly)
 confirm_by_launch(evaluate.shrink, shrink_launches)
 confirm_by_launch(sweep, sweep_launches)
 assert launches.launch_command.name in main.commands and releases.bisect.name in main.commands
+assert diff.diff.name in main.commands
 
 
 def run() -> None:

@@ -80,11 +80,14 @@ class Strategy:
     branches: bool = False
     #: flag -> the flags it needs, filled in together; None: :data:`bisect_spec.search.space.GROUPS`
     groups: Mapping[str, tuple[str, ...]] | None = None
+    #: flags every row has, as typed (``diff``'s ``-- FLAGS``): not swept
+    fixed: tuple[str, ...] = ()
 
     def space(self, table: Sequence[Mapping[str, Any]]) -> FlagSpace:
         """This strategy's flag space for a release (from that release's flag table)."""
+        fixed = Config.from_argv(list(self.fixed))
         return build_space(table, include=self.include, exclude=self.exclude, core=self.core,
-                           values=self.values, require=self.require, groups=self.groups)
+                           values=self.values, require=self.require, groups=self.groups, fixed=fixed)
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "include": list(self.include), "exclude": list(self.exclude),
@@ -94,7 +97,7 @@ class Strategy:
                 "forbid": {k: list(v) for k, v in self.forbid.items()}, "fit": self.fit, "rounds": self.rounds,
                 "round_rows": self.round_rows, "peel": self.peel, "peel_depth": self.peel_depth,
                 "peel_width": self.peel_width, "peel_remove": self.peel_remove, "core_alone": self.core_alone,
-                "branches": self.branches,
+                "branches": self.branches, **({"fixed": list(self.fixed)} if self.fixed else {}),
                 **({} if self.groups is None else {"groups": {k: " ".join(v) for k, v in self.groups.items()}})}
 
 

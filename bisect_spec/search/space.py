@@ -311,7 +311,8 @@ def build_space(table: Sequence[Mapping[str, Any]], *, include: Iterable[str], e
             patterns.extend(sorted(str(e["option"]) for e in table if e.get("speculative_read")))
         else:
             patterns.extend(INTERACTING if item == "@interacting" else [item])
-    excluded = [*_NEVER, *exclude]
+    # a fixed flag is in every row as given, so it is not swept (under any of its names)
+    excluded = [*_NEVER, *exclude, *(aliases.get(f, f) for f in (fixed.flags() if fixed else ()))]
     chosen: list[str] = []
     for pattern in patterns:
         matches = [o for o in by_option if fnmatch.fnmatchcase(o, pattern)] if any(c in pattern for c in "*?[") \

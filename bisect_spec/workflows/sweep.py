@@ -66,7 +66,7 @@ def _spec_from_meta(meta: dict[str, Any]) -> TargetSpec:
     return TargetSpec(**asked)
 
 
-def sweep(spec: TargetSpec | None = None, *, strategy: str = "default", jobs: int | None = None,
+def sweep(spec: TargetSpec | None = None, *, strategy: str | Any = "default", jobs: int | None = None,
           runs_dir: Path = Path("runs"), resume: str | None = None, seed: int | None = None,
           random_budget: int | None = None, timeout: float = 60.0, use_cache: bool = True,
           progress: ProgressFn | None = None, on_start: Callable[[Session], None] | None = None,
@@ -121,7 +121,7 @@ class SweepRun:
     run in memory; ``bisect-spec report`` reads the same files back and renders the same pages.
     """
 
-    def __init__(self, spec: TargetSpec | None = None, *, strategy: str = "default", jobs: int | None = None,
+    def __init__(self, spec: TargetSpec | None = None, *, strategy: str | Any = "default", jobs: int | None = None,
                  runs_dir: Path = Path("runs"), resume: str | None = None, seed: int | None = None,
                  random_budget: int | None = None, timeout: float = 60.0, use_cache: bool = True,
                  progress: ProgressFn | None = None, on_start: Callable[[Session], None] | None = None,
@@ -149,7 +149,10 @@ class SweepRun:
                 "exclude": tuple(meta["strategy"]["exclude"]), "core": tuple(meta["strategy"]["core"]),
                 "values": {k: tuple(v) for k, v in meta["strategy"]["values"].items()},
                 "forbid": {k: tuple(v) for k, v in meta["strategy"].get("forbid", {}).items()},
-                "fit": meta["strategy"].get("fit", False)})  # a run from before fit.py: its plan
+                "fit": meta["strategy"].get("fit", False),  # a run from before fit.py: its plan
+                "fixed": tuple(meta["strategy"].get("fixed", ()))})
+        elif isinstance(strategy, Strategy):  # built by the caller (``diff``: a strategy with the user's flags fixed)
+            self.strategy = strategy
         else:
             self.strategy = load_strategy(strategy, seed=seed, random_budget=random_budget)
         self.spec = spec or TargetSpec()

@@ -1,0 +1,208 @@
+"""``bisect-spec diff OLD NEW``: what a change to SGLang does to the configurations people run.
+
+Design notes:
+
+- **One plan on both sides.** Each side is swept with the strategy (a stored, resumable run per side:
+  covering array and whatever later phases the strategy has), with the user's ``-- FLAGS`` fixed in
+  every row. Then every configuration either side evaluated is evaluated on the other, so the
+  comparison holds the same configurations on both sides, the failures of each included. Outcomes
+  come from the cross-run cache where they are known, so a diff stopped half-way, run again, repeats
+  nothing already evaluated.
+- **Compared by** :mod:`bisect_spec.reduce.verdict_changes` (pure): failures matched by cross-release
+  key, so a statement that moved is *moved*, not fixed-plus-new.
+- **Reproducers.** Each new, wider and fixed failure is shrunk (1-minimal, same signature) on the side
+  that raises it, and the minimal configuration is evaluated again on the other side: the report says
+  what that side does with exactly those flags.
+- **The gate.** New failures, wider ones and changed defaults fail the diff (``gating``; the CLI exits
+  3), unless ``allow`` names them (a signature id, a cross-release key, or a resolved field).
+
+``diff.json`` (``bisect-spec/diff/1``) and ``diff.md`` (fit for a pull-request comment) are written to
+``<runs_dir>/diff-<id>/``; the two sweeps are ordinary runs under ``<runs_dir>``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import re
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bisect_spec.errors import StoreError, UsageError
+from bisect_spec.model.flags import Config
+from bisect_spec.model.outcome import Outcome
+from bisect_spec.reduce.verdict_changes import GATED, Changes, Group, compare
+from bisect_spec.runtime import environments
+from bisect_spec.runtime.session import Session
+from bisect_spec.runtime.target_spec import TargetSpec
+
+SCHEMA = "bisect-spec/diff/1"
+#: diffs shrink at most this many groups (the gated ones first); the rest keep their simplest configuration
+SHRINK_LIMIT = 12
+ProgressFn = Callable[[str], None]
+SweepProgressFn = Callable[[str], Callable[[int, int, int, str], None] | None]
+
+
+@dataclass
+class DiffReport:
+    """A finished diff: both sides, the changes, what the gate says, where it is stored."""
+
+    old: str
+    new: str
+    target: dict[str, Any]
+    strategy: str
+    flags: list[str]
+    changes: Changes
+    allow: list[str]
+    runs: dict[str, str]
+    evaluated: dict[str, int]
+    path: Path | None = None
+    notes: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def gating(self) -> list[Group]:
+        return self.changes.gating(self.allow)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema": SCHEMA, "old": self.old, "new": self.new, "target": self.target, "strategy": self.strategy,
+                "flags": self.flags, "allow": self.allow, "runs": self.runs, "evaluated": self.evaluated,
+                "compared": self.changes.compared, "not_compared": self.changes.not_compared,
+                "counts": self.changes.counts(), "gating": [g.key for g in self.gating],
+                "groups": [g.to_dict() for g in self.changes.groups], "notes": self.notes,
+                "seconds": round(self.seconds, 1), **({"path": str(self.path)} if self.path else {})}
+
+
+def with_fixed_flags(strategy: Any, flags: Config) -> Any:
+    """The strategy with ``flags`` in every row, as given (not swept)."""
+    return dataclasses.replace(strategy, fixed=tuple(flags.argv())) if len(flags) else strategy
+
+
+def _side_spec(spec: TargetSpec, release: str) -> TargetSpec:
+    return dataclasses.replace(spec, release=release)
+
+
+def diff(old: str, new: str, spec: TargetSpec | None = None, *, strategy: str = "quick", flags: Sequence[str] = (),
+         jobs: int | None = None, runs_dir: Path = Path("runs"), timeout: float = 60.0, use_cache: bool = True,
+         allow: Iterable[str] = (), shrink_evaluations: int = 300, shrink_seconds: float = 60.0,
+         progress: ProgressFn | None = None, sweep_progress: SweepProgressFn | None = None) -> DiffReport:
+    """Evaluate one plan on ``old`` and ``new`` and report every change of verdict, signature, place,
+    message or resolved value (module notes).
+
+    :param old: / :param new: releases (``0.5.11``), ``git:CLONE@REV`` or ``path:DIR``.
+    :param flags: SGLang flags every configuration has (``--tp 8``); the configuration they make alone
+        is compared too.
+    :param allow: signature ids, cross-release keys or resolved fields whose change the gate accepts.
+    :raises UsageError: bad strategy or flags. :raises ReleaseError: a side not installed.
+    :raises ArchitectureUnknown: the model is unknown to a side.
+    """
+    from bisect_spec.model.flags import parse_command
+    from bisect_spec.reduce.shrink import Budget
+    from bisect_spec.runtime import store
+    from bisect_spec.search.plan import load_strategy
+    from bisect_spec.workflows.shrink import DURABLE, shrink_in_session
+    from bisect_spec.workflows.sweep import sweep, target_record
+
+    started = time.time()
+    spec = spec or TargetSpec()
+    say = progress or (lambda _text: None)
+    base = parse_command(list(flags)).config if flags else Config()
+    chosen = with_fixed_flags(load_strategy(strategy), base)
+    sides = {"old": _side_spec(spec, old), "new": _side_spec(spec, new)}
+    outcomes: dict[str, dict[str, Outcome]] = {}
+    runs: dict[str, str] = {}
+    targets = {}
+    for side, side_spec in sides.items():
+        say(f"sweeping the {side} side ({side_spec.release}) with strategy {strategy}")
+        result = sweep(side_spec, strategy=chosen, jobs=jobs, runs_dir=runs_dir, timeout=timeout, use_cache=use_cache,
+                       progress=sweep_progress(side) if sweep_progress else None)
+        outcomes[side] = {o.config.key(): o for o in result.outcomes}
+        runs[side] = str(result.run_path)
+        targets[side] = result.target
+    every = {key: o.config for side in outcomes.values() for key, o in side.items()}
+    if len(base):
+        every.setdefault(base.key(), base)
+    cache = store.OutcomeCache(environments.home() / "cache" / "outcomes.sqlite") if use_cache else None
+    sessions: dict[str, Session] = {}
+    notes: list[str] = []
+    try:
+        for side, target in targets.items():
+            session = Session(target, jobs=jobs, timeout=timeout)
+            sessions[side] = session
+            todo = [c for k, c in every.items() if k not in outcomes[side]]
+            target_key = store.OutcomeCache.target_key(target_record(target))
+            if cache is not None and todo:
+                for key, data in cache.get_many(target_key, [c.key() for c in todo]).items():
+                    outcomes[side][key] = Outcome.from_dict(data)
+                todo = [c for c in todo if c.key() not in outcomes[side]]
+            if todo:
+                say(f"evaluating {len(todo)} configuration{'s' if len(todo) != 1 else ''} of the other side on the "
+                    f"{side} side ({target.release})")
+                session.start()
+                for outcome in session.evaluate_many(todo):
+                    outcomes[side][outcome.config.key()] = outcome
+                    if cache is not None and outcome.status.value in DURABLE:
+                        cache.put(target_key, outcome.config.key(), outcome.to_dict())
+        changes = compare(outcomes["old"], outcomes["new"])
+        allowed = list(allow)
+        wanted = [g for g in changes.groups if g.kind in (*GATED, "fixed") and g.kind != "defaults"]
+        wanted.sort(key=lambda g: (g.kind not in GATED, bool(g.names & set(allowed))))
+        for number, group in enumerate(wanted):
+            if number >= SHRINK_LIMIT:
+                group.reproducer = {"note": f"not shrunk: a diff shrinks its first {SHRINK_LIMIT} groups"}
+                continue
+            here, there = ("old", "new") if group.kind == "fixed" else ("new", "old")
+            failing = group.failing
+            assert failing is not None
+            say(f"shrinking {group.kind} failure {failing.signature.id if failing.signature else '?'} on the {here} side")
+            sessions[here].start()
+            report = shrink_in_session(sessions[here], group.example, budget=Budget(shrink_evaluations, shrink_seconds),
+                                       fix=False, first=failing, memo=dict(outcomes[here]))
+            minimal = report.result.minimal if report.result.status == "minimal" else group.example
+            sessions[there].start()
+            other = sessions[there].evaluate(minimal)
+            group.reproducer = {"argv": minimal.argv(), "status": report.result.status,
+                                "evaluations": report.result.evaluations,
+                                "here": here, "there": there, "there_status": other.status.value,
+                                "there_headline": other.headline, "there_reached": other.reached}
+    finally:
+        for session in sessions.values():
+            session.close()
+        if cache is not None:
+            cache.close()
+    report_target = {**targets["new"].describe(), "release": None}
+    diff_report = DiffReport(old=targets["old"].release, new=targets["new"].release, target=report_target,
+                             strategy=strategy, flags=base.argv(), changes=changes, allow=allowed, runs=runs,
+                             evaluated={side: len(o) for side, o in outcomes.items()}, notes=notes)
+    diff_report.seconds = time.time() - started
+    diff_report.path = _store(diff_report, runs_dir)
+    return diff_report
+
+
+def _store(report: DiffReport, runs_dir: Path) -> Path:
+    """``diff.json`` and ``diff.md`` in a new ``<runs_dir>/diff-<old>-<new>-<salt>/``."""
+    from bisect_spec.report.diff_text import diff_markdown
+    from bisect_spec.runtime.store import _atomic_write
+
+    salt = hashlib.sha1(f"{time.time_ns()}{os.getpid()}".encode()).hexdigest()[:4]
+    slug = re.sub(r"[^\w.-]+", "_", f"diff-{report.old}-{report.new}")[:80]
+    path = runs_dir / f"{slug}-{time.strftime('%Y%m%d-%H%M%S')}-{salt}"
+    try:
+        path.mkdir(parents=True, exist_ok=False)
+        report.path = path
+        _atomic_write(path / "diff.json", json.dumps(report.to_dict(), indent=2, sort_keys=True) + "\n")
+        _atomic_write(path / "diff.md", diff_markdown(report.to_dict()))
+    except OSError as exc:
+        raise StoreError(f"cannot write the diff under {path}: {exc.strerror or exc}") from exc
+    return path
+
+
+def check_sides(old: str, new: str) -> None:
+    """Refuse two sides that are one in one line (``diff 0.5.9 0.5.9`` is allowed: it must report nothing)."""
+    if not old or not new:
+        raise UsageError("diff needs two sides: bisect-spec diff OLD NEW (releases, git:CLONE@REV or path:DIR)")

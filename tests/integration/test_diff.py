@@ -1,0 +1,101 @@
+"""``bisect-spec diff`` on real SGLang releases.
+
+The oracles are SGLang's own history, which we did not write: the seed's TypeError
+(``'>' not supported between instances of 'NoneType' and 'int'``, EAGLE3 with
+``--speculative-num-steps 1 --speculative-num-draft-tokens 3``) exists in 0.5.2 and not in 0.5.1.post3,
+where the same flags pass; the K2.6 episode's bare ``assert self.speculative_eagle_topk is None and
+self.speculative_num_draft_tokens is None`` is in both 0.5.11 and 0.5.12, on another line.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bisect_spec import api
+from bisect_spec.model.flags import Config
+from bisect_spec.model.outcome import Outcome
+from tests.cli.helpers import run
+from tests.conftest import require_release
+from tests.schemas import assert_valid
+
+pytestmark = [pytest.mark.sglang, pytest.mark.slow]
+
+SEED = Config.from_argv(["--speculative-algorithm", "EAGLE3", "--speculative-num-draft-tokens", "3",
+                         "--speculative-num-steps", "1"])
+SEED_MESSAGE = "'>' not supported between instances of 'NoneType' and 'int'"
+TARGET = ["--model", "deepseek-v3", "--draft", "eagle3", "--hardware", "h200"]
+
+
+def test_the_seeds_typeerror_is_new_in_0_5_2_with_a_minimal_reproducer_that_passes_on_0_5_1_post3(
+        tmp_path: Path) -> None:
+    require_release("0.5.1.post3")
+    require_release("0.5.2")
+    spec = api.TargetSpec(model="deepseek-v3", draft="eagle3", hardware="h200")
+    report = api.diff("0.5.1.post3", "0.5.2", spec, runs_dir=tmp_path, jobs=1)
+    new = [g for g in report.changes.of("new") if g.new.exception.get("type") == "TypeError"]
+    assert len(new) == 1, [g.to_dict()["new"]["headline"] for g in report.changes.groups]
+    group = new[0]
+    # the seed's flags are in the group (with or without the draft's path, as the plan has them)
+    assert any(set(SEED.items) <= set(c.items) for c in group.configs)
+    assert group.new.exception["message"] == SEED_MESSAGE
+    reproducer = group.reproducer or {}
+    assert reproducer["status"] == "minimal" and reproducer["here"] == "new"
+    assert reproducer["there_status"] == "passed", reproducer  # the minimal flags pass on 0.5.1.post3
+    assert group in report.gating
+    # the stored document is valid, and the pull-request comment carries SGLang's words and the reproducer
+    stored = json.loads((report.path / "diff.json").read_text())  # type: ignore[operator]
+    assert_valid(stored, "diff")
+    text = (report.path / "diff.md").read_text()  # type: ignore[operator]
+    assert f"TypeError: {SEED_MESSAGE}" in text and " ".join(reproducer["argv"]) in text
+
+    # the CLI: the same diff (from the cache), exit status 3, --json valid
+    code, output = run("diff", "0.5.1.post3", "0.5.2", *TARGET, "--runs-dir", str(tmp_path), "--json")
+    assert code == 3, output
+    data = json.loads(output[output.index("{"):])
+    assert_valid(data, "diff")
+    assert data["counts"]["new"] >= 1 and data["gating"]
+    # --allow takes a gated change out of the gate; every gated change allowed: exit 0
+    allowed = [arg for key in data["gating"] for arg in ("--allow", key)]
+    code, output = run("diff", "0.5.1.post3", "0.5.2", *TARGET, "--runs-dir", str(tmp_path), *allowed)
+    assert code == 0, output
+    assert "**The gate passes**" in output
+
+
+def test_the_k26_episodes_assert_is_moved_from_0_5_11_to_0_5_12_not_new(tmp_path: Path) -> None:
+    require_release("0.5.11")
+    require_release("0.5.12")
+    report = api.diff("0.5.11", "0.5.12", api.TargetSpec(model="kimi-k2.6", draft="eagle3"), runs_dir=tmp_path, jobs=1)
+
+    def is_episode(outcome: Outcome) -> bool:
+        statement = " ".join(str(outcome.frame.get("statement", "")).split())
+        return (outcome.exception.get("type") == "AssertionError" and "speculative_eagle_topk is None" in statement
+                and "speculative_num_draft_tokens is None" in statement)
+
+    moved = [g for g in report.changes.of("moved") if is_episode(g.new)]
+    assert len(moved) == 1, [g.to_dict()["new"]["headline"] for g in report.changes.groups]
+    assert moved[0].detail["old_place"] != moved[0].detail["new_place"]
+    assert is_episode(moved[0].old)
+    assert not [g for g in report.changes.groups if g.kind in ("new", "fixed") and (is_episode(g.new) or is_episode(g.old))]
+
+
+def test_a_release_against_itself_reports_nothing_and_exits_0(tmp_path: Path) -> None:
+    require_release("0.5.12")
+    code, output = run("diff", "0.5.12", "0.5.12", "--model", "kimi-k2.6", "--runs-dir", str(tmp_path))
+    assert code == 0, output
+    assert "No change of verdict, failure, place, message or resolved value." in output
+    stored = json.loads(next(tmp_path.glob("diff-*/diff.json")).read_text())
+    assert stored["groups"] == [] and stored["gating"] == [] and stored["compared"] > 100
+
+
+def test_flags_after_the_double_dash_are_in_every_configuration(tmp_path: Path) -> None:
+    require_release("0.5.12")
+    report = api.diff("0.5.12", "0.5.12", api.TargetSpec(model="kimi-k2.6", draft="eagle3"), runs_dir=tmp_path,
+                      flags=["--tp", "8", "--page-size", "16"], jobs=1)
+    runs = [json.loads(line) for line in (Path(report.runs["new"]) / "results.jsonl").read_text().splitlines()]
+    assert runs
+    configs = [Config.from_argv(r["config"]) for r in runs]
+    assert all(c.get("--tp") == ("8",) and c.get("--page-size") == ("16",) for c in configs)
+    assert report.changes.compared > 0 and report.changes.groups == []
