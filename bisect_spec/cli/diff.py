@@ -46,7 +46,9 @@ def diff(old: str, new: str, strategy: str, allow: tuple[str, ...], jobs: int | 
     the other side. Exit status 3 when there is a new failure, a known failure
     catching more, or a changed default that --allow does not list; 0 otherwise.
 
-    Example (the seed's TypeError is new in 0.5.2; exits 3):
+    The example reports the seed's TypeError as new in 0.5.2 and exits 3.
+
+    Example:
 
         bisect-spec diff 0.5.1.post3 0.5.2 --model deepseek-v3 --draft eagle3 --hardware h200
     """

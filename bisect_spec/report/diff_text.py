@@ -11,7 +11,7 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from bisect_spec.reduce.verdict_changes import GATED, KINDS, MEANING
+from bisect_spec.model.verdict_kinds import GATED, KINDS, MEANING
 
 _HEADINGS = {
     "new": "New failures", "wider": "Known failures catching more", "defaults": "Changed defaults",

@@ -36,7 +36,8 @@ from typing import Any
 from bisect_spec.errors import StoreError, UsageError
 from bisect_spec.model.flags import Config
 from bisect_spec.model.outcome import Outcome
-from bisect_spec.reduce.verdict_changes import GATED, Changes, Group, compare
+from bisect_spec.model.verdict_kinds import GATED
+from bisect_spec.reduce.verdict_changes import Changes, Group, compare
 from bisect_spec.runtime import environments
 from bisect_spec.runtime.session import Session
 from bisect_spec.runtime.target_spec import TargetSpec

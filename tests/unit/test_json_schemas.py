@@ -25,7 +25,7 @@ NAMED = re.compile(r"schema (?P<id>bisect-spec/[a-z-]+/\d+): bisect_spec/data/sc
 
 
 def test_the_schemas_are_shipped() -> None:
-    assert {"common", "probe", "sweep", "shrink", "bisect", "commits", "nightly", "report", "launch", "crosscheck",
+    assert {"common", "probe", "sweep", "shrink", "bisect", "commits", "nightly", "report", "launch", "crosscheck", "diff",
             "runs", "run-show", "envs", "strategies", "workers", "smoke"} == set(NAMES)
 
 
