@@ -50,6 +50,8 @@ def env_install(releases: tuple[str, ...], all_releases: bool, retry: bool, newe
         bisect-spec env install 0.5.23
 
         bisect-spec env install 0.4.6..0.5.3 0.5.23
+
+    A source target (git:CLONE@REV, path:DIR) installs the release its tree runs over.
     """
     from bisect_spec.cli import terminal
     from bisect_spec.report import text as render
@@ -57,7 +59,16 @@ def env_install(releases: tuple[str, ...], all_releases: bool, retry: bool, newe
 
     if not releases and not all_releases and not newer:
         raise click.UsageError("name releases (0.5.23, 0.4.6..0.5.3) or use --all")
-    chosen = environments.select_releases(list(releases), all_releases=all_releases)
+    from bisect_spec.runtime import sources
+
+    named = []
+    for release in releases:  # a source target: the release its tree runs over
+        if sources.is_source_spec(release):
+            under = sources.release_under(release)
+            click.echo(f"{release} runs over SGLang {under}'s environment: installing {under}", err=True)
+            release = under
+        named.append(release)
+    chosen = environments.select_releases(named, all_releases=all_releases)
     if newer:
         chosen += [r for r in environments.newer_than_pinned() if r not in chosen]
     rows: list[list[Any]] = []

@@ -5,7 +5,7 @@ shared by the comparison (:mod:`bisect_spec.reduce.verdict_changes`) and its rep
 from __future__ import annotations
 
 #: the groups, in the order they are reported
-KINDS = ("new", "wider", "defaults", "fixed", "narrower", "moved", "message")
+KINDS = ("new", "wider", "defaults", "fixed", "narrower", "moved", "message", "replaced")
 #: the groups a gate refuses (exit 3) unless ``--allow`` names them
 GATED = frozenset({"new", "wider", "defaults"})
 #: what each group means, in one line (reports' headings)
@@ -17,4 +17,5 @@ MEANING = {
     "narrower": "known failures that no longer catch configurations the new side passes",
     "moved": "moved failures: the same failure from another line, function or file",
     "message": "changed messages: the same failure at the same place, other words",
+    "replaced": "configurations failing on both sides in two ways both sides know",
 }

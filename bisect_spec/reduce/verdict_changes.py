@@ -19,6 +19,7 @@ Design notes:
   ``narrower``  a failure both sides raise, on configurations the new side passes
   ``moved``     one configuration fails the same way on both sides, from another file, function or line
   ``message``   one configuration fails the same way at the same place, and the message's words differ
+  ``replaced``  a configuration fails on both sides in two ways both sides know (neither new nor fixed)
 
   ``new``, ``wider`` and ``defaults`` are what a gate refuses (:data:`GATED`), unless allowed.
 - A configuration that is a usage error, crashed, timed out or a fault of bisect-spec's own emulation
@@ -79,7 +80,7 @@ class Group:
         """The example's failing outcome that identifies the group (the new side's, except for fixed/narrower)."""
         if self.kind == "defaults":
             return None
-        return self.old if self.kind in ("fixed", "narrower") else self.new
+        return self.old if self.kind in ("fixed", "narrower") else self.new  # replaced: what it fails with now
 
     @property
     def names(self) -> set[str]:
@@ -151,12 +152,14 @@ def compare(old: Mapping[str, Outcome], new: Mapping[str, Outcome]) -> Changes:
         kb = b.signature.cross_release_key if b.signature is not None else None
         if kb is not None and kb not in old_keys:
             members["new", kb].append((a, b))
-        elif kb is not None and ka != kb:  # a failure the old side has, here on a configuration it treats otherwise
+        elif kb is not None and ka is None:  # a failure the old side has, here on a configuration it passed
             members["wider", kb].append((a, b))
         if ka is not None and ka not in new_keys:
             members["fixed", ka].append((a, b))
-        elif ka is not None and ka != kb:
+        elif ka is not None and kb is None:
             members["narrower", ka].append((a, b))
+        if ka is not None and kb is not None and ka != kb and ka in new_keys and kb in old_keys:
+            members["replaced", f"{ka}->{kb}"].append((a, b))  # both failures known on both sides: neither new nor fixed
         if ka is not None and ka == kb:
             if place(a) != place(b):
                 members["moved", ka].append((a, b))

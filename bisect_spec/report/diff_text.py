@@ -16,7 +16,7 @@ from bisect_spec.model.verdict_kinds import GATED, KINDS, MEANING
 _HEADINGS = {
     "new": "New failures", "wider": "Known failures catching more", "defaults": "Changed defaults",
     "fixed": "Fixed failures", "narrower": "Known failures catching less", "moved": "Moved failures",
-    "message": "Changed messages",
+    "message": "Changed messages", "replaced": "Failures replaced by other known ones",
 }
 #: groups shown in full per kind; the rest are counted
 SHOWN = 8

@@ -395,6 +395,32 @@ def register(spec: str, *, base: str | None = None) -> str:
     return label
 
 
+def release_under(spec: str) -> str:
+    """The release whose environment a ``git:PATH@REV`` or ``path:DIR`` target runs over (the release at or
+    before the tree's version), installed or not: what ``env install git:…`` installs.
+
+    :raises SourceError: no such clone, revision or package; a version that is no release.
+    """
+    if spec.startswith(GIT_PREFIX):
+        path, rev = parse_git_spec(spec)
+        repo = Repo(path)
+        sha = repo.resolve(rev)
+        version = tree_version(materialise(repo, sha)) or repo.nearest_tag_version(sha)
+        if version is None:
+            raise SourceError(f"cannot tell which release {rev} is (no sglang/version.py, no v* tag before it): "
+                              "run git fetch --tags in the clone")
+    elif spec.startswith(PATH_PREFIX):
+        directory = Path(spec.removeprefix(PATH_PREFIX)).expanduser().resolve()
+        if not directory.is_dir():
+            raise SourceError(f"{directory} is not a directory: write path:DIR with DIR your SGLang checkout")
+        version = tree_version(_package_root(directory))
+        if version is None:
+            raise SourceError(f"cannot tell which release {directory} is: it has no version.py or _version.py")
+    else:
+        raise SourceError(f"'{spec}' is not a source target: write git:PATH@REV or path:DIR")
+    return release_at_or_before(version)
+
+
 def _installed_base(version: str, what: str) -> str:
     base = release_at_or_before(version)
     if not environments.is_installed(base):

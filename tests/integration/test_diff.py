@@ -10,6 +10,9 @@ self.speculative_num_draft_tokens is None`` is in both 0.5.11 and 0.5.12, on ano
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -99,3 +102,24 @@ def test_flags_after_the_double_dash_are_in_every_configuration(tmp_path: Path) 
     configs = [Config.from_argv(r["config"]) for r in runs]
     assert all(c.get("--tp") == ("8",) and c.get("--page-size") == ("16",) for c in configs)
     assert report.changes.compared > 0 and report.changes.groups == []
+
+
+def test_the_pr_gate_script_catches_the_commit_that_brought_the_seeds_typeerror(tmp_path: Path) -> None:
+    """examples/sglang-pr-gate.sh on a pull request made of one commit: the one that changed server_args.py
+    between 0.5.1.post3 and 0.5.2 (the synthetic history of test_commit_bisect), merge base its parent."""
+    from tests.integration.test_commit_bisect import history
+
+    require_release("0.5.2")
+    made = history("0.5.1.post3", "0.5.2")
+    culprit = made.commit_touching("srt/server_args.py")
+    script = Path(__file__).resolve().parents[2] / "examples" / "sglang-pr-gate.sh"
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+           "BISECT_SPEC_PR_TARGETS": "deepseek-v3:eagle3"}
+    done = subprocess.run(["bash", str(script), str(made.repo), f"{culprit}^", culprit, str(tmp_path / "gate")],
+                          env=env, capture_output=True, text=True, check=False)
+    assert done.returncode == 3, done.stderr[-2000:]
+    comment = (tmp_path / "gate" / "comment.md").read_text()
+    assert "**The gate fails**" in comment
+    new = comment.split("\n### New failures", 1)[1].split("\n### ", 1)[0]
+    assert f"TypeError: {SEED_MESSAGE}" in new
+    assert f"1-minimal on {made.new}+g{culprit[:12]}" in new  # the head's tree (its version.py says 0.5.2)

@@ -140,3 +140,14 @@ def test_the_markdown_carries_sglangs_own_message_and_a_bare_asserts_statement()
     assert "<type>" not in text and "<n>" not in text
     assert f"(no message) at `{ASSERT}`" in text
     assert "`srt/a.py:649 in check`" in text and "`srt/a.py:757 in check`" in text
+
+
+def test_a_configuration_failing_on_both_sides_in_two_known_ways_is_replaced_and_not_gated() -> None:
+    other = "assert other"
+    old = _by_key(_outcome(A, "failed"), _outcome(B, "failed", statement=other), _outcome(C, "failed"))
+    new = _by_key(_outcome(A, "failed", release="new"), _outcome(B, "failed", release="new", statement=other),
+                  _outcome(C, "failed", release="new", statement=other))
+    changes = compare(old, new)
+    assert [g.kind for g in changes.groups] == ["replaced"]
+    assert changes.groups[0].configs == [Config.from_argv(C)]
+    assert changes.gating() == []  # it failed before too: not a configuration that stopped working
