@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bisect_spec.errors import StoreError, UsageError
+from bisect_spec.errors import ArchitectureUnknown, BisectSpecError, Interrupted, ReleaseError, StoreError
 from bisect_spec.model.flags import Config
 from bisect_spec.model.outcome import Outcome
 from bisect_spec.model.verdict_kinds import GATED
@@ -118,10 +118,22 @@ def diff(old: str, new: str, spec: TargetSpec | None = None, *, strategy: str = 
     outcomes: dict[str, dict[str, Outcome]] = {}
     runs: dict[str, str] = {}
     targets = {}
+    if len(base):  # the flags typed after -- must be flags of both sides (one line naming the one that is not)
+        for side_spec in sides.values():
+            with Session(side_spec.resolve(), jobs=1, timeout=timeout) as session:
+                base = session.canonical(base)
     for side, side_spec in sides.items():
         say(f"sweeping the {side} side ({side_spec.release}) with strategy {strategy}")
-        result = sweep(side_spec, strategy=chosen, jobs=jobs, runs_dir=runs_dir, timeout=timeout, use_cache=use_cache,
-                       progress=sweep_progress(side) if sweep_progress else None)
+        try:
+            result = sweep(side_spec, strategy=chosen, jobs=jobs, runs_dir=runs_dir, timeout=timeout,
+                           use_cache=use_cache, progress=sweep_progress(side) if sweep_progress else None)
+        except ArchitectureUnknown as exc:  # its fix names --sglang, which diff takes as OLD and NEW
+            raise ReleaseError(str(exc).replace("pick a newer --sglang or another --model", f"make {side.upper()} a "
+                                                "release that knows it, or pick another --model")) from None
+        except Interrupted as exc:  # the sweep's own words name its --resume; a diff goes on by running again
+            kept = str(exc).split(";", 1)[0]
+            raise Interrupted(f"{kept}; run the same diff again: what was evaluated is reused"
+                              + ("" if use_cache else " (without --no-cache)")) from None
         outcomes[side] = {o.config.key(): o for o in result.outcomes}
         runs[side] = str(result.run_path)
         targets[side] = result.target
@@ -150,6 +162,10 @@ def diff(old: str, new: str, spec: TargetSpec | None = None, *, strategy: str = 
                     if cache is not None and outcome.status.value in DURABLE:
                         cache.put(target_key, outcome.config.key(), outcome.to_dict())
         changes = compare(outcomes["old"], outcomes["new"])
+        if not changes.compared:  # a gate that compared nothing must not pass
+            reasons = "; ".join(f"{n}: {why}" for why, n in sorted(changes.not_compared.items(), key=lambda i: -i[1])[:3])
+            raise BisectSpecError(f"no configuration could be compared on both sides ({reasons}): check the flags "
+                                  "after -- and the strategy")
         allowed = list(allow)
         wanted = [g for g in changes.groups if g.kind in (*GATED, "fixed") and g.kind != "defaults"]
         wanted.sort(key=lambda g: (g.kind not in GATED, bool(g.names & set(allowed))))
@@ -202,8 +218,3 @@ def _store(report: DiffReport, runs_dir: Path) -> Path:
         raise StoreError(f"cannot write the diff under {path}: {exc.strerror or exc}") from exc
     return path
 
-
-def check_sides(old: str, new: str) -> None:
-    """Refuse two sides that are one in one line (``diff 0.5.9 0.5.9`` is allowed: it must report nothing)."""
-    if not old or not new:
-        raise UsageError("diff needs two sides: bisect-spec diff OLD NEW (releases, git:CLONE@REV or path:DIR)")

@@ -123,3 +123,21 @@ def test_the_pr_gate_script_catches_the_commit_that_brought_the_seeds_typeerror(
     new = comment.split("\n### New failures", 1)[1].split("\n### ", 1)[0]
     assert f"TypeError: {SEED_MESSAGE}" in new
     assert f"1-minimal on {made.new}+g{culprit[:12]}" in new  # the head's tree (its version.py says 0.5.2)
+
+
+@pytest.mark.parametrize(("args", "line", "code"), [
+    (["0.5.1.post3", "0.5.2", "--model", "kimi-k2.6"],
+     "Error: SGLang 0.5.1.post3 does not know the architecture KimiK25ForConditionalGeneration of kimi-k2.6 (first "
+     "known in 0.5.9); make OLD a release that knows it, or pick another --model", 1),
+    (["0.5.1.post3", "0.5.2", "--model", "deepseek-v3", "--", "--nope", "3"],
+     "Error: SGLang 0.5.1.post3 has no flag --nope", 2),
+    (["0.5.1.post3", "0.5.2", "--strategy", "nope"], "Error: unknown strategy 'nope'", 2),
+])
+def test_bad_input_is_one_line_naming_the_fix(tmp_path: Path, args: list[str], line: str, code: int) -> None:
+    from tests.cli.helpers import error_line
+
+    require_release("0.5.1.post3")
+    require_release("0.5.2")
+    exit_code, output = run("diff", *args[:2], "--runs-dir", str(tmp_path), *args[2:])
+    assert exit_code == code, output
+    assert error_line(output).startswith(line)
