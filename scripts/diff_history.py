@@ -45,6 +45,12 @@ def probe_both(old: str, new: str, config: Config, args: argparse.Namespace) -> 
     for release in (old, new):
         spec = api.TargetSpec(release=release, model=args.model, draft=args.draft if uses_draft else None,
                               hardware=args.hardware)
+        if not tokens:  # probe asks for a flag: the bare configuration is evaluated by the session probe uses
+            from bisect_spec.runtime.session import Session
+
+            with Session(spec.resolve(), jobs=1) as bare:
+                found[release] = bare.evaluate(config)
+            continue
         with api.ProbeSession(spec) as session:
             result = session.probe(tokens)
         same = sorted(v for _, v in result.config.items) == sorted(v for _, v in config.items)  # names: canonical

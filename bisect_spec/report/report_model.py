@@ -39,7 +39,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from bisect_spec.report.summary import speculative_reason
+from bisect_spec.report.summary import shown_message, speculative_reason
 from bisect_spec.versions import version_key
 
 SCHEMA = "bisect-spec/report/1"
@@ -87,7 +87,8 @@ def _signature_entry(sig: dict[str, Any], change: str | None, has_baseline: bool
     location = sig.get("location") or ""
     return {"id": sig.get("id", "?"), "cross_release_key": sig.get("cross_release_key") or sig.get("id", "?"),
             "kind": sig.get("kind") or "failed", "exc_type": sig.get("exc_type"), "location": location,
-            "title": sig.get("title") or _title_of(sig), "message": sig.get("message") or "",
+            "title": sig.get("title") or _title_of(sig), "message": shown_message(sig),
+            "normal_message": sig.get("message") or "",
             "statement": source_statement(sig), "count": int(sig.get("count") or 0),
             "smallest": list(sig.get("smallest") or []),
             "minimal": list(shrunk["minimal_argv"]) if shrunk.get("minimal_argv") is not None else None,

@@ -60,6 +60,9 @@ def summarise(outcomes: Sequence[Outcome], space: FlagSpace | None, target: dict
         signatures.append({
             **sig.to_dict(), "title": sig.title, "count": len(members), "smallest": best.argv(),
             "headline": example.headline,
+            # what a person reads: SGLang's own words, as the smallest configuration raised them (a shrink
+            # replaces them with the minimal reproducer's); ``message`` is the normal form that groups
+            "sglang_message": str(example.exception.get("message") or ""), "sglang_message_from": best.argv(),
             "example_frame": {k: frame.get(k) for k in ("file", "line", "function", "statement", "guard")} if frame else None,
             "variants": [{"values": v, "count": n}
                          for v, n in sorted(variants.items(), key=lambda item: (-item[1], item[0]))[:MOST_VARIANTS]],
@@ -106,10 +109,24 @@ def speculative_reason(entry: dict[str, Any]) -> str:
     needed = sorted({a for a in minimal if a.startswith("--speculative-")})
     if needed:
         return "its minimal reproducer needs " + " ".join(needed)
-    text = f"{entry.get('message', '')} {entry.get('statement', '')}".lower()
+    text = f"{entry.get('sglang_message', '')} {entry.get('message', '')} {entry.get('statement', '')}".lower()
     if "speculative" in text:
         return "its message names speculative decoding"
     return ""
+
+
+def shown_message(sig: dict[str, Any]) -> str:
+    """The message a person reads for a signature: SGLang's own words (``sglang_message``); for a bare
+    ``assert`` (no message), its statement, labelled as one. A summary stored before ``sglang_message``
+    existed shows its normal form. One line."""
+    if "sglang_message" not in sig:
+        return " ".join(str(sig.get("message") or sig.get("statement") or "").split())
+    said = " ".join(str(sig.get("sglang_message") or "").split())
+    if said:
+        return said
+    statement = (sig.get("example_frame") or {}).get("statement") or ""
+    statement = " ".join(str(statement).split())
+    return f"(no message; the failing statement) {statement}" if statement else ""
 
 
 def triage(summary: dict[str, Any]) -> None:

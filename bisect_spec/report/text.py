@@ -10,6 +10,8 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from bisect_spec.report.summary import shown_message
+
 if TYPE_CHECKING:
     from bisect_spec.model.outcome import Outcome
 
@@ -216,8 +218,7 @@ def _signature_cells(sig: dict[str, Any]) -> tuple[str, int | None, str, str]:
     where = f"{function} in {file}" if function else file
     shrunk = sig.get("shrink")
     reproducer = (" ".join(shrunk["minimal_argv"]) or "(defaults)") if shrunk else (" ".join(sig["smallest"]) or "(defaults)")
-    message = " ".join(str(sig.get("message") or frame.get("statement") or "").split())
-    return where, frame.get("line"), reproducer, message
+    return where, frame.get("line"), reproducer, shown_message(sig)
 
 
 def fitted(headers: Sequence[str], rows: Sequence[Sequence[Any]], width: int, *, ratios: Sequence[int],
@@ -278,7 +279,7 @@ def summary_markdown(summary: dict[str, Any]) -> str:
         minimal = f" → minimal `{' '.join(shrunk['minimal_argv']) or '(defaults)'}`" if shrunk else ""
         lines.append(f"| `{sig['id']}` | {sig['exc_type'] or sig['kind']} | {where} | {sig['count']} | "
                      f"`{' '.join(sig['smallest']) or '(defaults)'}`{minimal} | "
-                     f"{_md(sig['message'] or frame.get('statement') or '')} |")
+                     f"{_md(shown_message(sig))} |")
     if summary["findings"]:
         lines += ["", "## Findings in passing configurations", "",
                   "| id | finding | field | count | smallest config seen | detail |", "|---|---|---|---|---|---|"]

@@ -290,7 +290,7 @@ def commit_summary(report: dict[str, Any]) -> dict[str, Any]:
 
 def _signature_entry(signature: dict[str, Any]) -> dict[str, Any]:
     keep = ("id", "cross_release_key", "kind", "exc_type", "location", "statement", "expression", "message", "title",
-            "count", "smallest")
+            "count", "smallest", "sglang_message", "example_frame")
     entry = {k: signature.get(k) for k in keep}
     # shown to people: the statement in the source's own words, not the signature's normal form (``_.``)
     entry["statement"] = (signature.get("example_frame") or {}).get("statement") or signature.get("statement")

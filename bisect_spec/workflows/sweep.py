@@ -497,6 +497,10 @@ class SweepRun:
                                "explanation": [f["verdict"] for f in (report.explanation or {}).get("flags", [])],
                                "fixes": [f["argv"] for f in (report.fixes or {}).get("fixes", [])[:3]],
                                "reproducers": f"{out_dir.name}/{entry['id']}" if report.files else None}
+            minimal = report.minimal
+            if minimal is not None and minimal.signature is not None and minimal.signature.id == entry["id"]:
+                entry["sglang_message"] = str(minimal.exception.get("message") or "")  # the reproducer's own words
+                entry["sglang_message_from"] = minimal.config.argv()
             if self.progress:
                 self.progress(number, len(failures), len(summary["signatures"]), "shrink")
         triage(summary)

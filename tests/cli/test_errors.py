@@ -140,7 +140,7 @@ def test_unknown_strategy_suggests_the_closest() -> None:
     exit_code, output = run("sweep", "--strategy", "quik")
     assert exit_code == 2
     assert assert_one_clear_line(output) == ("Error: unknown strategy 'quik': did you mean quick? choose one of default, "
-                                             "eagle-core, interactions, nightly, quick, spec-env, or pass a .toml file")
+                                             "eagle-core, interactions, nightly, pr-gate, quick, spec-env, or pass a .toml file")
 
 
 def test_strategy_file_with_a_syntax_error_names_the_file(tmp_path: Path) -> None:

@@ -45,7 +45,7 @@ def commands_with(option: str) -> list[str]:
 def test_every_command_that_stores_results_takes_runs_dir_and_none_shows_out() -> None:
     # in any order: commands register as their modules load; --help lists them sorted
     assert sorted(commands_with("--runs-dir")) == sorted(["bisect-spec", "sweep", "runs list", "runs show", "shrink",
-                                                          "nightly", "report", "launch", "crosscheck"])
+                                                          "nightly", "report", "launch", "crosscheck", "diff"])
     assert commands_with("--out") == []
 
 
@@ -72,7 +72,7 @@ def test_shrink_takes_fix_like_sweep() -> None:
 
 
 def test_timeout_is_an_evaluations_limit_and_launch_timeout_a_launchs() -> None:
-    assert commands_with("--timeout") == ["probe", "bisect"]
+    assert sorted(commands_with("--timeout")) == ["bisect", "diff", "probe"]
     assert commands_with("--launch-timeout") == ["sweep", "shrink", "launch", "crosscheck"]
 
 

@@ -164,7 +164,7 @@ def usage_error(name: str) -> str:
 
 
 def test_shipped_strategies_load() -> None:
-    assert strategy_names() == ["default", "eagle-core", "interactions", "nightly", "quick", "spec-env"]
+    assert strategy_names() == ["default", "eagle-core", "interactions", "nightly", "pr-gate", "quick", "spec-env"]
     for name in strategy_names():
         strategy = load_strategy(name)
         assert strategy.name == name and strategy.include
@@ -174,7 +174,7 @@ def test_shipped_strategies_load() -> None:
 
 
 def test_unknown_strategy_suggests_the_closest() -> None:
-    choices = "choose one of default, eagle-core, interactions, nightly, quick, spec-env, or pass a .toml file"
+    choices = "choose one of default, eagle-core, interactions, nightly, pr-gate, quick, spec-env, or pass a .toml file"
     assert usage_error("quik") == f"unknown strategy 'quik': did you mean quick? {choices}"
     assert usage_error("defualt") == f"unknown strategy 'defualt': did you mean default? {choices}"
     assert usage_error("zzz") == f"unknown strategy 'zzz': {choices}"
