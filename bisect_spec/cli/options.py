@@ -192,3 +192,17 @@ def split_server_command(value: str | None) -> list[str] | None:
     import shlex
 
     return shlex.split(value) if value else None
+
+
+def filter_options(func: F) -> F:
+    """``--algorithm``, ``--flag`` and ``--grep``: which failure signatures a summary or report shows."""
+    options = [
+        click.option("--algorithm", metavar="NAME[,NAME]", default=None,
+                     help="Only failures a configuration with this speculative algorithm hit (none: without one)."),
+        click.option("--flag", metavar="FLAG", default=None, help="Only failures whose reproducer sets FLAG."),
+        click.option("--grep", metavar="REGEX", default=None,
+                     help="Only failures whose message, statement or location matches (case-insensitive)."),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func

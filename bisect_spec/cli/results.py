@@ -10,7 +10,7 @@ import click
 
 from bisect_spec import api
 from bisect_spec.cli.group import main
-from bisect_spec.cli.options import deprecated_option, schema_help, terminal_width
+from bisect_spec.cli.options import deprecated_option, filter_options, schema_help, terminal_width
 
 
 @main.group()
@@ -85,7 +85,9 @@ def runs_list(runs_dir: str, as_json: bool) -> None:
 @click.option("--runs-dir", type=click.Path(file_okay=False), default="runs", show_default=True,
               help="Where runs are stored.")
 @click.option("--json", "as_json", is_flag=True, help=f"The stored run as JSON ({schema_help('run-show')}).")
-def runs_show(run: str, runs_dir: str, as_json: bool) -> None:
+@filter_options
+def runs_show(run: str, runs_dir: str, as_json: bool, algorithm: str | None, flag: str | None,
+              grep: str | None) -> None:
     """Show a stored run's summary (or its progress if it did not finish).
 
     RUN is a run id, latest (the newest run), or the unique beginning of an id or of
@@ -96,6 +98,8 @@ def runs_show(run: str, runs_dir: str, as_json: bool) -> None:
         bisect-spec runs show latest
 
         bisect-spec runs show 20261130-171500-kimi-k2.6-0.5.23-ab12
+
+        bisect-spec runs show latest --algorithm NGRAM --grep 'page.size'
     """
     from bisect_spec.cli import terminal
     from bisect_spec.report import text as render
@@ -111,8 +115,12 @@ def runs_show(run: str, runs_dir: str, as_json: bool) -> None:
         click.echo(f"run {run} did not finish: {len(entries)} of {meta.get('plan_size')}+ results recorded; "
                    f"continue with: bisect-spec --resume {run}")
         return
+    from bisect_spec.workflows.stored_reports import check_grep
+
+    check_grep(grep)
     run_path = Path(run) if Path(run).is_dir() else Path(runs_dir) / run
-    terminal.show(render.summary_text(summary, width=terminal_width(), run_path=str(run_path)))
+    terminal.show(render.summary_text(summary, width=terminal_width(), run_path=str(run_path), algorithm=algorithm,
+                                      flag=flag, grep=grep))
 
 
 EXIT_REGRESSION = 3
@@ -172,7 +180,9 @@ def nightly(matrix_file: str, runs_dir: str, out: str | None, baseline: str, res
               help="Write the report to FILE (default: print it).")
 @click.option("--runs-dir", type=click.Path(file_okay=False), default="runs", show_default=True,
               help="Where run ids are looked up.")
-def report(target: str, fmt: str, output: str | None, runs_dir: str) -> None:
+@filter_options
+def report(target: str, fmt: str, output: str | None, runs_dir: str, algorithm: str | None, flag: str | None,
+           grep: str | None) -> None:
     """Report a sweep run or a nightly matrix as Markdown, JSON, JUnit XML or HTML.
 
     TARGET is a run id (looked up in --runs-dir), a run directory, a nightly directory
@@ -186,7 +196,7 @@ def report(target: str, fmt: str, output: str | None, runs_dir: str) -> None:
 
         bisect-spec report 20261130-171500-kimi-k2.6-0.5.23-ab12 --format junit -o junit.xml
     """
-    text = api.report(target, fmt, runs_dir=Path(runs_dir))
+    text = api.report(target, fmt, runs_dir=Path(runs_dir), algorithm=algorithm, flag=flag, grep=grep)
     if output is None:
         click.echo(text, nl=False)
         return

@@ -57,6 +57,10 @@ def summarise(outcomes: Sequence[Outcome], space: FlagSpace | None, target: dict
             variant = variant_of({"status": member.status.value, **member.record})
             if variant:
                 variants[variant] = variants.get(variant, 0) + 1
+        by_algorithm: dict[str, list[Config]] = {}
+        for member in members:
+            value = member.config.get("--speculative-algorithm")
+            by_algorithm.setdefault(value[0].upper() if value else NO_ALGORITHM, []).append(member.config)
         signatures.append({
             **sig.to_dict(), "title": sig.title, "count": len(members), "smallest": best.argv(),
             "headline": example.headline,
@@ -67,6 +71,8 @@ def summarise(outcomes: Sequence[Outcome], space: FlagSpace | None, target: dict
             "variants": [{"values": v, "count": n}
                          for v, n in sorted(variants.items(), key=lambda item: (-item[1], item[0]))[:MOST_VARIANTS]],
             "variant_count": len(variants),
+            # each algorithm the failing configurations ran, with its smallest one: who can hit this failure
+            "algorithms": {name: smallest(configs).argv() for name, configs in sorted(by_algorithm.items())},
         })
     signatures.sort(key=lambda s: (-s["count"], s["id"]))
     findings = []
@@ -127,6 +133,68 @@ def shown_message(sig: dict[str, Any]) -> str:
     statement = (sig.get("example_frame") or {}).get("statement") or ""
     statement = " ".join(str(statement).split())
     return f"(no message; the failing statement) {statement}" if statement else ""
+
+
+#: algorithms SGLang runs through one path (it turns NEXTN into EAGLE): a user of one meets the others' checks
+ALGORITHM_FAMILIES = (frozenset({"EAGLE", "NEXTN"}),)
+#: what ``--algorithm none`` selects: failures whose reproducer names no speculative algorithm
+NO_ALGORITHM = "none"
+
+
+def reproducer_of(sig: dict[str, Any]) -> list[str]:
+    """The signature's minimal reproducer (after a shrink), else the smallest configuration seen."""
+    minimal = (sig.get("shrink") or {}).get("minimal_argv")
+    return list(minimal if minimal is not None else sig.get("smallest") or [])
+
+
+def algorithm_of(sig: dict[str, Any]) -> str:
+    """The speculative algorithm the reproducer names (upper case), or :data:`NO_ALGORITHM`."""
+    argv = reproducer_of(sig)
+    for index, token in enumerate(argv):
+        if token == "--speculative-algorithm" and index + 1 < len(argv):
+            return argv[index + 1].upper()
+        if token.startswith("--speculative-algorithm="):
+            return token.split("=", 1)[1].upper()
+    return NO_ALGORITHM
+
+
+def algorithms_of(sig: dict[str, Any]) -> set[str]:
+    """Every algorithm a failing configuration of the signature ran (its reproducer's, for an older summary)."""
+    return set(sig.get("algorithms") or ()) or {algorithm_of(sig)}
+
+
+def users_algorithms(target: dict[str, Any]) -> frozenset[str]:
+    """The algorithms the user's draft runs under (its family), or none when no draft names one."""
+    algorithm = str(target.get("draft_algorithm") or "").upper()
+    if not algorithm:
+        return frozenset()
+    return next((family for family in ALGORITHM_FAMILIES if algorithm in family), frozenset({algorithm}))
+
+
+def matches(sig: dict[str, Any], *, algorithm: str | None = None, flag: str | None = None,
+            grep: str | None = None) -> bool:
+    """Whether a signature passes the filters of ``runs show`` and ``report``.
+
+    ``algorithm``: comma-separated names (case-insensitive; ``none``: no algorithm); ``flag``: the reproducer
+    sets it (``--page-size``); ``grep``: a regular expression (case-insensitive) found in SGLang's message,
+    the statement, the location or the exception's name.
+    """
+    import re
+
+    wanted = {a.strip().upper() for a in algorithm.split(",")} if algorithm is not None else set()
+    if algorithm is not None and not {a.upper() for a in algorithms_of(sig)} & wanted:
+        return False
+    if flag is not None:
+        name = flag if flag.startswith("--") else f"--{flag}"
+        if not any(t == name or t.startswith(f"{name}=") for t in reproducer_of(sig)):
+            return False
+    if grep is not None:
+        frame = sig.get("example_frame") or {}
+        text = " ".join(str(x or "") for x in (shown_message(sig), frame.get("statement"), sig.get("statement"),
+                                                 sig.get("location"), sig.get("exc_type")))
+        if re.search(grep, text, re.IGNORECASE) is None:
+            return False
+    return True
 
 
 def triage(summary: dict[str, Any]) -> None:

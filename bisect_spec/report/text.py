@@ -102,29 +102,50 @@ def tool_fault_lines(faults: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def summary_text(summary: dict[str, Any], *, width: int = 120, run_path: str | None = None) -> str:
-    """The end of a sweep for a terminal ``width`` columns wide: the answer first.
+#: lines of the user's own failure cards before the "more" line: the default job's summary then opens with
+#: the answer to the user's question and its "more" line inside one 50-line screen
+CARD_LINES = 30
 
-    First the failures in speculative decoding (:func:`bisect_spec.report.summary.speculative_reason`),
-    then the other constraints the sweep met on the way, each row fitted to the width (id,
-    exception, location, minimal reproducer or smallest configuration seen, message); then the
-    counts and findings; the last lines say where the reproducers and the HTML report are.
+
+def summary_text(summary: dict[str, Any], *, width: int = 120, run_path: str | None = None,
+                 algorithm: str | None = None, flag: str | None = None, grep: str | None = None) -> str:
+    """The end of a sweep for a terminal ``width`` columns wide: the answer to the user's question first.
+
+    With filters (``algorithm``, ``flag``, ``grep``: :func:`bisect_spec.report.summary.matches`), the
+    signatures that match, every one. Else, when the target's draft names an algorithm, the failures a
+    user of that draft can hit (its algorithm family's; fewest flags first) as cards, up to
+    :data:`CARD_LINES` lines and a "more" line, then everything else under one line per algorithm (each
+    expandable with ``runs show --algorithm``). Without a draft: speculative failures first
+    (:func:`bisect_spec.report.summary.speculative_reason`), then the other constraints. Then the counts
+    and findings; the last lines say where the reproducers and the HTML report are.
     """
-    from bisect_spec.report.summary import speculative_reason
+    from bisect_spec.report.summary import matches, speculative_reason, users_algorithms
 
     signatures = summary["signatures"]
-    speculative = [s for s in signatures if s.get("speculative", speculative_reason(s))]
-    other = [s for s in signatures if not s.get("speculative", speculative_reason(s))]
     counts = ", ".join(f"{v} {k}" for k, v in summary["counts"].items())
     target = summary["target"]
     head = (f"SGLang {target['release']} · {target['model']}{' + ' + target['draft'] if target.get('draft') else ''}"
             f" · {target['hardware']} · strategy {summary['strategy']} (seed {summary['seed']})")
-    parts = [f"speculative decoding: {_failures(len(speculative))}"]
-    if speculative:
-        parts.append(_fitted_signatures(speculative, width))
-    parts += ["", f"other constraints met on the way: {_failures(len(other))}"]
-    if other:
-        parts.append(_fitted_signatures(other, width))
+    show = f"bisect-spec runs show {_run_reference(run_path)}"
+    users = users_algorithms(target)
+    if algorithm is not None or flag is not None or grep is not None:
+        chosen = [s for s in signatures if matches(s, algorithm=algorithm, flag=flag, grep=grep)]
+        asked = " ".join(f"--{name} {value}" for name, value in (("algorithm", algorithm), ("flag", flag),
+                                                                  ("grep", grep)) if value is not None)
+        parts = [f"{len(chosen)} of {len(signatures)} failure signatures match {asked}"]
+        if chosen:
+            parts.append(_fitted_signatures(_simplest_first(chosen), width))
+    elif users:
+        parts = _users_question(signatures, users, target, width, show)
+    else:
+        speculative = [s for s in signatures if s.get("speculative", speculative_reason(s))]
+        other = [s for s in signatures if not s.get("speculative", speculative_reason(s))]
+        parts = [f"speculative decoding: {_failures(len(speculative))}"]
+        if speculative:
+            parts.append(_fitted_signatures(speculative, width))
+        parts += ["", f"other constraints met on the way: {_failures(len(other))}"]
+        if other:
+            parts.append(_fitted_signatures(other, width))
     parts += ["", head, f"{summary['evaluated']} configurations: {counts}; {len(signatures)} failure signatures"]
     if summary.get("stages"):
         parts.append(stages_line(summary["stages"]))
@@ -155,6 +176,62 @@ def summary_text(summary: dict[str, Any], *, width: int = 120, run_path: str | N
             parts.append("reproducers:  none written (--no-shrink, or nothing failed)")
         parts.append(f"HTML report:  {run_path}/report.html")
     return "\n".join(parts)
+
+
+def _run_reference(run_path: str | None) -> str:
+    """``RUN --runs-dir DIR`` for a stored run (``RUN`` when unknown)."""
+    if run_path is None:
+        return "RUN"
+    from pathlib import PurePath
+
+    path = PurePath(run_path)
+    return f"{path.name} --runs-dir {path.parent}" if str(path.parent) not in ("", ".", "runs") else path.name
+
+
+def _simplest_first(signatures: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    from bisect_spec.report.summary import reproducer_of
+
+    return sorted(signatures, key=lambda s: (len(reproducer_of(s)), -int(s.get("count") or 0), s["id"]))
+
+
+def _users_question(signatures: Sequence[dict[str, Any]], users: frozenset[str], target: dict[str, Any], width: int,
+                    show: str) -> list[str]:
+    """The failures a user of the target's draft can hit, then one line per other algorithm."""
+    from bisect_spec.report.summary import NO_ALGORITHM, algorithm_of, algorithms_of, shown_message
+
+    family = ",".join(sorted(users))
+    mine = _simplest_first([s for s in signatures if algorithms_of(s) & users])
+    parts = [f"your draft ({target.get('draft')}, {family.replace(',', '/')}): {_failures(len(mine))}"
+             + (", fewest flags first" if len(mine) > 1 else "")]
+    cards: list[str] = []
+    used = 0
+    for sig in mine:
+        card = _fitted_signatures([sig], width)
+        own = [argv for name, argv in sorted((sig.get("algorithms") or {}).items()) if name in users]
+        if algorithm_of(sig) not in users and own:  # the reproducer runs another algorithm: the user's own way in
+            card += "\n" + _wrapped(f"  seen with {'/'.join(sorted(users))}: {' '.join(own[0])}", width, " " * 11)
+        lines = card.count("\n") + 1
+        if cards and used + lines > CARD_LINES:
+            break
+        cards.append(card)
+        used += lines
+    parts += cards
+    if len(cards) < len(mine):
+        parts.append(f"… {len(mine) - len(cards)} more: {show} --algorithm {family}")
+    rest = [s for s in signatures if not algorithms_of(s) & users]
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for sig in rest:
+        groups.setdefault(algorithm_of(sig), []).append(sig)
+    parts += ["", f"everything else: {_failures(len(rest))}"
+              + (f", one line per algorithm (expand one: {show} --algorithm NAME)" if rest else "")]
+    name_width = max((len(n) for n in groups), default=0)
+    for name, members in sorted(groups.items(), key=lambda item: (item[0] == NO_ALGORITHM, -len(item[1]), item[0])):
+        top = _simplest_first(members)[0]
+        label = "(no algorithm)" if name == NO_ALGORITHM else name
+        line = (f"  {label:<{max(name_width, 14)}} {_failures(len(members)):>12}  "
+                f"e.g. {top['exc_type'] or top['kind']}: {shown_message(top)}")
+        parts.append(line if len(line) <= width else line[: width - 1] + "…")
+    return parts
 
 
 def masking_line(masking: dict[str, Any]) -> str:

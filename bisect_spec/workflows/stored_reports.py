@@ -55,14 +55,50 @@ def report_input(target: str | Path, *, runs_dir: Path = Path("runs")) -> Any:
     return SweepInput(path.name, meta, summary, results)
 
 
-def report(target_path: str | Path, fmt: str = "md", *, runs_dir: Path = Path("runs")) -> str:
+def report(target_path: str | Path, fmt: str = "md", *, runs_dir: Path = Path("runs"), algorithm: str | None = None,
+           flag: str | None = None, grep: str | None = None) -> str:
     """A report of a sweep run or a nightly matrix as ``md``, ``json`` (schema ``bisect-spec/report/1``), ``junit`` or ``html``.
 
     :param target_path: a run id (looked up in ``runs_dir``), a run directory, a nightly directory or its ``nightly.json``.
-    :raises UsageError: unknown format, or see :func:`report_input`.
+    :param algorithm: / :param flag: / :param grep: only the failure signatures that match
+        (:func:`bisect_spec.report.summary.matches`); counts and pictures keep every configuration.
+    :raises UsageError: unknown format, a bad ``grep`` expression, or see :func:`report_input`.
     """
     from bisect_spec.report.formats import FORMATS, render
 
     if fmt not in FORMATS:
         raise UsageError(f"unknown report format '{fmt}': choose one of {', '.join(FORMATS)}")
-    return render(report_input(target_path, runs_dir=runs_dir), fmt)
+    data = report_input(target_path, runs_dir=runs_dir)
+    if algorithm is not None or flag is not None or grep is not None:
+        data = filtered(data, algorithm=algorithm, flag=flag, grep=grep)
+    return render(data, fmt)
+
+
+def check_grep(grep: str | None) -> None:
+    """:raises UsageError: ``grep`` is not a regular expression (one line naming the problem)."""
+    import re
+
+    if grep is not None:
+        try:
+            re.compile(grep)
+        except re.error as exc:
+            raise UsageError(f"--grep '{grep}' is not a regular expression: {exc}") from None
+
+
+def filtered(data: Any, *, algorithm: str | None, flag: str | None, grep: str | None) -> Any:
+    """The report's input with only the failure signatures that match (a sweep's, or each nightly cell's)."""
+    import dataclasses
+
+    from bisect_spec.report.report_model import SweepInput
+    from bisect_spec.report.summary import matches
+
+    check_grep(grep)
+
+    def keep(signatures: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [s for s in signatures if matches(s, algorithm=algorithm, flag=flag, grep=grep)]
+
+    if isinstance(data, SweepInput):
+        return dataclasses.replace(data, summary={**data.summary, "signatures": keep(data.summary["signatures"])})
+    nightly = {**data.nightly, "cells": [{**c, "signatures": keep(c.get("signatures") or [])}
+                                         for c in data.nightly.get("cells", [])]}
+    return dataclasses.replace(data, nightly=nightly)

@@ -139,6 +139,23 @@ def test_fail_on_new_exits_3_for_a_failure_the_previous_run_lacked(swept: tuple[
                        "--jobs", "2", "--no-shrink", "--runs-dir", str(tmp_path), "--fail-on", "new")
     assert code == 3, output
     assert f"--fail-on new: 1 new failure signature: {dropped['id']}" in output
-    speculative = output.index("speculative decoding: ")
-    assert speculative < output.index("other constraints met on the way: ")
+    yours = output.index("your draft (eagle3, EAGLE3): ")  # the default draft's own failures first
+    assert yours < output.index("everything else: ")
     assert "HTML report:  " in output and (tmp_path / output.split("run ")[-1].split()[0] / "report.html").is_file()
+
+
+def test_runs_show_and_report_narrow_to_an_algorithm_a_flag_or_a_pattern(swept: tuple[Path, dict[str, Any]]) -> None:
+    runs_dir, document = swept
+    signatures = document["summary"]["signatures"]
+    eagle = [s for s in signatures if "EAGLE" in (s.get("algorithms") or {})]
+    assert eagle, [s.get("algorithms") for s in signatures]
+    code, text = run("runs", "show", document["run"], "--runs-dir", str(runs_dir), "--algorithm", "EAGLE")
+    assert code == 0, text
+    assert text.splitlines()[0].startswith(f"{len(eagle)} of {len(signatures)} failure signatures match --algorithm EAGLE")
+    assert all(s["id"] in text for s in eagle)
+    code, output = run("report", document["run"], "--runs-dir", str(runs_dir), "--format", "json", "--grep", "NoneType")
+    assert code == 0, output
+    kept = json.loads(output)["cells"][0]["signatures"]
+    assert kept and all("NoneType" in s["message"] for s in kept) and len(kept) < len(signatures)
+    code, output = run("runs", "show", document["run"], "--runs-dir", str(runs_dir), "--grep", "(")
+    assert code == 2 and error_line(output).startswith("Error: --grep '(' is not a regular expression:")

@@ -106,3 +106,66 @@ def test_the_summary_says_what_peeling_found() -> None:
     text = summary_text({**summary(QUANT), "peel": peel}, width=100)
     assert "peeling: 120 failing rows again without their failure's reproducer (2 levels), 1 new signature" \
         in text.splitlines()
+
+
+def _algo_sig(ident: str, algorithms: dict[str, list[str]], minimal: list[str], *, count: int = 1,
+              message: str = "m") -> dict[str, Any]:
+    entry = sig(ident, "srt/arg_groups/speculative_hook.py", "_handle_eagle_family", message, count=count,
+                minimal=minimal)
+    entry["algorithms"] = algorithms
+    entry["sglang_message"] = message
+    return entry
+
+
+EAGLE3_TWO_FLAGS = _algo_sig("e3e3e3e3e3", {"EAGLE3": ["--speculative-algorithm", "EAGLE3", "--page-size", "64"]},
+                             ["--speculative-algorithm", "EAGLE3", "--page-size", "64"], count=2, message="two flags")
+EAGLE3_ONE_FLAG = _algo_sig("e1e1e1e1e1", {"EAGLE3": ["--speculative-algorithm", "EAGLE3"]},
+                            ["--speculative-algorithm", "EAGLE3"], count=1, message="one flag")
+# shrunk to EAGLE, but EAGLE3 configurations hit it too: a user of an EAGLE3 draft can meet it
+SHARED = _algo_sig("5a5a5a5a5a", {"EAGLE": ["--speculative-algorithm", "EAGLE", "--speculative-eagle-topk", "1"],
+                                  "EAGLE3": ["--speculative-algorithm", "EAGLE3", "--speculative-eagle-topk", "1"]},
+                   ["--speculative-algorithm", "EAGLE", "--speculative-eagle-topk", "1"], count=9, message="shared")
+NGRAM = _algo_sig("ababababab", {"NGRAM": ["--speculative-algorithm", "NGRAM"]}, ["--speculative-algorithm", "NGRAM"],
+                  count=50, message="ngram only")
+NONE = _algo_sig("cdcdcdcdcd", {"none": ["--tp-size", "3"]}, ["--tp-size", "3"], count=99, message="no algorithm")
+
+
+def test_a_drafts_own_failures_come_first_fewest_flags_first_then_one_line_per_other_algorithm() -> None:
+    data = {**summary(NONE, NGRAM, SHARED, EAGLE3_TWO_FLAGS, EAGLE3_ONE_FLAG),
+            "target": {**TARGET, "draft_algorithm": "EAGLE3"}}
+    lines = summary_text(data, width=120, run_path="/tmp/x/runs/R").splitlines()
+    assert lines[0] == "your draft (eagle3, EAGLE3): 3 failures, fewest flags first"
+    ids = [line.split()[0] for line in lines if line[:10] in {"e1e1e1e1e1", "5a5a5a5a5a", "e3e3e3e3e3"}]
+    assert ids == ["e1e1e1e1e1", "5a5a5a5a5a", "e3e3e3e3e3"]  # 1 flag, then 2 (more frequent first)
+    assert "  seen with EAGLE3: --speculative-algorithm EAGLE3 --speculative-eagle-topk 1" in lines
+    rest = lines.index(next(line for line in lines if line.startswith("everything else: 2 failures")))
+    assert "bisect-spec runs show R --runs-dir /tmp/x/runs --algorithm NAME" in lines[rest]
+    assert lines[rest + 1].split()[:3] == ["NGRAM", "1", "failure"] and "ngram only" in lines[rest + 1]
+    assert lines[rest + 2].split()[:2] == ["(no", "algorithm)"] and "no algorithm" in lines[rest + 2]
+    assert not any("ababababab" in line or "cdcdcdcdcd" in line for line in lines)  # not expanded
+
+
+def test_the_drafts_cards_stop_at_a_screen_with_a_more_line() -> None:
+    many = [_algo_sig(f"{n:010d}", {"EAGLE3": ["--speculative-algorithm", "EAGLE3"]},
+                      ["--speculative-algorithm", "EAGLE3", "--page-size", str(n)]) for n in range(40)]
+    data = {**summary(*many), "target": {**TARGET, "draft_algorithm": "EAGLE3"}}
+    lines = summary_text(data, width=100, run_path="runs/R").splitlines()
+    more = next(i for i, line in enumerate(lines) if line.startswith("… "))
+    assert more < 50 and lines[more].endswith("more: bisect-spec runs show R --algorithm EAGLE3")
+
+
+@pytest.mark.parametrize(("filters", "expected"), [
+    ({"algorithm": "EAGLE3"}, ["e1e1e1e1e1", "5a5a5a5a5a", "e3e3e3e3e3"]),
+    ({"algorithm": "ngram,none"}, ["ababababab", "cdcdcdcdcd"]),
+    ({"flag": "--page-size"}, ["e3e3e3e3e3"]),
+    ({"flag": "page-size"}, ["e3e3e3e3e3"]),
+    ({"grep": "ONLY|shared"}, ["5a5a5a5a5a", "ababababab"]),
+    ({"algorithm": "EAGLE3", "grep": "flag"}, ["e1e1e1e1e1", "e3e3e3e3e3"]),
+])
+def test_filters_select_signatures(filters: dict[str, str], expected: list[str]) -> None:
+    data = {**summary(NONE, NGRAM, SHARED, EAGLE3_TWO_FLAGS, EAGLE3_ONE_FLAG),
+            "target": {**TARGET, "draft_algorithm": "EAGLE3"}}
+    lines = summary_text(data, width=120, **filters).splitlines()
+    assert lines[0].startswith(f"{len(expected)} of 5 failure signatures match ")
+    shown = [line.split()[0] for line in lines[1:] if line[:1].isalnum() and " ×" in line]
+    assert sorted(shown) == sorted(expected)
