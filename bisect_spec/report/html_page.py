@@ -528,7 +528,7 @@ def _chosen_pairs(data: SweepInput, flags: list[str], columns: dict[str, list[st
         return omega_squared(_groups(outcome, *cols), len(outcome), sum(outcome))
 
     chosen: dict[tuple[str, str], str | None] = {}
-    for sig in answer_first(list(data.summary.get("signatures") or [])):
+    for sig in answer_first(list(data.summary.get("signatures") or []), data.summary.get("target") or {}):
         if len(chosen) >= MAX_PAIRS:
             break
         argv = (sig.get("shrink") or {}).get("minimal_argv") or sig.get("smallest") or []

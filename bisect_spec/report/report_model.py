@@ -39,7 +39,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from bisect_spec.report.summary import shown_message, speculative_reason
+from bisect_spec.report.summary import shown_message, speculative_reason, users_failures
 from bisect_spec.versions import version_key
 
 SCHEMA = "bisect-spec/report/1"
@@ -96,10 +96,12 @@ def _signature_entry(sig: dict[str, Any], change: str | None, has_baseline: bool
             "speculative": bool(sig.get("speculative", speculative_reason(sig)))}
 
 
-def answer_first(signatures: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Speculative-decoding failures first, then the other constraints, each most frequent first
-    (the terminal summary's order: :func:`bisect_spec.report.text.summary_text`)."""
-    return sorted(signatures, key=lambda s: (not s.get("speculative", speculative_reason(s)), -int(s.get("count") or 0)))
+def answer_first(signatures: list[dict[str, Any]], target: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """The failures a user of the target's draft can hit first (fewest flags first), then speculative-decoding
+    failures, then the other constraints, each most frequent first (the terminal summary's order:
+    :func:`bisect_spec.report.text.summary_text`)."""
+    mine, rest = users_failures(signatures, target or {})
+    return mine + sorted(rest, key=lambda s: (not s.get("speculative", speculative_reason(s)), -int(s.get("count") or 0)))
 
 
 def source_statement(sig: dict[str, Any]) -> str:
@@ -130,7 +132,8 @@ def _sweep_model(data: SweepInput) -> dict[str, Any]:
     cell = {"id": f"{release}/{model}/{draft or 'none'}/{hardware}", "release": release, "model": model,
             "draft": draft, "hardware": hardware, "strategy": summary.get("strategy"), "status": "done", "reason": None,
             "run": data.run_id, "evaluated": int(summary.get("evaluated") or 0), "counts": dict(summary.get("counts") or {}),
-            "signatures": answer_first([_signature_entry(s, None, False) for s in summary.get("signatures") or []])}
+            "signatures": [_signature_entry(s, None, False) for s in answer_first(list(summary.get("signatures") or []),
+                                                                                   target)]}
     title = (f"sweep {data.run_id}: SGLang {release} · {model}{' + ' + draft if draft else ''} · {hardware}"
              f" · strategy {summary.get('strategy')} (seed {summary.get('seed')})")
     return _assemble("sweep", data.run_id, title, None, [cell], [], list(summary.get("findings") or []))

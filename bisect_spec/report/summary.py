@@ -171,6 +171,20 @@ def users_algorithms(target: dict[str, Any]) -> frozenset[str]:
     return next((family for family in ALGORITHM_FAMILIES if algorithm in family), frozenset({algorithm}))
 
 
+def users_failures(signatures: list[dict[str, Any]], target: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(the failures a user of the target's draft can hit, fewest flags first; every other one, as given).
+
+    A user of the draft can hit a failure when its reproducer needs a speculative algorithm and
+    configurations with the draft's algorithm (or its family's) failed so: a failure whose reproducer needs
+    no algorithm is not about the draft, whatever rows it was met in. Without a draft algorithm, none.
+    """
+    users = users_algorithms(target)
+    mine = [s for s in signatures if users and algorithm_of(s) != NO_ALGORITHM and algorithms_of(s) & users]
+    mine.sort(key=lambda s: (len(reproducer_of(s)), -int(s.get("count") or 0), s["id"]))
+    ids = {s["id"] for s in mine}
+    return mine, [s for s in signatures if s["id"] not in ids]
+
+
 def matches(sig: dict[str, Any], *, algorithm: str | None = None, flag: str | None = None,
             grep: str | None = None) -> bool:
     """Whether a signature passes the filters of ``runs show`` and ``report``.

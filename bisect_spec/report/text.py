@@ -10,7 +10,7 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from bisect_spec.report.summary import shown_message
+from bisect_spec.report.summary import shown_message, users_failures
 
 if TYPE_CHECKING:
     from bisect_spec.model.outcome import Outcome
@@ -197,10 +197,10 @@ def _simplest_first(signatures: Sequence[dict[str, Any]]) -> list[dict[str, Any]
 def _users_question(signatures: Sequence[dict[str, Any]], users: frozenset[str], target: dict[str, Any], width: int,
                     show: str) -> list[str]:
     """The failures a user of the target's draft can hit, then one line per other algorithm."""
-    from bisect_spec.report.summary import NO_ALGORITHM, algorithm_of, algorithms_of, shown_message
+    from bisect_spec.report.summary import NO_ALGORITHM, algorithm_of, shown_message, users_failures
 
     family = ",".join(sorted(users))
-    mine = _simplest_first([s for s in signatures if algorithms_of(s) & users])
+    mine, rest = users_failures(list(signatures), target)
     parts = [f"your draft ({target.get('draft')}, {family.replace(',', '/')}): {_failures(len(mine))}"
              + (", fewest flags first" if len(mine) > 1 else "")]
     cards: list[str] = []
@@ -209,7 +209,9 @@ def _users_question(signatures: Sequence[dict[str, Any]], users: frozenset[str],
         card = _fitted_signatures([sig], width)
         own = [argv for name, argv in sorted((sig.get("algorithms") or {}).items()) if name in users]
         if algorithm_of(sig) not in users and own:  # the reproducer runs another algorithm: the user's own way in
-            card += "\n" + _wrapped(f"  seen with {'/'.join(sorted(users))}: {' '.join(own[0])}", width, " " * 11)
+            seen = _wrapped(f"  seen with {'/'.join(sorted(users))}: {' '.join(own[0])}", width, " " * 11)
+            card += "\n" + (seen if seen.count("\n") < 2 else
+                            f"  seen with {'/'.join(sorted(users))} too ({len(own[0])} words; --json has it)")
         lines = card.count("\n") + 1
         if cards and used + lines > CARD_LINES:
             break
@@ -218,7 +220,6 @@ def _users_question(signatures: Sequence[dict[str, Any]], users: frozenset[str],
     parts += cards
     if len(cards) < len(mine):
         parts.append(f"… {len(mine) - len(cards)} more: {show} --algorithm {family}")
-    rest = [s for s in signatures if not algorithms_of(s) & users]
     groups: dict[str, list[dict[str, Any]]] = {}
     for sig in rest:
         groups.setdefault(algorithm_of(sig), []).append(sig)
@@ -349,7 +350,10 @@ def summary_markdown(summary: dict[str, Any]) -> str:
              + ", ".join(f"{v} {k}" for k, v in summary["counts"].items()),
              *(["", stages_line(summary["stages"])] if summary.get("stages") else []), "", "## Failure signatures", "",
              "| id | exception | SGLang location | count | smallest config seen | message |", "|---|---|---|---|---|---|"]
-    for sig in summary["signatures"]:
+    mine, rest = users_failures(list(summary["signatures"]), target)
+    if mine:  # the user's question first: the draft's own failures, then the rest (the table's order says so)
+        lines[-4] = f"## Failure signatures: the {len(mine)} a user of the {target.get('draft')} draft can hit first"
+    for sig in [*mine, *rest]:
         frame = sig.get("example_frame") or {}
         where = f"`{frame.get('file')}::{frame.get('function')}`" if frame else "-"
         shrunk = sig.get("shrink")
