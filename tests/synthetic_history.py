@@ -79,9 +79,13 @@ def wheel(release: str, cache: Path) -> Path:
     """The release's wheel, downloaded once into ``cache`` (``pip download --no-deps``)."""
     cache.mkdir(parents=True, exist_ok=True)
     found = sorted(cache.glob(f"sglang-{release}-*.whl"))
-    if not found:
+    if not found:  # into a directory of this process's own, then moved in whole: tests build histories in parallel
+        own = cache / f".download-{os.getpid()}"
         done = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
-                               "--dest", str(cache), f"sglang=={release}"], capture_output=True, text=True, check=False)
+                               "--dest", str(own), f"sglang=={release}"], capture_output=True, text=True, check=False)
+        for path in own.glob("*.whl"):
+            os.replace(path, cache / path.name)
+        shutil.rmtree(own, ignore_errors=True)
         found = sorted(cache.glob(f"sglang-{release}-*.whl"))
         if not found:
             raise RuntimeError(f"pip download sglang=={release} failed: {done.stderr.strip()[-500:]}")
@@ -104,7 +108,7 @@ def build(old: str, new: str, cache: Path) -> History:
         return History(root / "sglang", old, new, data["subjects"], data["commits"])
     before = package_files(wheel(old, cache / "wheels"))
     after = package_files(wheel(new, cache / "wheels"))
-    staging = root.with_name(root.name + ".partial")
+    staging = root.with_name(f"{root.name}.partial-{os.getpid()}")  # this process's own: builds may run in parallel
     shutil.rmtree(staging, ignore_errors=True)
     repo = staging / "sglang"
     repo.mkdir(parents=True)
@@ -132,8 +136,12 @@ def build(old: str, new: str, cache: Path) -> History:
     subjects = {s: p for s, change in steps for p in change if p.startswith("python/")}
     (staging / "history.json").write_text(json.dumps({"old": old, "new": new, "commits": len(steps) + 1,
                                                       "subjects": subjects}, indent=1))
-    shutil.rmtree(root, ignore_errors=True)
-    staging.rename(root)
+    try:
+        staging.rename(root)  # whole, or not at all: a history another process finished first is kept
+    except OSError:
+        shutil.rmtree(staging, ignore_errors=True)
+        if not manifest.is_file():
+            raise
     return History(root / "sglang", old, new, subjects, len(steps) + 1)
 
 
