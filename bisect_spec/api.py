@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from bisect_spec.workflows.crosscheck import CrosscheckReport, configs_to_crosscheck, crosscheck, selected_from_summary
     from bisect_spec.workflows.diff import DiffReport, diff
     from bisect_spec.workflows.nightly import run_nightly as nightly
-    from bisect_spec.workflows.probe import ProbeResult, ProbeSession, probe, verify_release
+    from bisect_spec.workflows.probe import ProbeResult, ProbeSession, probe, shrink_space, verify_release
     from bisect_spec.workflows.real_launch import LaunchPlan, LaunchReport, launch, launch_plan
     from bisect_spec.workflows.shrink import (
         ShrinkReport,
@@ -49,7 +49,6 @@ if TYPE_CHECKING:
         report_names,
         shrink,
         shrink_in_session,
-        shrink_space,
         write_reproducers,
     )
     from bisect_spec.workflows.stored_reports import report, report_input
@@ -90,7 +89,7 @@ _WHERE = {
     "selected_from_summary": "bisect_spec.workflows.crosscheck",
     "shrink": "bisect_spec.workflows.shrink",
     "shrink_in_session": "bisect_spec.workflows.shrink",
-    "shrink_space": "bisect_spec.workflows.shrink",
+    "shrink_space": "bisect_spec.workflows.probe",
     "sweep": "bisect_spec.workflows.sweep",
     "understand_flags": "bisect_spec.runtime.pasted_command",
     "verify_release": "bisect_spec.workflows.probe",

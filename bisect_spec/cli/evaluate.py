@@ -19,14 +19,24 @@ from bisect_spec.cli.options import announce_hardware, deprecated_option, say_lo
 @target_options
 @click.option("--json", "as_json", is_flag=True, help=f"Print the documented JSON record ({schema_help('probe')}).")
 @click.option("--timeout", default=120.0, show_default=True, help="Seconds before an evaluation counts as hung.")
+@click.option("--fix/--no-fix", default=True, show_default=True,
+              help="On a failure, also find the nearest configuration that passes (verified) and print it as a "
+                   "command.")
 @click.argument("flags", nargs=-1, type=click.UNPROCESSED)
-def probe(as_json: bool, timeout: float, flags: tuple[str, ...], **kwargs: Any) -> None:
+def probe(as_json: bool, timeout: float, fix: bool, flags: tuple[str, ...], **kwargs: Any) -> None:
     """Resolve one configuration and show the verdict, signature and failing source.
 
     FLAGS are SGLang flags after --, or a whole pasted launch command
     (python -m sglang.launch_server ..., sglang serve ..., ExecStart=...).
-    Exit status: 0 passes, 3 fails in SGLang, 1/2 errors (1 also for a fault of
-    bisect-spec's own emulation, which is never a verdict).
+    On a failure it says whether SGLang crashed (likely a bug) or refused the
+    configuration, the nearest configuration that passes (verified) as a
+    command, and the shrink command for more. Exit status: 0 passes, 3 fails
+    in SGLang, 1/2 errors (1 also for a fault of bisect-spec's own emulation,
+    which is never a verdict).
+
+    The example fails on purpose: the seed's TypeError
+    ('>' not supported between instances of 'NoneType' and 'int'), and the
+    configuration one edit away that passes.
 
     Example:
 
@@ -37,13 +47,20 @@ def probe(as_json: bool, timeout: float, flags: tuple[str, ...], **kwargs: Any) 
     from bisect_spec.report import text as render
 
     spec = spec_from(kwargs)
-    result = api.probe(list(flags), spec, on_start=announce_hardware, timeout=timeout, notify=say_loading)
+    result = api.probe(list(flags), spec, on_start=announce_hardware, timeout=timeout, notify=say_loading, fix=fix)
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2, sort_keys=True))
     else:
         for note in result.notes:
             click.echo(note if note.startswith("warning: ") else f"note: {note}", err=True)
         terminal.show(render.probe_text(result.heading, result.config, result.outcome))
+        fixed = result.next_step
+        after = render.next_step_text(
+            result.failure_kind, fixed,
+            command_for("probe", spec, result, fixed["argv"] if fixed else []),
+            command_for("shrink", spec, result, result.config.argv()), searched=fix)
+        if after:
+            terminal.show(after)
     if result.outcome.tool_fault is not None:  # not a verdict: an error of bisect-spec's
         sys.exit(1)
     if not result.outcome.passed:
@@ -94,3 +111,28 @@ def shrink(as_json: bool, max_evaluations: int, max_seconds: float, fix: bool, r
         click.echo(note if note.startswith("warning: ") else f"note: {note}", err=True)
     terminal.show(render.shrink_text(report))
     return report
+
+
+def command_for(command: str, spec: api.TargetSpec, result: api.ProbeResult, argv: list[str]) -> str:
+    """``bisect-spec COMMAND`` on the probe's target with ``argv`` (placeholders the command adds back dropped),
+    ready to paste."""
+    import shlex
+
+    from bisect_spec.model.flags import Config
+    from bisect_spec.runtime.profiles import DEFAULT_GPUS
+    from bisect_spec.runtime.session import DRAFT, MODEL
+
+    target = result.target
+    words = ["bisect-spec", command, "--sglang", target.release]
+    words += ["--model-path", spec.model_path] if spec.model_path else ["--model", spec.model]
+    words += (["--draft-path", spec.draft_path] if spec.draft_path else
+              ["--draft", spec.draft] if spec.draft else ["--draft", "none"])
+    if spec.hardware != "auto":
+        words += ["--hardware", spec.hardware]
+    if spec.gpus != DEFAULT_GPUS:
+        words += ["--gpus", str(spec.gpus)]
+    for name, value in spec.env:
+        words += ["--env", f"{name}={value}"]
+    config = Config.from_argv(argv)
+    kept = config.without(*[flag for flag, value in config.items if value in ((DRAFT,), (MODEL,))])
+    return shlex.join([*words, "--", *kept.argv()])

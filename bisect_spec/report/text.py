@@ -90,6 +90,28 @@ def probe_text(heading: str, config: object, outcome: Outcome) -> str:
     return "\n".join([heading, f"flags:    {config}", outcome_text(outcome)])
 
 
+def next_step_text(kind: str | None, fix: dict[str, Any] | None, probe_command: str, shrink_command: str, *,
+                   searched: bool = True) -> str:
+    """What a failed probe says to do next: what kind of failure it is, the nearest configuration that passes
+    (verified) as a command to paste (when ``searched``), and ``shrink`` for more. Empty for a pass or a fault
+    of ours."""
+    if kind is None:
+        return ""
+    lines = []
+    if kind == "crash":
+        lines.append("kind:     SGLang's own code crashed (not a validation message): likely an SGLang bug; "
+                     "shrink writes bug_report.md")
+    if fix is not None:
+        lines.append(f"next:     the nearest configuration that passes (verified): {', '.join(fix['edits'])}")
+        lines.append(f"          {probe_command}")
+    elif searched:
+        lines.append("next:     no configuration one or two edits away passes")
+    lines.append(f"more:     {shrink_command}")
+    lines.append("          (a 1-minimal reproducer, which flags matter, the nearest working configurations, "
+                 "bug_report.md)")
+    return "\n".join(lines)
+
+
 def tool_fault_lines(faults: list[dict[str, Any]]) -> list[str]:
     """bisect-spec's own faults in a sweep, apart from SGLang's failures: one line each, with a way to report."""
     if not faults:

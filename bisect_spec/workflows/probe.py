@@ -31,6 +31,16 @@ class ProbeResult:
     worker: dict[str, Any]
     notes: list[str] = field(default_factory=list)
 
+    #: the nearest configuration that passes, verified (:func:`bisect_spec.reduce.repair.nearest_working`'s best
+    #: fix: edits, argv, reason), or None (it passed, a fault of ours, or no nearby configuration passes)
+    next_step: dict[str, Any] | None = None
+
+    @property
+    def failure_kind(self) -> str | None:
+        """``crash`` (SGLang's own code failed: likely an SGLang bug), ``validation`` (a check refused the
+        configuration, with or without a message), or None (passed, or not SGLang's failure)."""
+        return failure_kind(self.outcome)
+
     @property
     def heading(self) -> str:
         """The target in one line: release, model (+ draft), hardware, Python."""
@@ -41,7 +51,43 @@ class ProbeResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {"schema": "bisect-spec/probe/1", "target": self.target.describe(), "worker": self.worker,
-                "notes": self.notes, "outcome": self.outcome.to_dict()}
+                "notes": self.notes, "outcome": self.outcome.to_dict(), "failure_kind": self.failure_kind,
+                "next_step": self.next_step}
+
+
+#: exceptions a check raises on purpose; any other one is SGLang's own code failing (a crash, likely a bug)
+VALIDATION_EXCEPTIONS = frozenset({"AssertionError", "ValueError", "NotImplementedError", "RuntimeError",
+                                   "SystemExit", "ArgumentTypeError", "ArgumentError"})
+
+
+def failure_kind(outcome: Outcome) -> str | None:
+    """``crash`` or ``validation`` for a failure in SGLang, None otherwise (see :attr:`ProbeResult.failure_kind`)."""
+    if outcome.passed or outcome.tool_fault is not None or outcome.status.value != "failed":
+        return None
+    return "validation" if str(outcome.exception.get("type")) in VALIDATION_EXCEPTIONS else "crash"
+
+
+def shrink_space(session: Session, config: Config) -> Any:
+    """Domains for shrinking and fixing: the config's flags plus the core speculative flags."""
+    from bisect_spec.search.plan import DEFAULT_STRATEGY, load_strategy
+    from bisect_spec.search.space import CORE, build_space
+
+    values = load_strategy(DEFAULT_STRATEGY).values
+    return build_space(session.flags(), include=[*config.flags(), *CORE], values=values)
+
+
+def next_step(session: Session, config: Config, outcome: Outcome) -> dict[str, Any] | None:
+    """The nearest configuration that passes, verified on the session (None when nothing near passes)."""
+    from bisect_spec.reduce.repair import nearest_working
+
+    if failure_kind(outcome) is None:
+        return None
+
+    def evaluate_many(configs: Sequence[Config]) -> list[Outcome]:
+        return list(session.evaluate_many(configs))
+
+    found = nearest_working(config, shrink_space(session, config), evaluate_many, limit=1)
+    return found["fixes"][0] if found["fixes"] else None
 
 
 def check_usage(session: Session, outcome: Outcome) -> None:
@@ -53,7 +99,7 @@ def check_usage(session: Session, outcome: Outcome) -> None:
 
 def probe(tokens: Sequence[str], spec: TargetSpec | None = None, *,
           on_start: Callable[[Session], None] | None = None, timeout: float = 120.0, warm: bool = True,
-          notify: Callable[[str], None] | None = None) -> ProbeResult:
+          notify: Callable[[str], None] | None = None, fix: bool = False) -> ProbeResult:
     """Evaluate one configuration (flags or a pasted launch command) on one target.
 
     :param tokens: SGLang flags, or a pasted ``python -m sglang.launch_server ...`` command.
@@ -61,11 +107,14 @@ def probe(tokens: Sequence[str], spec: TargetSpec | None = None, *,
     :param warm: evaluate on the target's warm worker (:mod:`bisect_spec.runtime.warm`), started if none
         runs and left up for the next call until its idle stop; False: a worker of its own.
     :param notify: told at once, in a line, when a worker has to be started (SGLang loading).
+    :param fix: on a failure in SGLang, also find the nearest configuration that passes (verified; a few
+        hundred evaluations at most): :attr:`ProbeResult.next_step`.
     :raises UsageError: unknown flag for this release, bad value, not an SGLang command.
     """
     with first_evaluation(tokens, spec, jobs=1, timeout=timeout, on_start=on_start, warm=warm,
                            notify=notify) as (session, full, outcome, notes, _):
-        return ProbeResult(session.target, full, outcome, session.info, notes)
+        return ProbeResult(session.target, full, outcome, session.info, notes,
+                           next_step(session, full, outcome) if fix else None)
 
 
 class ProbeSession:

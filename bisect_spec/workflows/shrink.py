@@ -20,7 +20,7 @@ from bisect_spec.runtime import environments, sources
 from bisect_spec.runtime.session import Session, Target
 from bisect_spec.runtime.target_spec import TargetSpec
 from bisect_spec.workflows.bisect import release_history
-from bisect_spec.workflows.probe import first_evaluation
+from bisect_spec.workflows.probe import first_evaluation, shrink_space
 
 
 @dataclass
@@ -50,15 +50,6 @@ class ShrinkReport:
                 **({"newest": vars(self.history["newest"])} if self.history.get("newest") else {}),
                 **({"bisection": self.history["bisection"]} if self.history.get("bisection") else {}),
                 "failure": self.minimal.to_dict() if self.minimal else self.original.to_dict()}
-
-
-def shrink_space(session: Session, config: Config) -> Any:
-    """Domains for shrinking and fixing: the config's flags plus the core speculative flags."""
-    from bisect_spec.search.plan import DEFAULT_STRATEGY, load_strategy
-    from bisect_spec.search.space import CORE, build_space
-
-    values = load_strategy(DEFAULT_STRATEGY).values
-    return build_space(session.flags(), include=[*config.flags(), *CORE], values=values)
 
 
 def failure_hints(session: Session, outcome: Outcome, learnt: Sequence[Config] = ()) -> set[str]:

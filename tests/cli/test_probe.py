@@ -127,3 +127,45 @@ def test_a_draft_is_added_only_where_the_algorithm_takes_one_and_its_absence_is_
                                       "--draft", "none", "--", "--speculative-algorithm", "EAGLE3"])
     assert ("warning: EAGLE3 needs a draft model and none is given: a real launch would load the target checkpoint "
             "as its draft and fail; add --speculative-draft-model-path (or --draft NAME)") in alone.output
+
+
+SEED_TYPE_ERROR = ["--tp", "8", "--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "1",
+                   "--speculative-num-draft-tokens", "3"]
+
+
+def test_a_failed_probe_names_the_next_step_and_the_command_it_prints_passes() -> None:
+    require_release("0.5.23")
+    result = CliRunner().invoke(main, ["probe", "--sglang", "0.5.23", "--model", "kimi-k2.6", "--draft", "eagle3",
+                                       "--hardware", "rtx-pro-6000", "--", *SEED_TYPE_ERROR])
+    assert result.exit_code == EXIT_VERDICT_FAILS, result.output
+    lines = result.stdout.splitlines()
+    # a TypeError is SGLang's own code failing, not a check: said so
+    assert any(line.startswith("kind:     SGLang's own code crashed") for line in lines), result.stdout
+    nxt = lines.index(next(line for line in lines if line.startswith("next:     the nearest configuration that passes")))
+    command = lines[nxt + 1].strip()
+    assert command.startswith("bisect-spec probe --sglang 0.5.23 --model kimi-k2.6 --draft eagle3 --hardware "
+                              "rtx-pro-6000 -- ")
+    more = next(line for line in lines if line.startswith("more:     "))
+    assert more.split(maxsplit=1)[1].startswith("bisect-spec shrink --sglang 0.5.23 --model kimi-k2.6 --draft eagle3")
+    # the printed command, pasted, passes (it keeps the algorithm and the draft tokens the user asked for)
+    import shlex
+
+    words = shlex.split(command)
+    again = CliRunner().invoke(main, words[1:])
+    assert again.exit_code == 0, again.output
+    assert "--speculative-algorithm EAGLE3" in command and "--speculative-num-draft-tokens 3" in command
+    # --json carries the same
+    as_json = CliRunner().invoke(main, ["probe", "--json", "--sglang", "0.5.23", "--hardware", "rtx-pro-6000", "--",
+                                        *SEED_TYPE_ERROR])
+    document = json.loads(as_json.stdout)
+    assert_valid(document, "probe")
+    assert document["failure_kind"] == "crash" and document["next_step"]["verified"] is True
+
+
+def test_a_validation_failure_is_not_called_a_crash_and_no_fix_skips_the_search() -> None:
+    require_release("0.5.23")
+    result = CliRunner().invoke(main, ["probe", "--no-fix", "--sglang", "0.5.23", "--hardware", "rtx-pro-6000", "--",
+                                       *SEED2])
+    assert result.exit_code == EXIT_VERDICT_FAILS, result.output
+    assert "kind:" not in result.stdout and "next:" not in result.stdout
+    assert "more:     bisect-spec shrink" in result.stdout
