@@ -9,6 +9,8 @@ configuration fails in SGLang (a verdict, not an error).
 
 from __future__ import annotations
 
+import click
+
 from bisect_spec.cli import diff, evaluate, launches, releases, results
 from bisect_spec.cli.errors import EXIT_VERDICT_FAILS
 from bisect_spec.cli.group import main, sweep
@@ -25,6 +27,24 @@ confirm_by_launch(evaluate.shrink, shrink_launches)
 confirm_by_launch(sweep, sweep_launches)
 assert launches.launch_command.name in main.commands and releases.bisect.name in main.commands
 assert diff.diff.name in main.commands
+
+
+def keep_examples_verbatim(command: click.Command) -> None:
+    """Every paragraph after a help text's ``Example:`` line is shown as written (click's ``\\b``): click
+    would re-wrap it, join a continued line with the next and drop its backslash, and a pasted example
+    would break. Applied to every command and group, once they are all registered."""
+    if command.help and "Example:" in command.help:
+        import inspect
+
+        head, _, examples = inspect.cleandoc(command.help).partition("Example:")
+        paragraphs = [p for p in examples.split("\n\n") if p.strip()]
+        command.help = head + "Example:\n\n" + "\n\n".join(
+            p if p.lstrip("\n").startswith("\b") else "\b\n" + p.strip("\n") for p in paragraphs)
+    for child in getattr(command, "commands", {}).values():
+        keep_examples_verbatim(child)
+
+
+keep_examples_verbatim(main)
 
 
 def run() -> None:

@@ -72,8 +72,9 @@ def main(ctx: click.Context, /, debug: bool, **kwargs: Any) -> None:
     """Find the hidden constraints of SGLang's speculative decoding flags, without a GPU.
 
     Runs SGLang's real argument resolution in-process for a model profile, a draft,
-    a hardware profile and an SGLang release. Without a command: sweep the default
-    strategy and print the failure signatures it found.
+    a hardware profile and an SGLang release. Without a command but with options
+    (--model, --draft, ...): sweep the default strategy and print the failure
+    signatures it found. With nothing at all: which command answers which question.
 
     Example:
 
@@ -82,9 +83,38 @@ def main(ctx: click.Context, /, debug: bool, **kwargs: Any) -> None:
         bisect-spec probe --model kimi-k2.6 --draft eagle3 -- --speculative-algorithm EAGLE3 --speculative-num-draft-tokens 3
     """
     if ctx.invoked_subcommand is None:
+        from click.core import ParameterSource
+
+        typed = [p.name for p in ctx.command.params if p.name and ctx.get_parameter_source(p.name) not in (
+            ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP, None)]
+        if not typed:  # a bare `bisect-spec` is a question about the tool: which command answers what
+            click.echo(GUIDE)
+            return
         run_sweep(**kwargs)
     else:
         _forward_group_options(ctx)
+
+
+#: What a bare ``bisect-spec`` prints: which command answers which question, and how to start the main job.
+GUIDE = """\
+bisect-spec: the hidden constraints of SGLang's speculative-decoding flags, found without a GPU.
+
+Which command answers which question:
+  Will my launch command start, and if not, what to change?  bisect-spec probe -- python -m sglang.launch_server ...
+  What is the smallest failing part, and why?                bisect-spec shrink -- FLAGS
+  What fails for my model, draft and box?                    bisect-spec --model kimi-k2.6 --draft eagle3
+  Since which release (or commit) does it fail?              bisect-spec bisect -- FLAGS
+  What does a change to SGLang do to people's configs?       bisect-spec diff OLD NEW
+  A compatibility matrix every night                         bisect-spec nightly --matrix FILE
+  Does a real server agree?                                  bisect-spec launch -- FLAGS
+  Which releases can I evaluate?                             bisect-spec env list
+
+Start the main job (a sweep of the default strategy, a few minutes on 2 cores; kimi-k2.6 with an EAGLE3 draft
+on a simulated 8x RTX PRO 6000 box, the newest installed release):
+
+  bisect-spec --model kimi-k2.6 --draft eagle3
+
+Every command has --help with an example: bisect-spec --help, bisect-spec COMMAND --help."""
 
 
 def _forward_group_options(ctx: click.Context) -> None:

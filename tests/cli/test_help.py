@@ -63,3 +63,37 @@ def test_every_example_parses_with_the_cli(path: tuple[str, ...]) -> None:
             chain.append(ctx.command)
             ctx = ctx.parent
         assert command in chain, argv  # the example runs this command (or, for a group, one of its commands)
+
+
+@pytest.mark.parametrize("path", all_commands(main), ids=lambda p: " ".join(p) or "main")
+def test_every_example_in_help_pastes_as_written_at_any_width(path: tuple[str, ...]) -> None:
+    """The examples --help prints are the docstring's lines, whole (not re-wrapped, backslashes kept)."""
+    import inspect
+
+    command: click.Command = main
+    for name in path:
+        assert isinstance(command, click.Group)
+        command = command.commands[name]
+    written = [line.strip() for line in inspect.cleandoc(command.help or "").split("Example:", 1)[1].splitlines()
+               if line.strip() and line.strip() != "\b"]
+    for width in (60, 200):
+        shown = CliRunner().invoke(main, [*path, "--help"], terminal_width=width).output
+        printed = [line.strip() for line in shown.split("Example:", 1)[1].split("\nOptions:", 1)[0].splitlines()
+                   if line.strip()]
+        assert printed == written, (width, printed)
+
+
+def test_bare_bisect_spec_says_which_command_answers_which_question_and_starts_nothing(
+        tmp_path: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    from bisect_spec.cli import group
+
+    def no_sweep(**_kwargs: object) -> None:
+        raise AssertionError("a bare bisect-spec started the sweep")
+
+    monkeypatch.setattr(group, "run_sweep", no_sweep)
+    result = CliRunner().invoke(main, [])
+    assert result.exit_code == 0, result.output
+    assert "Which command answers which question:" in result.output
+    assert "  bisect-spec --model kimi-k2.6 --draft eagle3\n" in result.output
+    for command in ("probe", "shrink", "bisect", "diff", "nightly", "launch"):
+        assert f"bisect-spec {command} " in result.output
