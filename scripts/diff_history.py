@@ -45,7 +45,9 @@ def probe_both(old: str, new: str, config: Config, args: argparse.Namespace) -> 
     for release in (old, new):
         spec = api.TargetSpec(release=release, model=args.model, draft=args.draft if uses_draft else None,
                               hardware=args.hardware)
-        if not tokens:  # probe asks for a flag: the bare configuration is evaluated by the session probe uses
+        placeholders = [v for _, value in config.items for v in value if v.startswith("@") and v != DRAFT]
+        if not tokens or placeholders:  # probe asks for a flag, and replaces a path it cannot find: these are
+            # evaluated by the session probe uses, exactly as the diff had them
             from bisect_spec.runtime.session import Session
 
             with Session(spec.resolve(), jobs=1) as bare:

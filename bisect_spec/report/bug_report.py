@@ -197,10 +197,18 @@ def _history(facts: Facts) -> str:
                      f"{_verdict_words(facts.newest)}.")
     bisection = facts.bisection
     if bisection is not None:
-        if bisection.get("oldest"):
-            parts.append(f"First bad release: SGLang {bisection['first_bad']}, the oldest release evaluated "
-                         f"(bisected over the installed releases {', '.join(bisection['releases'])}): it fails the "
-                         "same way there and on every newer one evaluated. " + " ".join(bisection.get("notes") or []))
+        if bisection.get("fails_from"):  # no release that passes: not a regression, and not called one
+            sibling = bisection.get("sibling") or {}
+            parts.append(f"It fails the same way on every release evaluated, from SGLang {bisection['fails_from']} "
+                         f"(bisected over the installed releases {', '.join(bisection['releases'])}): not a "
+                         "regression. " + " ".join(bisection.get("notes") or []))
+            if sibling.get("first_bad"):
+                parts.append(f"With {sibling['model']} (the same text model, known to older releases) the first bad "
+                             f"release is SGLang {sibling['first_bad']}; on {sibling['last_good']} the same command "
+                             f"{(sibling.get('before') or {}).get('words', 'behaves differently')}.")
+            elif sibling.get("fails_from"):
+                parts.append(f"With {sibling['model']} (the same text model, known to older releases) it fails the "
+                             f"same way from SGLang {sibling['fails_from']}, the oldest release evaluated.")
         elif bisection.get("first_bad"):
             before = bisection.get("before") or {}
             parts.append(f"First bad release: SGLang {bisection['first_bad']} (bisected over the releases "

@@ -90,6 +90,28 @@ def probe_text(heading: str, config: object, outcome: Outcome) -> str:
     return "\n".join([heading, f"flags:    {config}", outcome_text(outcome)])
 
 
+def release_history_line(bisection: dict[str, Any]) -> str:
+    """One line for ``shrink --bisect``: a first bad release only where an older release passes; a failure as
+    old as the oldest release that can run the model says so (and what its sibling model shows)."""
+    if bisection.get("first_bad"):
+        return f"first bad release: SGLang {bisection['first_bad']} (last good {bisection['last_good']})"
+    if not bisection.get("fails_from"):
+        return f"first bad release: {bisection.get('none')}"
+    since = bisection["fails_from"]
+    if bisection.get("model_limited"):
+        line = f"fails on every release evaluated that knows the model ({since} …): no first bad release"
+    else:
+        line = f"fails on every release evaluated, from the oldest ({since} …): no first bad release"
+    sibling = bisection.get("sibling") or {}
+    if sibling.get("first_bad"):
+        line += f"; with {sibling['model']}: first bad release {sibling['first_bad']} (last good {sibling['last_good']})"
+    elif sibling.get("fails_from"):
+        line += f"; with {sibling['model']}: fails from {sibling['fails_from']}"
+    elif sibling.get("model"):
+        line += f"; with {sibling['model']}: {sibling.get('none')}"
+    return line
+
+
 def next_step_text(kind: str | None, fix: dict[str, Any] | None, probe_command: str, shrink_command: str, *,
                    searched: bool = True) -> str:
     """What a failed probe says to do next: what kind of failure it is, the nearest configuration that passes
@@ -431,9 +453,7 @@ def shrink_text(report: Any) -> str:
         said = "fails the same way" if newest["same"] else f"{newest['verdict']} ({newest['headline']})"
         lines += ["", f"newest release: SGLang {newest['release']} {said}"]
     if bisection:
-        lines.append(f"first bad release: SGLang {bisection['first_bad']}"
-                     + (" (the oldest evaluated)" if bisection.get("oldest") else f" (last good {bisection['last_good']})")
-                     if bisection.get("first_bad") else f"first bad release: {bisection.get('none')}")
+        lines.append(release_history_line(bisection))
     if data["files"]:
         lines += ["", "reproducers:"] + [f"  {path}" for path in data["files"].values()]
     return "\n".join(lines)

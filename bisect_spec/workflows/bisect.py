@@ -42,6 +42,10 @@ def release_history(config: Config, spec: TargetSpec, session: Session, signatur
         else:
             records = {d["release"]: d for d in found.evaluated}
             history["bisection"] = _first_bad(found, key)
+            if history["bisection"].get("model_limited"):  # the model is newer than the failure: ask its sibling
+                sibling = _sibling_history(config, spec, key, candidates, timeout)
+                if sibling is not None:
+                    history["bisection"]["sibling"] = sibling
     if newest in records:
         record = records[newest]
         history["newest"] = ReleaseVerdict(newest, str(record.get("verdict")), record.get("key") == key,
@@ -72,10 +76,40 @@ def _first_bad(found: Any, key: str) -> dict[str, Any]:
             return {"first_bad": boundary["first_bad"], "last_good": boundary["last_good"], "releases": releases,
                     "before": {"verdict": before.get("verdict"), "words": _before_words(before)}}
     failing = [d["release"] for d in evaluated if d.get("key") == key]
-    if failing and failing[0] == releases[0]:
+    if failing and failing[0] == releases[0]:  # no release that passes: not a "first bad release"
         notes = [note[0].upper() + note[1:] + "." for note in found.notes if "needs SGLang" in note]
-        return {"first_bad": failing[0], "oldest": True, "releases": list(found.releases), "notes": notes}
+        return {"fails_from": failing[0], "model_limited": bool(notes), "releases": list(found.releases),
+                "notes": notes}
     return {"none": f"none found among {', '.join(releases) or 'no release'}"}
+
+
+def sibling_model(model: Any) -> str | None:
+    """A shipped model profile with the text architecture of ``model`` that older releases know (Kimi-K2.6's
+    ``text_config`` is DeepseekV3ForCausalLM: ``deepseek-v3``), or None."""
+    text = (model.config.get("text_config") or {}).get("architectures") or []
+    if not text or text == model.config.get("architectures"):
+        return None
+    for name in profiles.model_names():
+        other = profiles.load_model(name)
+        if other.config.get("architectures") == text and other.config.get("model_type") == (
+                model.config.get("text_config") or {}).get("model_type"):
+            return name
+    return None
+
+
+def _sibling_history(config: Config, spec: TargetSpec, key: str, candidates: list[str], timeout: float) -> dict[str, Any] | None:
+    """The reproducer bisected with the sibling model (:func:`sibling_model`) over the same releases."""
+    from bisect_spec.workflows.timeline import bisect_releases
+
+    name = sibling_model(profiles.load_model(spec.model, path=spec.model_path))
+    if name is None:
+        return None
+    sibling = TargetSpec(**{**spec.__dict__, "model": name, "model_path": None})
+    try:
+        found = bisect_releases(config, sibling, candidates=candidates, moves=False, timeout=timeout)
+    except BisectSpecError as exc:
+        return {"model": name, "none": f"not bisected ({exc})"}
+    return {"model": name, **_first_bad(found, key)}
 
 
 def _before_words(record: dict[str, Any]) -> str:

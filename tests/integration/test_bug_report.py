@@ -100,9 +100,17 @@ def test_newest_release_verdict_and_first_bad_release(shrunk: tuple[str, api.Shr
     persists = re.search(r"^- \[([ x])\] The bug persists in the latest version\. \*\((.*)\)\*$", text, re.MULTILINE)
     assert persists is not None and f"SGLang {NEWEST}" in persists[2]
     assert (persists[1] == "x") == newest.same
+    # Kimi-K2.5/K2.6 are first known in 0.5.9, where the failure is already there: no older release that runs
+    # the model passes, so no "first bad release" is claimed (it would invite a false regression report)
     bisection = report.history["bisection"]
-    assert bisection.get("first_bad"), bisection
-    assert f"First bad release: SGLang {bisection['first_bad']}" in section(text, "## Describe the bug")
+    described = section(text, "## Describe the bug")
+    assert "first_bad" not in bisection and "First bad release" not in described, bisection
+    assert bisection["fails_from"] == "0.5.9" and bisection["model_limited"] is True
+    assert f"from SGLang {bisection['fails_from']}" in described and "not a regression" in described
+    # ... and the same text model that older releases know, deepseek-v3, says how old the failure is
+    sibling = bisection["sibling"]
+    assert sibling["model"] == "deepseek-v3" and (sibling.get("first_bad") or sibling.get("fails_from")), sibling
+    assert "With deepseek-v3 (the same text model, known to older releases)" in described
 
 
 def test_environment_is_check_env_of_the_simulated_box(shrunk: tuple[str, api.ShrinkReport, str]) -> None:
