@@ -93,6 +93,8 @@ class Facts:
     notes: list[str] = field(default_factory=list)
     #: text replacements that hide this machine's paths (:func:`scrub`)
     local: dict[str, str] = field(default_factory=dict)
+    #: the configuration the user gave (None: not known)
+    original: Config | None = None
 
 
 def launch_command(config: Config, names: Names, env: dict[str, str], model_args: Sequence[str]) -> str:
@@ -179,7 +181,7 @@ def _description(facts: Facts) -> list[str]:
         text += "Every flag of the reproducer is needed (removing any one makes the failure go away): " + \
             "; ".join(necessary) + ". "
     text += _history(facts)
-    out = ["## Describe the bug", "", text.strip(), ""]
+    out = ["## Describe the bug", "", text.strip(), "", f"**Expected behavior:** {expected_behaviour(outcome)}", ""]
     context = frame.get("context") or []
     if context:
         out += [f"The failing statement and its guard in `sglang/{frame.get('file')}` (SGLang {facts.release}):", "",
@@ -188,6 +190,28 @@ def _description(facts: Facts) -> list[str]:
         out += ["```", "", "```", relative_traceback(str(outcome.record.get("traceback_tail") or outcome.headline)),
                 "```", ""]
     return out
+
+
+#: exceptions a check raises on purpose (as ``probe`` tells them from crashes)
+VALIDATION = frozenset({"AssertionError", "ValueError", "NotImplementedError", "RuntimeError", "SystemExit"})
+
+
+def expected_behaviour(outcome: Outcome) -> str:
+    """What should have happened, from the failure's kind: a bare ``assert`` should say what to change; a crash
+    of SGLang's own code (a TypeError, ...) should be a validation; a check with a message should either accept
+    the combination or name the flags to change."""
+    exc = str(outcome.exception.get("type") or "an exception")
+    message = str(outcome.exception.get("message") or "").strip()
+    if exc not in VALIDATION:
+        return (f"`ServerArgs` either accepts these flags or refuses them with a message that names the flag to "
+                f"change. Instead SGLang's own code fails with `{exc}: {message}`, which says nothing about the "
+                "flags: it reads like a bug, not a validation.")
+    if exc == "AssertionError" and not message:
+        return ("SGLang refuses this combination with a message that says which flags conflict and what to set "
+                "instead. Instead a bare `assert` stops the server with no message at all; the user has to read "
+                "the source to learn which flag to change.")
+    return ("SGLang either accepts this combination, or its message says what to change and the documentation "
+            f"of these flags says so too. Instead the server stops at start-up with `{exc}: {message}`.")
 
 
 def _history(facts: Facts) -> str:
@@ -220,9 +244,13 @@ def _history(facts: Facts) -> str:
 
 
 def _reproduction(facts: Facts) -> list[str]:
-    out = ["## Reproduction", "", "The minimal launch command (bisect-spec removed every flag and simplified every "
-           "value that the failure does not need; each removal was evaluated):", "", "```bash",
-           launch_command(facts.config, facts.names, facts.env, facts.model_args), "```", ""]
+    out = ["## Reproduction", ""]
+    if facts.original is not None and facts.original != facts.config:
+        out += ["The command as I ran it:", "", "```bash",
+                launch_command(facts.original, facts.names, facts.env, facts.model_args), "```", ""]
+    out += ["The minimal launch command (bisect-spec removed every flag the failure does not need, each removal "
+            "evaluated; the values are mine wherever the failure reproduces with them):", "", "```bash",
+            launch_command(facts.config, facts.names, facts.env, facts.model_args), "```", ""]
     out += [f"- {note}" for note in facts.names.notes]
     out += [f"- `${path_variable(flag)}` is any file for `{flag}`: the failure happens before it is read"
             for flag in placeholder_paths(facts.config)]
@@ -231,11 +259,14 @@ def _reproduction(facts: Facts) -> list[str]:
             "the failure reproduces (0 when it passes):", "", "```bash", facts.repro_command, "```", ""]
     fixes = [f for f in (facts.fixes or {}).get("fixes") or [] if f.get("verified")]
     if fixes:
-        out += ["Workarounds, best first; each was evaluated on the same release and box and starts without error:",
-                ""]
+        reasons = {fix.get("reason") or "" for fix in fixes}
+        shared = next(iter(reasons)) if len(reasons) == 1 else ""
+        out += ["Workarounds, best first; each was evaluated on the same release and box and starts without error"
+                + (f"; each {shared.removeprefix('it ')}" if shared else "") + ":", ""]
         for number, fix in enumerate(fixes, 1):
             config = Config.from_argv(fix["argv"])
-            out += [f"{number}. {'; '.join(fix['edits'])}: {fix.get('reason') or ''}".rstrip(), "", "   ```bash",
+            reason = "" if shared else f": {fix.get('reason') or ''}"
+            out += [f"{number}. {'; '.join(fix['edits'])}{reason}".rstrip(": "), "", "   ```bash",
                     "   " + launch_command(config, facts.names, facts.env, facts.model_args), "   ```", ""]
     elif facts.fixes is not None:
         out += ["No workaround that keeps speculative decoding on was found within two edits.", ""]
@@ -247,8 +278,13 @@ def _reproduction(facts: Facts) -> list[str]:
 
 def _environment(facts: Facts) -> list[str]:
     body = "\n".join(f"{key}: {value}" for key, value in facts.check_env)
-    return ["## Environment", "", f"Simulated, not measured: {facts.simulated}", "",
-            "What `python3 -m sglang.check_env` would print on that box:", "", "```", body, "```", "",
+    return ["## Environment", "",
+            "<!-- Paste the output of `python3 -m sglang.check_env` on the machine where the server failed here, "
+            "in place of the simulated block below. -->",
+            "Output of `python3 -m sglang.check_env` on the machine where it failed: **paste yours here**. "
+            "Until then, what it would print on the box bisect-spec simulated (the failure needs no GPU):", "",
+            "<details><summary>simulated check_env (fallback)</summary>", "",
+            f"Simulated, not measured: {facts.simulated}", "", "```", body, "```", "", "</details>", "",
             f"Found and reduced by bisect-spec {facts.tool_version}; signature `{facts.signature['id']}` "
             f"(cross-release key `{facts.signature['cross_release_key']}`)."]
 

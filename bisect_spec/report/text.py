@@ -440,9 +440,13 @@ def shrink_text(report: Any) -> str:
         lines += ["", "why:"] + [f"  {f['verdict']}" for f in data["explanation"]["flags"]]
     fixes = (data["nearest_working"] or {}).get("fixes") or []
     if fixes:
-        lines += ["", "nearest working configurations (each verified by an evaluation):"]
+        reasons = {fix.get("reason") or "" for fix in fixes}
+        shared = next(iter(reasons)) if len(reasons) == 1 else ""  # said once when every fix has it
+        lines += ["", "nearest working configurations (each verified by an evaluation"
+                  + (f"; each {shared}" if shared else "") + "):"]
         for fix in fixes:
-            lines.append(f"  {'; '.join(fix['edits']):<60} {fix.get('reason') or ''}")
+            lines.append(f"  {'; '.join(fix['edits'])}" if shared else
+                         f"  {'; '.join(fix['edits']):<60} {fix.get('reason') or ''}")
     elif data["nearest_working"] is not None:
         lines += ["", "no working configuration within two edits"]
     if data["other_signatures"]:

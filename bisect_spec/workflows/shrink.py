@@ -200,6 +200,7 @@ def write_reproducers(session: Session, report: ShrinkReport, out_dir: Path, *, 
     from bisect_spec import __version__
 
     facts = bug_report.Facts(
+        original=report.original.config,
         signature=signature, outcome=outcome, release=target.release, config=config, model_args=model_args,
         names=names, env=env, hardware=target.hardware.label, explanation=report.explanation, fixes=report.fixes,
         check_env=rows, simulated=simulated, tool_version=__version__,
@@ -285,13 +286,33 @@ def report_names(target: Target, pasted_model: str | None = None, pasted_draft: 
 def reported_config(session: Session, report: ShrinkReport) -> Config:
     """The minimal configuration as a report shows it: with the draft path where the algorithm needs
     one (a real launch needs it; the shrinker may drop it when the failure does not), if it fails the same way."""
-    minimal: Config = report.result.minimal
+    minimal: Config = with_users_values(session, report)
     full = session.with_draft(minimal)
     if full == minimal:
         return minimal
     outcome = session.evaluate(full)
     same = outcome.signature is not None and outcome.signature.id == report.result.signature.id
     return full if same else minimal
+
+
+def with_users_values(session: Session, report: ShrinkReport) -> Config:
+    """The minimal reproducer with the values the user typed put back, one flag at a time, where it still fails
+    the same way (the shrinker simplifies ``--speculative-num-draft-tokens 3`` to ``2``; a report should show
+    the user's 3 when 3 reproduces too). The flags stay the 1-minimal ones; each kept value was evaluated."""
+    minimal: Config = report.result.minimal
+    original = report.original.config
+    signature = report.result.signature
+    if signature is None:
+        return minimal
+    for flag, value in minimal.items:
+        typed = original.get(flag)
+        if typed is None or typed == value:
+            continue
+        candidate = minimal.with_(flag, typed)
+        outcome = session.evaluate(candidate)
+        if outcome.signature is not None and outcome.signature.id == signature.id:
+            minimal = candidate
+    return minimal
 
 
 def shrink(tokens: Sequence[str], spec: TargetSpec | None = None, *, budget: Any = None, fix: bool = True,

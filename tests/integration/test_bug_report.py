@@ -130,3 +130,32 @@ def test_workarounds_keep_intent_first_with_reasons(shrunk: tuple[str, api.Shrin
     if name == "episode1":  # the user's chain of 16 drafts (top-k 1) is kept: the natural fix comes first
         assert fixes[0]["edits"] == ["add --speculative-num-steps 15"]
         assert "keeps every flag and value you gave" in section(text, "## Reproduction")
+
+
+def test_the_report_needs_no_edit_field_by_field(shrunk: tuple[str, api.ShrinkReport, str]) -> None:
+    """SGLang's form, field by field: what a filer would otherwise have to add or fix by hand."""
+    name, report, text = shrunk
+    reproduction = section(text, "## Reproduction")
+    # the command as the user ran it, then the minimal one with the user's own values where they reproduce
+    assert "The command as I ran it:" in reproduction
+    minimal = report.result.minimal
+    original = report.original.config
+    shown = reproduction.split("The minimal launch command", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
+    for flag, _ in minimal.items:
+        typed = original.get(flag)
+        if typed is not None and flag != "--speculative-draft-model-path":
+            assert f"{flag} {' '.join(typed)}" in shown, (flag, typed, shown)  # the user's value, not a simpler one
+    # expected behaviour, written from the failure's kind
+    described = section(text, "## Describe the bug")
+    expected = described.split("**Expected behavior:** ", 1)[1].split("\n", 1)[0]
+    exc = report.original.exception.get("type")
+    if exc == "AssertionError" and not report.original.exception.get("message"):
+        assert "a bare `assert`" in expected
+    else:
+        assert exc in expected
+    # the environment: an instruction to paste the real check_env, the simulated block only as a fallback
+    environment = section(text, "## Environment")
+    assert "**paste yours here**" in environment and "python3 -m sglang.check_env" in environment
+    assert environment.index("**paste yours here**") < environment.index("<details>") < environment.index("GPU 0,")
+    # a reason shared by every workaround is said once, not once per workaround
+    assert reproduction.count("keeps every flag and value you gave") <= 1, name
