@@ -192,12 +192,12 @@ def summary_text(summary: dict[str, Any], *, width: int = 120, run_path: str | N
             parts.append(_fitted_signatures(other, width))
     parts += ["", head, f"{summary['evaluated']} configurations: {counts}; {len(signatures)} failure signatures"]
     if summary.get("stages"):
-        parts.append(stages_line(summary["stages"]))
+        parts.append(_wrapped(stages_line(summary["stages"]), width, "  "))
     parts += tool_fault_lines(summary.get("tool_faults") or [])
     if summary.get("release_warning"):
         parts.append(f"warning: {summary['release_warning']}")
     if summary.get("masking"):
-        parts.append(masking_line(summary["masking"]))
+        parts.append(_wrapped(masking_line(summary["masking"]), width, "  "))
     if summary.get("peel"):
         peel = summary["peel"]
         new = len(peel["new_signatures"])
@@ -267,8 +267,7 @@ def _users_question(signatures: Sequence[dict[str, Any]], users: frozenset[str],
     groups: dict[str, list[dict[str, Any]]] = {}
     for sig in rest:
         groups.setdefault(algorithm_of(sig), []).append(sig)
-    parts += ["", f"everything else: {_failures(len(rest))}"
-              + (f", one line per algorithm (expand one: {show} --algorithm NAME)" if rest else "")]
+    parts += ["", f"everything else: {_failures(len(rest))}" + (", one line per algorithm" if rest else "")]
     name_width = max((len(n) for n in groups), default=0)
     for name, members in sorted(groups.items(), key=lambda item: (item[0] == NO_ALGORITHM, -len(item[1]), item[0])):
         top = _simplest_first(members)[0]
@@ -276,6 +275,8 @@ def _users_question(signatures: Sequence[dict[str, Any]], users: frozenset[str],
         line = (f"  {label:<{max(name_width, 14)}} {_failures(len(members)):>12}  "
                 f"e.g. {top['exc_type'] or top['kind']}: {shown_message(top)}")
         parts.append(line if len(line) <= width else line[: width - 1] + "…")
+    if rest:
+        parts.append(_wrapped(f"  expand one: {show} --algorithm NAME", width, "    "))
     return parts
 
 

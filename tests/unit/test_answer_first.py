@@ -96,7 +96,8 @@ def test_fail_on_new_compares_with_the_previous_run_of_the_same_target(tmp_path:
 def test_the_summary_says_how_many_tuples_were_covered_without_a_mask() -> None:
     masking = {"required_tuples": 340, "covered_without_mask": 279, "proven_to_fail": 33, "still_masked": 28,
                "rounds": [{"rows": 67}, {"rows": 31}, {"rows": 12}], "forbidden": {}}
-    text = summary_text({**summary(QUANT), "masking": masking}, width=100)
+    text = summary_text({**summary(QUANT), "masking": masking}, width=120)
+    assert all(len(line) <= 100 for line in summary_text({**summary(QUANT), "masking": masking}, width=100).splitlines())
     assert ("required tuples: 340, 279 covered without a mask, 33 proven to fail, 28 still masked "
             "(2 masking-aware rounds, 43 rows)") in text.splitlines()
 
@@ -139,7 +140,7 @@ def test_a_drafts_own_failures_come_first_fewest_flags_first_then_one_line_per_o
     assert ids == ["e1e1e1e1e1", "5a5a5a5a5a", "e3e3e3e3e3"]  # 1 flag, then 2 (more frequent first)
     assert "  seen with EAGLE3: --speculative-algorithm EAGLE3 --speculative-eagle-topk 1" in lines
     rest = lines.index(next(line for line in lines if line.startswith("everything else: 2 failures")))
-    assert "bisect-spec runs show R --runs-dir /tmp/x/runs --algorithm NAME" in lines[rest]
+    assert "  expand one: bisect-spec runs show R --runs-dir /tmp/x/runs --algorithm NAME" in lines
     assert lines[rest + 1].split()[:3] == ["NGRAM", "1", "failure"] and "ngram only" in lines[rest + 1]
     assert lines[rest + 2].split()[:2] == ["(no", "algorithm)"] and "no algorithm" in lines[rest + 2]
     assert not any("ababababab" in line or "cdcdcdcdcd" in line for line in lines)  # not expanded
