@@ -259,14 +259,16 @@ def _reproduction(facts: Facts) -> list[str]:
             "the failure reproduces (0 when it passes):", "", "```bash", facts.repro_command, "```", ""]
     fixes = [f for f in (facts.fixes or {}).get("fixes") or [] if f.get("verified")]
     if fixes:
-        reasons = {fix.get("reason") or "" for fix in fixes}
-        shared = next(iter(reasons)) if len(reasons) == 1 else ""
-        out += ["Workarounds, best first; each was evaluated on the same release and box and starts without error"
-                + (f"; each {shared.removeprefix('it ')}" if shared else "") + ":", ""]
+        out += ["Workarounds, best first; each was evaluated on the same release and box and starts without error.",
+                ""]
+        said = None
         for number, fix in enumerate(fixes, 1):
+            reason = fix.get("reason") or ""
+            if reason and reason != said:  # a reason once for the workarounds that share it
+                out += [reason_heading(reason), ""]
+                said = reason
             config = Config.from_argv(fix["argv"])
-            reason = "" if shared else f": {fix.get('reason') or ''}"
-            out += [f"{number}. {'; '.join(fix['edits'])}{reason}".rstrip(": "), "", "   ```bash",
+            out += [f"{number}. {'; '.join(fix['edits'])}", "", "   ```bash",
                     "   " + launch_command(config, facts.names, facts.env, facts.model_args), "   ```", ""]
     elif facts.fixes is not None:
         out += ["No workaround that keeps speculative decoding on was found within two edits.", ""]
@@ -274,6 +276,15 @@ def _reproduction(facts: Facts) -> list[str]:
     if facts.notes:
         out.append("")
     return out
+
+
+def reason_heading(reason: str) -> str:
+    """A fix's reason (:func:`bisect_spec.reduce.repair.nearest_working`) as the heading of the fixes that share it."""
+    if reason.startswith("ranked lower: it "):
+        return f"Ranked lower: each of these {reason.removeprefix('ranked lower: it ')}:"
+    if reason.startswith("ranked lower: "):
+        return f"Ranked lower: {reason.removeprefix('ranked lower: ')}:"
+    return f"Each of these {reason}:"
 
 
 def _environment(facts: Facts) -> list[str]:

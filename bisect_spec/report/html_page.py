@@ -66,6 +66,42 @@ figcaption{font-size:12px;color:#333;font-weight:600;margin-bottom:2px}
 svg text{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif}
 .note{color:#555;font-size:12px}.nw{white-space:nowrap}.scroll{overflow-x:auto}
 td{max-width:420px}td code{overflow-wrap:break-word}summary{cursor:pointer;color:#555}
+table.signatures{table-layout:fixed;width:100%}table.signatures td{max-width:none;overflow-wrap:anywhere}
+table.signatures td.msg{white-space:normal}.filters{display:flex;flex-wrap:wrap;gap:8px 14px;align-items:center;
+margin:8px 0;padding:8px 10px;background:#fff;border:1px solid #ddd;border-radius:6px;font-size:13px}
+.filters input[type=search]{min-width:260px}.filters .count{color:#555}.links a{margin-right:6px;white-space:nowrap}
+"""
+
+#: the signature tables' filters: a search box, an algorithm, an exception, a flag; also read from the page's
+#: address (``report.html#q=TypeError&algorithm=EAGLE3&exception=&flag=--page-size``) so a link can carry them
+FILTER_SCRIPT = """
+(function(){
+  var form=document.getElementById('filters'); if(!form) return;
+  var rows=[].slice.call(document.querySelectorAll('tr[data-sig]'));
+  function apply(){
+    var q=form.q.value.toLowerCase(), a=form.algorithm.value, e=form.exception.value, f=form.flag.value, shown=0;
+    rows.forEach(function(r){
+      var ok=(!q||r.getAttribute('data-text').indexOf(q)>=0)
+        &&(!a||(' '+r.getAttribute('data-algorithms')+' ').indexOf(' '+a+' ')>=0)
+        &&(!e||r.getAttribute('data-exception')===e)
+        &&(!f||(' '+r.getAttribute('data-flags')+' ').indexOf(' '+f+' ')>=0);
+      r.hidden=!ok; if(ok) shown++;
+    });
+    document.getElementById('shown').textContent=shown+' of '+rows.length+' failure signatures shown';
+    var p=[];
+    ['q','algorithm','exception','flag'].forEach(function(k){
+      if(form[k].value) p.push(k+'='+encodeURIComponent(form[k].value));
+    });
+    history.replaceState(null,'',p.length?'#'+p.join('&'):location.pathname);
+  }
+  location.hash.replace(/^#/,'').split('&').forEach(function(kv){
+    var i=kv.indexOf('='); if(i<0) return; var k=kv.slice(0,i), v=decodeURIComponent(kv.slice(i+1));
+    if(form[k]) form[k].value=v;
+  });
+  form.addEventListener('input',apply); form.addEventListener('change',apply); apply();
+  // the page's own width, for a test in a real browser: the tables fit the window, nothing scrolls sideways
+  document.body.setAttribute('data-scroll-width', document.documentElement.scrollWidth);
+})();
 """
 
 HATCH = ('<pattern id="{id}" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)">'
@@ -132,8 +168,9 @@ def page(model: dict[str, Any], data: Any) -> str:
         body += [_sweep_pictures(model, data), _findings(model["findings"])]
     head = ('<meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">'
             + el("title", "bisect-spec " + esc(model["title"])) + el("style", CSS))
+    script = el("script", FILTER_SCRIPT) if 'id="filters"' in "".join(body) else ""
     return ('<!DOCTYPE html>\n<html lang="en">' + el("head", head) + "\n"
-            + el("body", el("main", "\n" + "\n".join(b for b in body if b) + "\n")) + "</html>\n")
+            + el("body", el("main", "\n" + "\n".join(b for b in body if b) + "\n") + script) + "</html>\n")
 
 
 def _cards(model: dict[str, Any]) -> str:
@@ -378,14 +415,41 @@ def _outcome_bar(cell: dict[str, Any], colours: dict[str, str]) -> str:
 
 
 def _signature_tables(cell: dict[str, Any], colours: dict[str, str]) -> str:
-    """The answer first, as in the terminal: speculative decoding's failures, then the other constraints."""
-    speculative = [s for s in cell["signatures"] if s.get("speculative")]
-    other = [s for s in cell["signatures"] if not s.get("speculative")]
-    none = "No failure signatures: every configuration resolved." if not other else "No speculative-decoding failure."
-    return "\n".join([el("h2", f"Speculative decoding: {_failures(len(speculative))}"),
-                      _signature_table(speculative, colours, none),
-                      el("h2", f"Other constraints met on the way: {_failures(len(other))}"),
+    """The answer first, as in the terminal: the failures a user of the draft can hit (or, without a draft,
+    speculative decoding's failures), then the rest; a filter bar above them."""
+    signatures = cell["signatures"]
+    if any(s.get("yours") for s in signatures):
+        first = [s for s in signatures if s.get("yours")]
+        heading = f"Your draft ({cell.get('draft')}): {_failures(len(first))}, fewest flags first"
+        rest_heading = "Everything else"
+    else:
+        first = [s for s in signatures if s.get("speculative")]
+        heading = f"Speculative decoding: {_failures(len(first))}"
+        rest_heading = "Other constraints met on the way"
+    ids = {s["id"] for s in first}
+    other = [s for s in signatures if s["id"] not in ids]
+    none = "No failure signatures: every configuration resolved." if not other else "No failure of this kind."
+    return "\n".join([_filters(signatures), el("h2", heading), _signature_table(first, colours, none),
+                      el("h2", f"{rest_heading}: {_failures(len(other))}"),
                       _signature_table(other, colours, "") if other else ""])
+
+
+def _filters(signatures: list[dict[str, Any]]) -> str:
+    """Search and filters over every signature row (a few lines of script; the page works without it)."""
+    if not signatures:
+        return ""
+
+    def choice(name: str, label: str, values: Sequence[str]) -> str:
+        options = el("option", "any", value="") + "".join(el("option", esc(v), value=v) for v in values)
+        return el("label", f"{label} " + el("select", options, name=name))
+
+    algorithms = sorted({a for s in signatures for a in s.get("algorithms") or []})
+    exceptions = sorted({str(s.get("exc_type") or s.get("kind")) for s in signatures})
+    flags = sorted({t for s in signatures for t in (s.get("minimal") or s.get("smallest") or []) if t.startswith("--")})
+    controls = (el("label", "search " + '<input type="search" name="q" placeholder="message, statement, location">')
+                + choice("algorithm", "algorithm", algorithms) + choice("exception", "exception", exceptions)
+                + choice("flag", "reproducer sets", flags) + el("span", "", id="shown", class_="count"))
+    return el("form", controls, id="filters", class_="filters", onsubmit="return false")
 
 
 def _failures(count: int) -> str:
@@ -395,14 +459,29 @@ def _failures(count: int) -> str:
 def _signature_table(signatures: list[dict[str, Any]], colours: dict[str, str], empty: str) -> str:
     if not signatures:
         return el("p", esc(empty))
-    rows = []
+    head = el("tr", "".join(el("th", h, style=f"width:{w}") for h, w in (
+        ("signature", "9%"), ("type", "9%"), ("location", "14%"), ("count", "5%"), ("minimal (shrunk) / smallest seen", "24%"),
+        ("message (SGLang's own words)", "29%"), ("files", "10%"))))
+    body = []
     for sig in signatures:
         swatch = el("span", "", class_="swatch", style=f"background:{colours[sig['id']]}")
-        rows.append([el("span", swatch + code(sig["id"]), class_="nw"), esc(sig["exc_type"] or sig["kind"]),
-                     location_html(sig["location"]), str(sig["count"]), _folded_argv(sig["smallest"]),
-                     argv_html(sig["minimal"]) if sig["minimal"] is not None else "–", esc(sig["message"] or sig["statement"])])
-    return el("div", table(["signature", "type", "location", "count", "smallest seen", "minimal (shrunk)",
-                            "message / statement"], rows, numeric=(3,)), class_="scroll")
+        reproducer = (argv_html(sig["minimal"]) if sig["minimal"] is not None
+                      else el("span", "seen: ", class_="note") + _folded_argv(sig["smallest"]))
+        folder = sig.get("reproducers")
+        links = el("span", "".join(el("a", name, href=f"{folder}/{name}") for name in
+                                   ("launch.sh", "repro.py", "bug_report.md")), class_="links") if folder else "–"
+        argv = sig["minimal"] if sig["minimal"] is not None else sig["smallest"]
+        text = " ".join(str(x or "") for x in (sig["id"], sig.get("exc_type"), sig.get("location"), sig.get("message"),
+                                              sig.get("statement"))).lower()
+        cells = [el("span", swatch + code(sig["id"]), class_="nw"), esc(sig["exc_type"] or sig["kind"]),
+                 location_html(sig["location"]), str(sig["count"]), reproducer,
+                 esc(sig["message"] or sig["statement"]), links]
+        row = "".join(el("td", cell, class_="num" if i == 3 else "msg" if i == 5 else None) for i, cell in enumerate(cells))
+        body.append(el("tr", row, **{"data-sig": sig["id"], "data-text": text,
+                                     "data-algorithms": " ".join(sig.get("algorithms") or []),
+                                     "data-exception": str(sig.get("exc_type") or sig.get("kind")),
+                                     "data-flags": " ".join(t for t in argv if t.startswith("--"))}))
+    return el("table", head + "".join(body), class_="signatures")
 
 
 def _folded_argv(argv: Sequence[str]) -> str:

@@ -39,7 +39,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from bisect_spec.report.summary import shown_message, speculative_reason, users_failures
+from bisect_spec.report.summary import (
+    algorithm_of,
+    algorithms_of,
+    shown_message,
+    speculative_reason,
+    users_failures,
+)
 from bisect_spec.versions import version_key
 
 SCHEMA = "bisect-spec/report/1"
@@ -93,7 +99,9 @@ def _signature_entry(sig: dict[str, Any], change: str | None, has_baseline: bool
             "smallest": list(sig.get("smallest") or []),
             "minimal": list(shrunk["minimal_argv"]) if shrunk.get("minimal_argv") is not None else None,
             "change": change, "known": has_baseline and change != "new",
-            "speculative": bool(sig.get("speculative", speculative_reason(sig)))}
+            "speculative": bool(sig.get("speculative", speculative_reason(sig))),
+            "algorithm": algorithm_of(sig), "algorithms": sorted(algorithms_of(sig)),
+            "reproducers": (sig.get("shrink") or {}).get("reproducers")}
 
 
 def answer_first(signatures: list[dict[str, Any]], target: dict[str, Any] | None = None) -> list[dict[str, Any]]:
@@ -129,11 +137,14 @@ def _sweep_model(data: SweepInput) -> dict[str, Any]:
     target = summary.get("target") or data.meta.get("target") or {}
     release, model = str(target.get("release", "?")), str(target.get("model", "?"))
     draft, hardware = target.get("draft"), str(target.get("hardware", "?"))
+    yours = {s["id"] for s in users_failures(list(summary.get("signatures") or []), target)[0]}
+    entries = [_signature_entry(s, None, False) for s in answer_first(list(summary.get("signatures") or []), target)]
+    for entry in entries:
+        entry["yours"] = entry["id"] in yours  # a user of the target's draft can hit it
     cell = {"id": f"{release}/{model}/{draft or 'none'}/{hardware}", "release": release, "model": model,
             "draft": draft, "hardware": hardware, "strategy": summary.get("strategy"), "status": "done", "reason": None,
             "run": data.run_id, "evaluated": int(summary.get("evaluated") or 0), "counts": dict(summary.get("counts") or {}),
-            "signatures": [_signature_entry(s, None, False) for s in answer_first(list(summary.get("signatures") or []),
-                                                                                   target)]}
+            "signatures": entries}
     title = (f"sweep {data.run_id}: SGLang {release} · {model}{' + ' + draft if draft else ''} · {hardware}"
              f" · strategy {summary.get('strategy')} (seed {summary.get('seed')})")
     return _assemble("sweep", data.run_id, title, None, [cell], [], list(summary.get("findings") or []))

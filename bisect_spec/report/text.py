@@ -10,6 +10,7 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from bisect_spec.report.bug_report import reason_heading
 from bisect_spec.report.summary import shown_message, users_failures
 
 if TYPE_CHECKING:
@@ -441,13 +442,14 @@ def shrink_text(report: Any) -> str:
         lines += ["", "why:"] + [f"  {f['verdict']}" for f in data["explanation"]["flags"]]
     fixes = (data["nearest_working"] or {}).get("fixes") or []
     if fixes:
-        reasons = {fix.get("reason") or "" for fix in fixes}
-        shared = next(iter(reasons)) if len(reasons) == 1 else ""  # said once when every fix has it
-        lines += ["", "nearest working configurations (each verified by an evaluation"
-                  + (f"; each {shared}" if shared else "") + "):"]
+        lines += ["", "nearest working configurations (each verified by an evaluation):"]
+        said = None
         for fix in fixes:
-            lines.append(f"  {'; '.join(fix['edits'])}" if shared else
-                         f"  {'; '.join(fix['edits']):<60} {fix.get('reason') or ''}")
+            reason = fix.get("reason") or ""
+            if reason and reason != said:  # once for the fixes that share it
+                lines.append(f"  {reason_heading(reason)}")
+                said = reason
+            lines.append(f"    {'; '.join(fix['edits'])}")
     elif data["nearest_working"] is not None:
         lines += ["", "no working configuration within two edits"]
     if data["other_signatures"]:

@@ -157,5 +157,6 @@ def test_the_report_needs_no_edit_field_by_field(shrunk: tuple[str, api.ShrinkRe
     environment = section(text, "## Environment")
     assert "**paste yours here**" in environment and "python3 -m sglang.check_env" in environment
     assert environment.index("**paste yours here**") < environment.index("<details>") < environment.index("GPU 0,")
-    # a reason shared by every workaround is said once, not once per workaround
+    # a reason shared by workarounds is said once for them, not once per workaround
     assert reproduction.count("keeps every flag and value you gave") <= 1, name
+    assert "Each of these keeps every flag and value you gave" in reproduction or "Ranked lower" in reproduction

@@ -114,3 +114,39 @@ def test_sweep_page_renders_the_flag_pair_maps(tmp_path: Path) -> None:
     elements = parsed(dom)
     assert len(elements.with_class("svg", "pairmap")) == 10
     assert len(elements.with_class("svg", "outcomes")) == 1
+
+
+def _rows(dom: str) -> dict[str, bool]:
+    """Signature id -> whether its row is shown, as the browser left the DOM."""
+    import re
+
+    return {m["id"]: "hidden" not in m["tag"] for m in
+            re.finditer(r'(?P<tag><tr[^>]*data-sig="(?P<id>[0-9a-f]+)"[^>]*>)', dom)}
+
+
+def test_sweep_page_search_and_filters_work_in_a_real_browser_at_1280_px(tmp_path: Path) -> None:
+    import re
+
+    page = tmp_path / "report.html"
+    page.write_text(api.report(RUN_DIR, "html"))
+    shot = tmp_path / "report-1280.png"
+    chromium(tmp_path / "profile", f"--screenshot={shot}", "--window-size=1280,1000", page.as_uri())
+    assert shot.is_file()
+    dom = chromium(tmp_path / "profile", "--window-size=1280,1000", "--dump-dom", page.as_uri()).stdout
+    everything = _rows(dom)
+    assert len(everything) >= 2 and all(everything.values())  # nothing filtered: every row shown
+    width = re.search(r'data-scroll-width="(\d+)"', dom)
+    assert width is not None and int(width[1]) <= 1280, "the page scrolls sideways at 1280 px"
+    assert re.search(r'id="shown"[^>]*>(\d+) of (\d+) failure signatures shown<', dom)
+    # an exception filter (carried by the page's address, as a link would)
+    exceptions = dict(re.findall(r'<tr[^>]*data-sig="([0-9a-f]+)"[^>]*data-exception="(\w+)"', dom))
+    chosen = sorted(set(exceptions.values()))[0]
+    filtered = _rows(chromium(tmp_path / "profile", "--dump-dom", page.as_uri() + f"#exception={chosen}").stdout)
+    assert filtered == {sig: exceptions[sig] == chosen for sig in everything}
+    assert any(not shown for shown in filtered.values()) or len(set(exceptions.values())) == 1
+    # a search: one signature's id finds that row alone
+    one = next(iter(everything))
+    searched = _rows(chromium(tmp_path / "profile", "--dump-dom", page.as_uri() + f"#q={one}").stdout)
+    assert [sig for sig, shown in searched.items() if shown] == [one]
+    # every row links to its reproducer files
+XX
