@@ -129,7 +129,9 @@ def run_with_python(argv: Sequence[str], interpreter: str) -> int:
     command = list(argv)
     if command[0] in ("python", "python3"):
         command[0] = interpreter
-    env = {**os.environ, "PATH": directory + os.pathsep + os.environ.get("PATH", "")}
+    inside = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "inside")
+    env = {**os.environ, "PATH": directory + os.pathsep + os.environ.get("PATH", ""),
+           "BISECT_SPEC_INSIDE": os.environ.get("BISECT_SPEC_INSIDE", inside)}  # repro.py imports the simulation
     try:
         with subprocess.Popen(command, env=env) as proc:
             try:

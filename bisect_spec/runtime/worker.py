@@ -36,6 +36,11 @@ log = logging.getLogger(__name__)
 WORKER_SCRIPT = Path(__file__).parent.parent / "inside" / "worker_main.py"
 
 
+def inside_folder() -> str:
+    """bisect-spec's ``inside/`` folder: the code that runs inside an SGLang environment."""
+    return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "inside")
+
+
 @dataclass(frozen=True)
 class WorkerSpec:
     """How to start a worker: which Python, which import path, which hardware.
@@ -62,6 +67,7 @@ class WorkerSpec:
         if self.pythonpath:
             env["PYTHONPATH"] = os.pathsep.join(self.pythonpath)
         env.update(
+            BISECT_SPEC_INSIDE=inside_folder(),  # where repro.py finds the simulation (bisect_spec/inside)
             HF_HUB_OFFLINE="1",
             TRANSFORMERS_OFFLINE="1",
             HF_DATASETS_OFFLINE="1",
