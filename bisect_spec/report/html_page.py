@@ -378,11 +378,29 @@ def _others(cell: dict[str, Any]) -> list[dict[str, Any]]:
     return others
 
 
+#: the fewest configurations with the draft's algorithm that get flag-pair maps of their own
+OWN_MAPS_AT_LEAST = 20
+
+
 def _sweep_pictures(model: dict[str, Any], data: SweepInput) -> str:
+    """The signature tables, the outcome bar and the flag-pair maps. With a draft whose algorithm enough rows
+    ran, the maps are of those rows: what a choice does to the user's own configuration, not to every
+    algorithm's (the others' failures would fill the maps)."""
+    import dataclasses
+
+    from bisect_spec.report.summary import users_algorithms
+
     cell = model["cells"][0]
     colours = _colours(cell)
+    users = users_algorithms(data.summary.get("target") or {})
+    own = [r for r in data.results if users and set(_config(r).get("--speculative-algorithm") or ()) & users]
+    heading = "Flag pairs"
+    if len(own) >= OWN_MAPS_AT_LEAST:
+        data = dataclasses.replace(data, results=own)
+        heading = (f"Flag pairs, with your draft's algorithm ({'/'.join(sorted(users))}): what each choice does to "
+                   f"your configuration ({len(own)} configurations)")
     return "\n".join([_signature_tables(cell, colours), el("h2", "Outcomes"), _outcome_bar(cell, colours),
-                      el("h2", "Flag pairs"), _pair_maps(data, cell, colours)])
+                      el("h2", heading), _pair_maps(data, cell, colours)])
 
 
 def _outcome_bar(cell: dict[str, Any], colours: dict[str, str]) -> str:

@@ -272,8 +272,15 @@ def test_nightly_html_heat_maps() -> None:
     assert text.count("(moved here from srt/server_args.py::_handle_speculative_decoding)") == 4
 
 
+def _without_draft_algorithm(data: SweepInput) -> SweepInput:
+    import dataclasses
+
+    target = {k: v for k, v in data.summary["target"].items() if k != "draft_algorithm"}
+    return dataclasses.replace(data, summary={**data.summary, "target": target})
+
+
 def test_sweep_html_pair_maps_cover_every_pair() -> None:
-    data = sweep_input()
+    data = _without_draft_algorithm(sweep_input())  # no draft algorithm: the maps are of every row
     page = report_formats.to_html(data)
     assert_self_contained(page)
     elements = parsed(page)
@@ -288,6 +295,18 @@ def test_sweep_html_pair_maps_cover_every_pair() -> None:
     assert (len(eagle_without_topk), kinds) == (7, {"7b382a5c8e": 6, "c894a92892": 1})
     assert ("--speculative-algorithm EAGLE, --speculative-eagle-topk unset: 7 of 7 fail (100%); "
             "mostly TypeError in _handle_eagle_family [7b382a5c8e] (6)") in text
+
+
+def test_with_a_drafts_algorithm_the_pair_maps_show_what_a_choice_does_to_that_configuration() -> None:
+    data = sweep_input()
+    assert data.summary["target"]["draft_algorithm"] == "EAGLE3"
+    own = [r for r in data.results if "EAGLE3" in r["config"]]
+    elements = parsed(report_formats.to_html(data))
+    text = "".join(elements.text)
+    assert f"Flag pairs, with your draft's algorithm (EAGLE3): what each choice does to your configuration ({len(own)} " \
+        "configurations)" in text
+    assert len(elements.with_class("svg", "pairmap")) == 4 * 3 // 2  # the algorithm no longer varies: 4 flags
+    assert "--speculative-algorithm EAGLE," not in text  # the other algorithms' rows are not in the maps
 
 
 def test_pair_grids_count_every_result_once_per_pair() -> None:
