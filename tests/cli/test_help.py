@@ -45,12 +45,17 @@ def parse_only(argv: list[str]) -> click.Context:
     return ctx
 
 
-@pytest.mark.parametrize("path", all_commands(main), ids=lambda p: " ".join(p) or "main")
-def test_every_example_parses_with_the_cli(path: tuple[str, ...]) -> None:
+def command_at(path: tuple[str, ...]) -> click.Command:
     command: click.Command = main
     for name in path:
         assert isinstance(command, click.Group)
         command = command.commands[name]
+    return command
+
+
+@pytest.mark.parametrize("path", all_commands(main), ids=lambda p: " ".join(p) or "main")
+def test_every_example_parses_with_the_cli(path: tuple[str, ...]) -> None:
+    command = command_at(path)
     found = examples(command.help or "")
     assert found, f"{' '.join(path) or 'main'} has no example command line"
     for argv in found:
@@ -70,10 +75,7 @@ def test_every_example_in_help_pastes_as_written_at_any_width(path: tuple[str, .
     """The examples --help prints are the docstring's lines, whole (not re-wrapped, backslashes kept)."""
     import inspect
 
-    command: click.Command = main
-    for name in path:
-        assert isinstance(command, click.Group)
-        command = command.commands[name]
+    command = command_at(path)
     written = [line.strip() for line in inspect.cleandoc(command.help or "").split("Example:", 1)[1].splitlines()
                if line.strip() and line.strip() != "\b"]
     for width in (60, 200):
