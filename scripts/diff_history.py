@@ -55,8 +55,12 @@ def probe_both(old: str, new: str, config: Config, args: argparse.Namespace) -> 
             continue
         with api.ProbeSession(spec) as session:
             result = session.probe(tokens)
-        if len(result.config) != len(config):  # probe spells flags canonically; it must not add or drop one
-            raise SystemExit(f"probe evaluated {result.config} for {config} on {release}")
+        if len(result.config) != len(config):  # probe adds the draft only where the algorithm takes one: a
+            from bisect_spec.runtime.session import Session  # configuration that has it anyway is evaluated as is
+
+            with Session(spec.resolve(), jobs=1) as exact:
+                found[release] = exact.evaluate(config)
+            continue
         found[release] = result.outcome
     return found
 
