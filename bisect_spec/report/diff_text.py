@@ -49,6 +49,20 @@ def _code(side: dict[str, Any]) -> list[str]:
     return ["```", *body, "```"]
 
 
+def _there_code(found: dict[str, Any] | None, side: str) -> list[str]:
+    """The other side's code where the failure is raised (or that it has no such statement or function)."""
+    if not found or not found.get("function"):
+        return []
+    where = f"`{found['function']}` in `{found['file']}`"
+    if found.get("found") == "statement":
+        numbered = [f"{'>' if n == found['line'] else ' '}{n:>5}  {text}" for n, text in found["context"]]
+        return [f"{side}: the same statement, line {found['line']} of {where} (the configuration does not reach it, "
+                "or passes it)", "```", *numbered, "```"]
+    if found.get("found") == "no such function":
+        return [f"{side}: no {where}."]
+    return [f"{side}: {where} (line {found.get('line')}) has no such statement."]
+
+
 def _group(number: int, group: dict[str, Any], old: str, new: str) -> list[str]:
     kind = group["kind"]
     count = group["count"]
@@ -95,7 +109,7 @@ def _group(number: int, group: dict[str, Any], old: str, new: str) -> list[str]:
         out.append(f"- raised at `{failing.get('place')}` on {failing_name}")
         if reproducer.get("argv") is None:
             out.append(f"- the simplest configuration on {side_name}: {_verdict(other)}")
-        out += ["", *_code(failing)]
+        out += ["", f"{failing_name}:", *_code(failing), *_there_code(group["detail"].get("there_code"), side_name)]
     return [*out, ""]
 
 

@@ -187,6 +187,7 @@ def diff(old: str, new: str, spec: TargetSpec | None = None, *, strategy: str = 
                                 "evaluations": report.result.evaluations,
                                 "here": here, "there": there, "there_status": other.status.value,
                                 "there_headline": other.headline, "there_reached": other.reached}
+            group.detail["there_code"] = code_elsewhere(sessions[there], failing)
     finally:
         for session in sessions.values():
             session.close()
@@ -199,6 +200,41 @@ def diff(old: str, new: str, spec: TargetSpec | None = None, *, strategy: str = 
     diff_report.seconds = time.time() - started
     diff_report.path = _store(diff_report, runs_dir)
     return diff_report
+
+
+def code_elsewhere(session: Session, failing: Outcome) -> dict[str, Any]:
+    """The failing statement in the other side's source: the same function, and where in it the statement is
+    (with the lines around it), or that the function or the statement is not there."""
+    frame = failing.frame
+    file, function, statement = frame.get("file"), frame.get("function"), str(frame.get("statement") or "")
+    if not file or not function:
+        return {"found": "nothing to look for"}
+    found = session.source_of(str(file), str(function))
+    if not found.get("source"):
+        return {"file": file, "function": function, "found": "no such function"}
+    import ast
+    import textwrap
+
+    lines = str(found["source"]).splitlines()
+    wanted = " ".join(statement.split())
+    try:
+        tree = ast.parse(textwrap.dedent(str(found["source"])))
+    except SyntaxError:
+        tree = None
+    for node in ast.walk(tree) if tree is not None and wanted else ():
+        if not isinstance(node, ast.stmt):
+            continue
+        forms = [ast.unparse(node)]  # the evaluator writes a statement as ast.unparse does; a header as its line
+        if isinstance(node, (ast.If, ast.While)):
+            forms += [f"{word} {ast.unparse(node.test)}:" for word in ("if", "elif", "while")]
+        if any(" ".join(form.split()) == wanted for form in forms):
+            index = node.lineno - 1
+            last = (node.end_lineno or node.lineno) - 1 if not isinstance(node, (ast.If, ast.While)) else index
+            first_line = int(found["line"])
+            context = [[first_line + k, lines[k]] for k in range(max(0, index - 3), min(len(lines), last + 4))]
+            return {"file": file, "function": function, "found": "statement", "line": first_line + index,
+                    "context": context}
+    return {"file": file, "function": function, "found": "function without the statement", "line": found["line"]}
 
 
 def _store(report: DiffReport, runs_dir: Path) -> Path:

@@ -48,6 +48,9 @@ def test_the_seeds_typeerror_is_new_in_0_5_2_with_a_minimal_reproducer_that_pass
     assert reproducer["status"] == "minimal" and reproducer["here"] == "new"
     assert reproducer["there_status"] == "passed", reproducer  # the minimal flags pass on 0.5.1.post3
     assert group in report.gating
+    # the code on both sides: 0.5.1.post3's __post_init__ has no such statement (its topk check is another one)
+    there = group.detail["there_code"]
+    assert (there["function"], there["found"]) == ("__post_init__", "function without the statement"), there
     # the stored document is valid, and the pull-request comment carries SGLang's words and the reproducer
     stored = json.loads((report.path / "diff.json").read_text())  # type: ignore[operator]
     assert_valid(stored, "diff")
