@@ -85,6 +85,8 @@ def check(group: Any, outcomes: dict[str, Outcome], old: str, new: str) -> tuple
             b.frame.get("line"), b.frame.get("file"), b.frame.get("function"))
     elif kind == "message":
         ok = key(a) == key(b) == group["key"] and a.exception.get("message") != b.exception.get("message")
+    elif kind == "replaced":  # the example fails on both sides, in two ways (or, unmasked, its reproducer alike)
+        ok = not a.passed and not b.passed and (key(a) != key(b) or bool(group["detail"].get("unmasked")))
     else:
         field = group["detail"]["field"]
         ok = a.passed and b.passed and (a.resolved.get(field), b.resolved.get(field)) == (
@@ -121,7 +123,8 @@ def main() -> None:
         chosen = (by_kind + [g for g in groups if all(g is not c for c in by_kind)])[:3]
         for group in chosen:
             kind = group["kind"]
-            flags = (group.get("reproducer") or {}).get("argv") or group["example"]
+            flags = (group.get("reproducer") or {}).get("argv") if kind != "replaced" else None
+            flags = flags or group["example"]
             ok, said = check(group, probe_both(old, new, Config.from_argv(flags), args), old, new)
             examples.append({"kind": kind, "flags": flags, "agrees": ok, "probe": said})
         rows.append({"old": old, "new": new, "counts": data["counts"], "compared": data["compared"],

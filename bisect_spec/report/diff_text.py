@@ -85,6 +85,8 @@ def _group(number: int, group: dict[str, Any], old: str, new: str) -> list[str]:
     else:
         words = f"`{exception.get('type') or failing.get('headline')}`"
     out = [f"#### {number}. {words} ({count} configuration{plural})", ""]
+    if group["detail"].get("unmasked"):
+        out.append(f"- {group['detail']['unmasked']}")
     reproducer = group.get("reproducer") or {}
     if reproducer.get("argv") is not None:
         here = old if reproducer["here"] == "old" else new

@@ -36,7 +36,7 @@ from typing import Any
 from bisect_spec.errors import ArchitectureUnknown, BisectSpecError, Interrupted, ReleaseError, StoreError
 from bisect_spec.model.flags import Config
 from bisect_spec.model.outcome import Outcome
-from bisect_spec.model.verdict_kinds import GATED
+from bisect_spec.model.verdict_kinds import GATED, KINDS
 from bisect_spec.reduce.verdict_changes import Changes, Group, compare
 from bisect_spec.runtime import environments
 from bisect_spec.runtime.session import Session
@@ -188,6 +188,15 @@ def diff(old: str, new: str, spec: TargetSpec | None = None, *, strategy: str = 
                                 "here": here, "there": there, "there_status": other.status.value,
                                 "there_headline": other.headline, "there_reached": other.reached}
             group.detail["there_code"] = code_elsewhere(sessions[there], failing)
+            if (other.signature is not None and failing.signature is not None and group.kind in ("new", "fixed")
+                    and other.signature.cross_release_key == failing.signature.cross_release_key):
+                # the minimal reproducer fails the same way on the other side: the failure is there too, masked
+                # in the configurations compared by another one: neither new nor fixed
+                group.kind = "replaced"
+                group.detail["unmasked"] = (f"its minimal reproducer fails the same way on the {there} side: the "
+                                            "failure is on both sides, masked there by another failure in the "
+                                            "configurations compared")
+        changes.groups.sort(key=lambda g: (KINDS.index(g.kind), -len(g.configs), g.key))
     finally:
         for session in sessions.values():
             session.close()
