@@ -148,7 +148,7 @@ def test_the_report_needs_no_edit_field_by_field(shrunk: tuple[str, api.ShrinkRe
     # expected behaviour, written from the failure's kind
     described = section(text, "## Describe the bug")
     expected = described.split("**Expected behavior:** ", 1)[1].split("\n", 1)[0]
-    exc = report.original.exception.get("type")
+    exc = str(report.original.exception.get("type"))
     if exc == "AssertionError" and not report.original.exception.get("message"):
         assert "a bare `assert`" in expected
     else:
