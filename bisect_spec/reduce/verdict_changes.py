@@ -192,5 +192,10 @@ def compare(old: Mapping[str, Outcome], new: Mapping[str, Outcome]) -> Changes:
             "field": name, "old_value": a.resolved[name], "new_value": b.resolved[name],
             "transitions": [{"old": was, "new": now, "count": len(cs), "example": _simplest(cs)[0].argv()}
                             for (was, now), cs in sorted(transitions.items(), key=lambda t: -len(t[1]))]}))
-    groups.sort(key=lambda g: (KINDS.index(g.kind), -len(g.configs), g.key))
+    groups.sort(key=report_order)
     return Changes(groups, len(pairs), dict(not_compared))
+
+
+def report_order(group: Group) -> tuple[int, int, str]:
+    """Where a group stands in a report: by kind (:data:`KINDS`), then the most configurations first."""
+    return KINDS.index(group.kind), -len(group.configs), group.key

@@ -36,8 +36,8 @@ from typing import Any
 from bisect_spec.errors import ArchitectureUnknown, BisectSpecError, Interrupted, ReleaseError, StoreError
 from bisect_spec.model.flags import Config
 from bisect_spec.model.outcome import Outcome
-from bisect_spec.model.verdict_kinds import GATED, KINDS
-from bisect_spec.reduce.verdict_changes import Changes, Group, compare
+from bisect_spec.model.verdict_kinds import GATED
+from bisect_spec.reduce.verdict_changes import Changes, Group, compare, report_order
 from bisect_spec.runtime import environments
 from bisect_spec.runtime.session import Session
 from bisect_spec.runtime.target_spec import TargetSpec
@@ -118,10 +118,11 @@ def diff(old: str, new: str, spec: TargetSpec | None = None, *, strategy: str = 
     outcomes: dict[str, dict[str, Outcome]] = {}
     runs: dict[str, str] = {}
     targets = {}
+    shown = base  # the rows hold the flags as typed (their keys match); the report names them canonically
     if len(base):  # the flags typed after -- must be flags of both sides (one line naming the one that is not)
         for side_spec in sides.values():
             with Session(side_spec.resolve(), jobs=1, timeout=timeout) as session:
-                base = session.canonical(base)
+                shown = session.canonical(base)
     for side, side_spec in sides.items():
         say(f"sweeping the {side} side ({side_spec.release}) with strategy {strategy}")
         try:
@@ -167,7 +168,7 @@ def diff(old: str, new: str, spec: TargetSpec | None = None, *, strategy: str = 
             raise BisectSpecError(f"no configuration could be compared on both sides ({reasons}): check the flags "
                                   "after -- and the strategy")
         allowed = list(allow)
-        wanted = [g for g in changes.groups if g.kind in (*GATED, "fixed") and g.kind != "defaults"]
+        wanted = [g for g in changes.groups if g.kind in ("new", "wider", "fixed")]  # failures: a reproducer each
         wanted.sort(key=lambda g: (g.kind not in GATED, bool(g.names & set(allowed))))
         for number, group in enumerate(wanted):
             if number >= SHRINK_LIMIT:
@@ -196,7 +197,7 @@ def diff(old: str, new: str, spec: TargetSpec | None = None, *, strategy: str = 
                 group.detail["unmasked"] = (f"its minimal reproducer fails the same way on the {there} side: the "
                                             "failure is on both sides, masked there by another failure in the "
                                             "configurations compared")
-        changes.groups.sort(key=lambda g: (KINDS.index(g.kind), -len(g.configs), g.key))
+        changes.groups.sort(key=report_order)  # a group unmasked above is replaced now
     finally:
         for session in sessions.values():
             session.close()
@@ -204,7 +205,7 @@ def diff(old: str, new: str, spec: TargetSpec | None = None, *, strategy: str = 
             cache.close()
     report_target = {**targets["new"].describe(), "release": None}
     diff_report = DiffReport(old=targets["old"].release, new=targets["new"].release, target=report_target,
-                             strategy=strategy, flags=base.argv(), changes=changes, allow=allowed, runs=runs,
+                             strategy=strategy, flags=shown.argv(), changes=changes, allow=allowed, runs=runs,
                              evaluated={side: len(o) for side, o in outcomes.items()}, notes=notes)
     diff_report.seconds = time.time() - started
     diff_report.path = _store(diff_report, runs_dir)
