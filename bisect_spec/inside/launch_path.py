@@ -774,9 +774,9 @@ def _backend_choice(runner: Any) -> tuple[Any, Any, Any, Any] | None:
         # 0.5.16+: ``init_attention_backends()`` first hands the model its aux-hidden-state layers (model
         # work: not run), then resolves the backend pair and builds it, in the setup module's functions
         setup = sys.modules.get("sglang.srt.model_executor.model_runner_components.attention_backend_setup")
-    resolve: Any = getattr(setup, "resolve_attention_backend_strs", None)
+    resolve: Any = getattr(setup, "resolve_attention_backend_strs", None)  # 0.5.18+; 0.5.16/0.5.17 resolve in build
     build: Any = getattr(setup, "build_attention_backends", None)
-    if init is None and (resolve is None or build is None):
+    if init is None and build is None:
         return None
     return init, setup, resolve, build
 
@@ -793,9 +793,10 @@ def _choose_backends(runner: Any) -> list[str]:
         if init is not None:
             init()
         else:
-            resolved = resolve(model_runner=runner)
-            runner.prefill_attention_backend_str = resolved.prefill
-            runner.decode_attention_backend_str = resolved.decode
+            if resolve is not None:  # 0.5.18+: the runner holds the resolved pair while the backends build
+                resolved = resolve(model_runner=runner)
+                runner.prefill_attention_backend_str = resolved.prefill
+                runner.decode_attention_backend_str = resolved.decode
             with _replaced(setup, "init_cublas", lambda *args, **kwargs: None):  # a matmul on the device
                 build(model_runner=runner)
     return list(chosen)
