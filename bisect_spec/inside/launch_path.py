@@ -80,21 +80,27 @@ import types
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from bisect_spec.inside import model_classes
+
 #: Stages in launch order. A failure records the stage it failed in; a PASSED outcome the last
 #: stage it ran (``STAGE_WORDS`` says it in words: "PASSED up to attention-backend selection").
 STAGES = ("parse", "resolve", "check_server_args", "auto_parsers", "tokenizer_manager", "target_model_config",
-          "draft_model_config", "model_runner", "attention_backend", "draft_worker_model_config", "draft_worker")
+          "draft_model_config", "model_runner", "target_model", "attention_backend", "draft_worker_model_config",
+          "draft_worker", "draft_model")
 #: Stages that a real launch runs only after the target's weights are loaded.
-AFTER_WEIGHTS = frozenset({"attention_backend", "draft_worker_model_config", "draft_worker"})
+AFTER_WEIGHTS = frozenset({"target_model", "attention_backend", "draft_worker_model_config", "draft_worker",
+                           "draft_model"})
 #: Each stage in the words a verdict uses ("PASSED up to ...", "FAILED in ...").
 STAGE_WORDS = {"parse": "argument parsing", "resolve": "argument resolution",
                "check_server_args": "check_server_args", "auto_parsers": "parser detection",
                "tokenizer_manager": "the tokenizer manager's model config",
                "target_model_config": "the target's model config", "draft_model_config": "the draft's model config",
                "model_runner": "the model runner, before the weights load",
+               "target_model": "the target model's class and the speculative calls on it, after the weights load",
                "attention_backend": "attention-backend selection, after the weights load",
                "draft_worker_model_config": "the draft worker's model config, after the weights load",
-               "draft_worker": "the draft worker's construction, after the weights load"}
+               "draft_worker": "the draft worker's construction, after the weights load",
+               "draft_model": "the draft model's class and the embedding/head it shares, after the weights load"}
 
 _ENV_ASSIGNMENT = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>.*)$", re.S)
 
@@ -133,6 +139,11 @@ class Progress:
         #: stages after the weights that met a device call only a GPU answers, and the call
         #: (the stage's checks up to it passed; those after it did not run)
         self.needs_gpu: dict[str, str] = {}
+        #: the model classes SGLang's registry serves (``{"target": ..., "draft": ...}``), once resolved
+        self.model_classes: dict[str, str] = {}
+        #: objects a later stage takes from an earlier one (the draft's model config, the worker class);
+        #: not recorded
+        self.held: dict[str, Any] = {}
 
     def enter(self, stage: str) -> None:
         if self.stage != stage:
@@ -159,6 +170,8 @@ class Progress:
             record["draft_attention_backends"] = list(self.draft_attention_backends)
         if self.needs_gpu:
             record["needs_gpu"] = dict(self.needs_gpu)
+        if self.model_classes:
+            record["model_classes"] = dict(self.model_classes)
         return record
 
 
@@ -316,11 +329,18 @@ def run_after_resolution(args: Any, progress: Progress) -> None:
             target = _explicit_model_config(model_config_cls, args)
         runner = _model_runner(args, target, progress)
         if runner is not None:
-            _up_to_the_device(progress, _attention_backend, runner, progress)
+            stages: list[tuple[Callable[..., None], tuple[Any, ...]]] = [
+                (_target_model, (args, runner, progress)), (_attention_backend, (runner, progress))]
+            statements = model_classes.aux_capture_statements(type(runner).__mro__[1])
+            if statements is not None and model_classes.after_attention_backends(statements, type(runner).__mro__[1]):
+                stages.reverse()  # the release's own order: the first failure is the one a launch meets
+            for stage, stage_args in stages:
+                _up_to_the_device(progress, stage, *stage_args)
         if from_server_args is not None:
             _up_to_the_device(progress, _draft_worker_config, args, target, model_config_cls, progress)
         if runner is not None:
             _up_to_the_device(progress, _draft_worker, args, target, runner, progress)
+            _up_to_the_device(progress, _draft_model, args, target, progress)
 
 
 def _up_to_the_device(progress: Progress, stage: Callable[..., None], *args: Any) -> None:
@@ -370,11 +390,8 @@ def _unwritten_context(exc: BaseException) -> str | None:
     return None
 
 
-class _NotLoaded(BaseException):
-    """A read of what only a loaded server has (the target's memory pool, its model): ends a stage.
-
-    A ``BaseException``: SGLang's ``except Exception`` must not swallow it and go on with a
-    stand-in, and ``hasattr`` must not answer False for something a real server has."""
+#: A read of what only a loaded server has (the target's memory pool, its model): ends a stage.
+_NotLoaded = model_classes.NotLoaded
 
 
 class _DraftRunnerReached(BaseException):
@@ -489,6 +506,7 @@ def _draft_worker(args: Any, target: Any, runner: Any, progress: Progress) -> No
     worker_cls = create(args)
     if worker_cls is None:
         return
+    progress.held["worker_cls"] = worker_cls
     progress.draft_worker = getattr(worker_cls, "__name__", str(worker_cls))
     if str(algorithm).upper() not in _DRAFT_MODEL_ALGORITHMS:
         return  # NGRAM builds its corpus (native code) and DFLASH-like workers their own kernels: not run
@@ -502,6 +520,7 @@ def _draft_worker(args: Any, target: Any, runner: Any, progress: Progress) -> No
         # the draft's model worker builds its runner: SGLang's own __init__ up to the device, then the
         # draft's own backend choice; its weights load next
         progress.built[id(draft)] = "the draft's ModelRunner built up to its first device step"
+        progress.held["draft_model_config"] = getattr(draft, "model_config", None) or init_kwargs.get("model_config")
         with contextlib.suppress(_DeviceReached):
             real_init(draft, *init_args, **init_kwargs)
         _set_plain_attributes_after_device(draft, runner_cls)
@@ -518,6 +537,99 @@ def _draft_worker(args: Any, target: Any, runner: Any, progress: Progress) -> No
             _call(worker_cls, **kwargs)
         except _DraftRunnerReached:
             return
+
+
+def _architectures(model_config: Any) -> list[str]:
+    return list(getattr(getattr(model_config, "hf_config", None), "architectures", None) or [])
+
+
+def _target_model(args: Any, runner: Any, progress: Progress) -> None:
+    """The target's model class, as SGLang's registry serves it, and the runner's own call that asks it to
+    capture auxiliary hidden states (EAGLE3, DFLASH: ``set_eagle3_layers_to_capture``), run on a stand-in of
+    the built model (:mod:`model_classes`). Speculative configurations only."""
+    if not getattr(_view(args), "speculative_algorithm", None):
+        return
+    progress.enter("target_model")
+    cls = model_classes.model_class(_architectures(runner.model_config))
+    if cls is None:
+        progress.needs_gpu["target_model"] = ("no module of sglang.srt.models defines "
+                                              f"{', '.join(_architectures(runner.model_config)) or 'the architecture'}")
+        return
+    progress.model_classes["target"] = cls.__name__
+    runner_cls: Any = type(runner).__mro__[1]
+    statements = model_classes.aux_capture_statements(runner_cls)
+    if statements is None:
+        return
+    if not hasattr(runner, "spec_aux_config") and callable(getattr(runner_cls, "init_spec_aux_hidden_state", None)):
+        runner.init_spec_aux_hidden_state()  # SGLang's own method; 0.5.18+ run it in initialize()
+    runner.model = model_classes.stand_in(cls)
+    try:
+        model_classes.run(statements, self=_BuiltRunner(runner), server_args=runner.server_args)
+    finally:
+        del runner.model
+
+
+class _Shell:
+    """Something a draft worker holds, with what the stage gives it; any other read ends the stage."""
+
+    def __init__(self, what: str, **values: Any) -> None:
+        object.__setattr__(self, "_what", what)
+        for name, value in values.items():
+            object.__setattr__(self, name, value)
+
+    def __getattr__(self, name: str) -> Any:
+        raise _NotLoaded(f"reads {self._what}.{name} (only a loaded server has it)")
+
+
+def _worker_class(algorithm: str, progress: Progress) -> Any:
+    """The draft worker's class: SGLang's own choice where it ran (0.5.8+), else the EAGLE worker the
+    scheduler builds inline for the EAGLE family."""
+    chosen = progress.held.get("worker_cls")
+    if chosen is not None or algorithm not in ("EAGLE", "EAGLE3", "NEXTN", "MTP"):
+        return chosen
+    if importlib.util.find_spec("sglang.srt.speculative.eagle_worker") is None:
+        return None
+    return getattr(model_classes.import_module("sglang.srt.speculative.eagle_worker"), "EAGLEWorker", None)
+
+
+def _draft_model(args: Any, target: Any, progress: Progress) -> None:
+    """The draft model's class, as SGLang's registry serves it for the draft's config, and the draft
+    worker's own statements that share the target's embedding and head with it (``get_embed_and_head``
+    on the target, ``set_embed_and_head`` or ``set_embed`` on the draft), run on stand-ins of both built
+    models (:mod:`model_classes`). The EAGLE family (EAGLE, EAGLE3, NEXTN) only: their workers share them."""
+    view = _view(args)
+    algorithm = str(getattr(view, "speculative_algorithm", None) or "").upper()
+    draft_config = progress.held.get("draft_model_config")
+    if algorithm not in ("EAGLE", "EAGLE3", "NEXTN", "MTP") or draft_config is None:
+        return
+    progress.enter("draft_model")
+    worker_cls = _worker_class(algorithm, progress)
+    target_cls = model_classes.model_class(_architectures(target))
+    draft_cls = model_classes.model_class(_architectures(draft_config))
+    if draft_cls is not None:
+        progress.model_classes["draft"] = draft_cls.__name__
+    if worker_cls is None or target_cls is None or draft_cls is None:
+        missing = [a for cls, config in ((target_cls, target), (draft_cls, draft_config)) if cls is None
+                   for a in _architectures(config)[:1]]
+        if missing:
+            progress.needs_gpu["draft_model"] = f"no module of sglang.srt.models defines {', '.join(missing)}"
+        return
+    statements = model_classes.lm_head_statements(worker_cls)
+    if statements is None:
+        return
+    speculative_algorithm = _attribute(("sglang.srt.speculative.spec_info",), "SpeculativeAlgorithm")
+    draft_runner = _Shell("the draft runner", model=model_classes.stand_in(draft_cls), server_args=args,
+                          model_config=draft_config)
+    target_runner = _Shell("the target runner", model=model_classes.stand_in(target_cls), model_config=target,
+                           server_args=args)
+    token_map = getattr(view, "speculative_token_map", None)
+    shell = _Shell(f"the {getattr(worker_cls, '__name__', 'draft worker')}", server_args=args,
+                   target_worker=_Shell("the target worker", model_runner=target_runner, model_config=target),
+                   draft_model_runner=draft_runner, draft_runner=draft_runner,
+                   speculative_algorithm=speculative_algorithm.from_string(algorithm),
+                   hot_token_id=model_classes.Opaque("the hot token ids") if token_map else None)
+    progress.built[id(shell)] = f"a {getattr(worker_cls, '__name__', 'draft worker')} built by bisect-spec"
+    model_classes.run(statements, self=shell)
 
 
 def _explicit_model_config(model_config_cls: Any, args: Any) -> Any:
@@ -908,7 +1020,8 @@ def _draft_worker_config(args: Any, target: Any, model_config_cls: Any, progress
         else:
             args = copy.copy(args)
             args.context_length = context_len
-        _call(from_server_args, args, forwards_to=model_config_cls.__init__, **kwargs)
+        progress.held["draft_model_config"] = _call(from_server_args, args, forwards_to=model_config_cls.__init__,
+                                                    **kwargs)
 
 
 # -- faults of the emulation itself ------------------------------------------------------
@@ -919,12 +1032,14 @@ _OWN_PACKAGE = (os.path.dirname(os.path.dirname(os.path.abspath(globals()["__fil
                 if "__file__" in globals() else "\0")
 #: Stages whose set-up (the runtime context, a bare object) is this module's, not SGLang's.
 _EMULATED_STAGES = frozenset({"tokenizer_manager", "target_model_config", "draft_model_config", "model_runner",
-                              "attention_backend", "draft_worker_model_config", "draft_worker"})
+                              "target_model", "attention_backend", "draft_worker_model_config", "draft_worker",
+                              "draft_model"})
 _UNPUBLISHED = re.compile(r"not published|publish\(\) (?:was )?not called|no (?:runtime )?context published", re.I)
 #: What each of bisect-spec's inside modules stands in for, for the fault's one line.
 _OWN_STEPS = {"simulated_gpu": "the simulated GPU box", "version_shims": "a version shim or stub",
               "launch_path": "the launch-path emulation", "evaluator": "the evaluator",
-              "launch_oracle": "the launch oracle", "worker_main": "the worker"}
+              "launch_oracle": "the launch oracle", "worker_main": "the worker",
+              "model_classes": "the model stand-ins"}
 
 
 #: ``worker_main._no_network``'s refusal: evaluations run offline, and SGLang reaching for the hub is a

@@ -1,0 +1,337 @@
+"""The model classes a launch builds when the weights load, and the calls the speculative path makes on them.
+
+Why. Once the target and the draft are built, a speculative launch calls methods of their
+classes: the target ``ModelRunner`` asks the target model to capture auxiliary hidden states
+for EAGLE3 (``set_eagle3_layers_to_capture``) and DFLASH (``set_dflash_layers_to_capture``); the
+EAGLE family's worker shares the target's embedding and head with the draft
+(``get_embed_and_head`` on the target, ``set_embed_and_head`` or ``set_embed`` on the draft). A
+class without the method fails there, minutes into a real launch, with the weights loaded:
+EAGLE3 on a target whose class had no capture hook yet (Qwen2 before sglang PR #9216,
+DeepSeek-V3 before 0.5.4.post2), or EAGLE3 with no draft model (sglang#36528: the target's own
+class is built as the draft, and has no ``set_embed``).
+
+How, without weights or a GPU:
+
+* **The class** is the one SGLang's model registry serves for the architecture: the module of
+  ``sglang.srt.models`` that defines it, imported as the registry imports it (on the CPU), and
+  the class of that name in its ``EntryClass``. Only that module is imported (the registry's
+  own ``import_model_classes`` imports every one, ~250, 8 s a process). Where the module does not
+  import on a CPU (0.5.11 and older import ``vllm`` or ``sgl_kernel`` at module level), the stage
+  stops there and says so (:class:`NotLoaded`), never a verdict.
+* **An instance** is a stand-in (:func:`stand_in`), an object of a class with the same name whose
+  attributes are the real class's names: a method answers without running its body (the body
+  touches weights) with an :class:`Opaque` value; a name that an ``__init__`` of the class or of a
+  base assigns is an :class:`Opaque` value; any other name is missing, so Python itself raises
+  ``AttributeError: 'X' object has no attribute 'y'`` in SGLang's frame, as it would on the box.
+  An :class:`Opaque` value refuses what only real tensors answer (truth, iteration, length,
+  numbers) with :class:`NotLoaded`: the stage stops there, recorded, never a verdict.
+* **The calls** are SGLang's own statements (:func:`aux_capture_statements`,
+  :func:`lm_head_statements`), compiled from the release's source with its file name, line
+  numbers and function name, and run (:func:`run`) with ``self`` the runner or the worker, so a
+  failure's traceback is SGLang's own statement.
+
+Hand-written, because nothing else does this: it is the smallest piece of SGLang's weight loading
+that answers the question, and every statement it runs is SGLang's.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import importlib
+import importlib.util
+import inspect
+import os
+import re
+import sys
+from collections.abc import Callable, Iterable
+from typing import Any
+
+
+class NotLoaded(BaseException):
+    """A read of what only a loaded model or server has (its tensors, its memory pool): ends a stage.
+
+    A ``BaseException``: SGLang's ``except Exception`` must not swallow it and go on, and
+    ``hasattr`` must not answer False for something a real server has."""
+
+
+class Opaque:
+    """A value only a built model has (a tensor, a module): attributes, calls and items give more
+    of the same; its truth, length, iteration or number refuses with :class:`NotLoaded`."""
+
+    __slots__ = ("_what",)
+
+    def __init__(self, what: str) -> None:
+        object.__setattr__(self, "_what", what)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return Opaque(f"{self._what}.{name}")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        pass
+
+    def __delattr__(self, name: str) -> None:
+        pass
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Opaque:
+        return Opaque(f"{self._what}(...)")
+
+    def __getitem__(self, key: Any) -> Opaque:
+        return Opaque(f"{self._what}[...]")
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        pass
+
+    def _refuse(self, *args: Any) -> Any:
+        raise NotLoaded(f"uses the value of {self._what} (only a built model has it)")
+
+    __bool__ = __iter__ = __len__ = __index__ = __int__ = __float__ = _refuse
+
+    def __repr__(self) -> str:
+        return f"<{self._what}>"
+
+
+# -- the class ------------------------------------------------------------------------------
+
+_CLASS_LINE = re.compile(r"^class (\w+)\b", re.M)
+
+
+@functools.cache
+def _defining_modules() -> dict[str, tuple[str, ...]]:
+    """Architecture class name -> the modules of ``sglang.srt.models`` that define a class of that name."""
+    spec = importlib.util.find_spec("sglang.srt.models")
+    index: dict[str, list[str]] = {}
+    for directory in (spec.submodule_search_locations or []) if spec is not None else []:
+        for name in sorted(os.listdir(directory)):
+            if not name.endswith(".py") or name.startswith("_"):
+                continue
+            with open(os.path.join(directory, name), encoding="utf-8") as handle:
+                text = handle.read()
+            if "EntryClass" not in text:
+                continue
+            for match in _CLASS_LINE.finditer(text):
+                index.setdefault(match[1], []).append(f"sglang.srt.models.{name[:-3]}")
+    return {k: tuple(v) for k, v in index.items()}
+
+
+def import_module(module: str) -> Any:
+    if module in sys.modules:
+        return sys.modules[module]
+    from bisect_spec.inside import simulated_gpu
+    try:
+        simulated_gpu.import_on_cpu(module)
+    except ImportError as exc:
+        raise NotLoaded(f"imports {module}, which does not import on this machine ({exc})") from None
+    return sys.modules[module]
+
+
+def model_class(architectures: Iterable[str] | None) -> type | None:
+    """The class SGLang's registry serves for the first architecture it knows; None when no module
+    of ``sglang.srt.models`` defines one (raises :class:`NotLoaded` where that module does not import)."""
+    for architecture in architectures or ():
+        for module_name in _defining_modules().get(architecture, ()):
+            entries = getattr(import_module(module_name), "EntryClass", None)
+            for entry in entries if isinstance(entries, (list, tuple)) else [entries]:
+                if isinstance(entry, type) and entry.__name__ == architecture:
+                    return entry
+    return None
+
+
+# -- the stand-in ----------------------------------------------------------------------------
+
+#: Methods whose result the speculative path unpacks: ``embed, head = model.get_embed_and_head()``.
+_PAIRS = {"get_embed_and_head": ("embedding", "head")}
+_ASSIGNED = re.compile(r"\bself\.(\w+)\s*(?::[^=\n]+)?=(?!=)|(?:setattr\(\s*self|register_buffer\(|"
+                       r"register_parameter\(|add_module\()\s*,?\s*[\"'](\w+)[\"']")
+
+
+def _assigned_names(cls: type) -> set[str]:
+    """Names an instance of ``cls`` gets in ``__init__`` or later (every ``self.NAME = ...`` in the
+    source of the class and its bases, and names registered as buffers, parameters or modules)."""
+    names: set[str] = set()
+    for klass in cls.__mro__[:-1]:
+        try:
+            source = inspect.getsource(klass)
+        except (OSError, TypeError):
+            continue
+        for match in _ASSIGNED.finditer(source):
+            names.add(match[1] or match[2])
+    return names
+
+
+def _method(class_name: str, name: str) -> Callable[..., Any]:
+    def answer(self: Any, *args: Any, **kwargs: Any) -> Any:
+        parts = _PAIRS.get(name)
+        if parts is not None:
+            return tuple(Opaque(f"{class_name}.{name}() {part}") for part in parts)
+        return Opaque(f"{class_name}.{name}(...)")
+    answer.__name__ = name
+    return answer
+
+
+@functools.cache
+def _stand_in_class(cls: type) -> type:
+    namespace: dict[str, Any] = {"__module__": cls.__module__, "__qualname__": cls.__qualname__,
+                                 "__slots__": (), "__doc__": f"bisect-spec: stands in for a built {cls.__name__}"}
+    for name in dir(cls):
+        if name.startswith("__") and name.endswith("__"):
+            continue
+        value = inspect.getattr_static(cls, name)
+        if isinstance(value, property) or type(value).__name__ in ("cached_property", "getset_descriptor"):
+            namespace[name] = Opaque(f"{cls.__name__}.{name}")
+        elif isinstance(value, (staticmethod, classmethod)) or inspect.isroutine(value):
+            namespace[name] = _method(cls.__name__, name)
+        else:
+            namespace[name] = value
+    for name in _assigned_names(cls) - set(namespace):
+        namespace[name] = Opaque(f"{cls.__name__}.{name}")
+    return type(cls.__name__, (), namespace)
+
+
+def stand_in(cls: type) -> Any:
+    """A built ``cls`` as the speculative path meets it (see the module's notes)."""
+    return _stand_in_class(cls)()
+
+
+# -- SGLang's statements ---------------------------------------------------------------------
+
+class Statements:
+    """Statements of one SGLang function, to run out of it: its file, the function's name, the nodes."""
+
+    def __init__(self, filename: str, function: str, nodes: list[ast.stmt], module: str) -> None:
+        self.filename, self.function, self.nodes, self.module = filename, function, nodes, module
+
+    @property
+    def where(self) -> str:
+        lines = f"{self.nodes[0].lineno}-{self.nodes[-1].end_lineno}"
+        return f"{self.filename.replace(os.sep, '/').split('/sglang/')[-1]}:{lines} in {self.function}"
+
+
+@functools.cache
+def _tree(filename: str) -> ast.Module:
+    with open(filename, encoding="utf-8") as handle:
+        return ast.parse(handle.read(), filename)
+
+
+def _class_def(cls: type) -> tuple[str, ast.ClassDef] | None:
+    filename = getattr(sys.modules.get(cls.__module__), "__file__", None)
+    if not filename:
+        return None
+    for node in _tree(filename).body:
+        if isinstance(node, ast.ClassDef) and node.name == cls.__name__:
+            return filename, node
+    return None
+
+
+def _called(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Call):
+        func = node.func
+        return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
+    return None
+
+
+def _paths(body: list[ast.stmt], names: frozenset[str]) -> Iterable[list[tuple[list[ast.stmt], int]]]:
+    """For every call of one of ``names`` in ``body``: the chain of (statement list, index) down to it."""
+    for index, statement in enumerate(body):
+        inner = [child for field in ("body", "orelse", "finalbody") for child in [getattr(statement, field, None)]
+                 if isinstance(child, list) and child and isinstance(child[0], ast.stmt)]
+        inner += [handler.body for handler in getattr(statement, "handlers", [])]
+        nested = False
+        for block in inner:
+            for path in _paths(block, names):
+                nested = True
+                yield [(body, index), *path]
+        if not nested:
+            parts = [statement] if not inner else [getattr(statement, "test", None), *getattr(statement, "items", [])]
+            if any(_called(n) in names for part in parts if part is not None for n in ast.walk(part)):
+                yield [(body, index)]
+
+
+_CONDITION = re.compile(r"eagle|spec|aux|dflash|draft", re.I)
+
+
+@functools.cache
+def aux_capture_statements(runner_cls: type) -> Statements | None:
+    """Where the target ``ModelRunner`` asks the model to capture auxiliary hidden states: the call of
+    ``configure_aux_hidden_state_capture`` (0.5.18+) or of ``init_aux_hidden_state_capture`` (0.5.12+),
+    else the speculative ``if`` around the first call of ``set_eagle3_layers_to_capture``."""
+    found = _class_def(runner_cls)
+    if found is None:
+        return None
+    filename, class_def = found
+    methods = [n for n in class_def.body if isinstance(n, ast.FunctionDef)]
+    for names in (frozenset({"configure_aux_hidden_state_capture", "init_aux_hidden_state_capture"}),
+                  frozenset({"set_eagle3_layers_to_capture"})):
+        for method in methods:
+            if method.name in names:
+                continue
+            for path in _paths(method.body, names):
+                chosen = path[-1]
+                for body, index in reversed(path[:-1]):
+                    node = body[index]
+                    if not isinstance(node, ast.If) or not _CONDITION.search(ast.unparse(node.test)):
+                        break
+                    chosen = (body, index)
+                body, index = chosen
+                return Statements(filename, method.name, [body[index]], runner_cls.__module__)
+    return None
+
+
+def after_attention_backends(statements: Statements, runner_cls: type) -> bool:
+    """Whether the runner builds its attention backends before it runs ``statements`` (0.5.9's
+    ``initialize`` asks for the capture after ``init_attention_backend``; elsewhere it comes first)."""
+    found = _class_def(runner_cls)
+    if found is None:
+        return False
+    for method in (n for n in found[1].body if isinstance(n, ast.FunctionDef) and n.name == statements.function):
+        return any(isinstance(n, ast.Call) and _called(n) in ("init_attention_backend", "init_attention_backends")
+                   and n.lineno < statements.nodes[0].lineno for n in ast.walk(method))
+    return False
+
+
+@functools.cache
+def lm_head_statements(worker_cls: type) -> Statements | None:
+    """Where the EAGLE family's worker shares the target's embedding and head with the draft: from the
+    statement that calls the target's ``get_embed_and_head`` to the last of its siblings that calls the
+    draft's ``set_embed_and_head`` or ``set_embed``. Looked for in the worker's class and its bases, then
+    in the other classes of their modules (0.5.9+'s v2 workers delegate to a draft worker class there)."""
+    classes: list[tuple[str, ast.ClassDef, str]] = []
+    for klass in worker_cls.__mro__[:-1]:
+        found = _class_def(klass)
+        if found is not None:
+            classes.append((found[0], found[1], klass.__module__))
+    for filename, _, module in list(classes):
+        classes += [(filename, node, module) for node in _tree(filename).body
+                    if isinstance(node, ast.ClassDef) and all(node is not c[1] for c in classes)]
+    for filename, class_def, module in classes:
+        for method in (n for n in class_def.body if isinstance(n, ast.FunctionDef)):
+            for path in _paths(method.body, frozenset({"get_embed_and_head"})):
+                body, start = path[-1]
+                last = max((i for i in range(start, len(body))
+                            if any(_called(n) in ("set_embed_and_head", "set_embed") for n in ast.walk(body[i]))),
+                           default=None)
+                if last is not None:
+                    return Statements(filename, method.name, body[start:last + 1], module)
+    return None
+
+
+@functools.cache
+def _compiled(statements: Statements, names: tuple[str, ...]) -> Any:
+    template = ast.parse(f"def {statements.function}({', '.join(names)}): pass").body[0]
+    assert isinstance(template, ast.FunctionDef)
+    for node in ast.walk(template):  # the def sits on the first statement's line; the statements keep theirs
+        if isinstance(node, (ast.stmt, ast.expr, ast.arg)):
+            node.lineno = node.end_lineno = statements.nodes[0].lineno
+    template.body = list(statements.nodes)
+    module = ast.Module(body=[template], type_ignores=[])
+    ast.fix_missing_locations(module)
+    return compile(module, statements.filename, "exec")
+
+
+def run(statements: Statements, **names: Any) -> None:
+    """Run SGLang's ``statements`` in their module's globals, with ``names`` as the function's locals."""
+    namespace = dict(vars(sys.modules[statements.module]))
+    exec(_compiled(statements, tuple(names)), namespace)  # SGLang's own statements, compiled above
+    namespace[statements.function](**names)
