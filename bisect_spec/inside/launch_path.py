@@ -80,7 +80,22 @@ import types
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from bisect_spec.inside import model_classes
+
+def _sibling(name: str) -> types.ModuleType:
+    """This package's module ``name`` loaded from beside this file (``repro.py`` loads this file alone)."""
+    spec = importlib.util.spec_from_file_location(f"bisect_spec_{name}",
+                                                  os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py"))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclass-like lookups of the module by name
+    spec.loader.exec_module(module)
+    return module
+
+
+try:
+    from bisect_spec.inside import model_classes
+except ImportError:  # repro.py: this file without its package
+    model_classes = _sibling("model_classes")
 
 #: Stages in launch order. A failure records the stage it failed in; a PASSED outcome the last
 #: stage it ran (``STAGE_WORDS`` says it in words: "PASSED up to attention-backend selection").

@@ -119,9 +119,13 @@ def _defining_modules() -> dict[str, tuple[str, ...]]:
 def import_module(module: str) -> Any:
     if module in sys.modules:
         return sys.modules[module]
-    from bisect_spec.inside import simulated_gpu
     try:
-        simulated_gpu.import_on_cpu(module)
+        from bisect_spec.inside import simulated_gpu
+        load: Callable[[str], Any] = simulated_gpu.import_on_cpu
+    except ImportError:  # repro.py: the simulation's modules without their package
+        load = importlib.import_module
+    try:
+        load(module)
     except ImportError as exc:
         raise NotLoaded(f"imports {module}, which does not import on this machine ({exc})") from None
     return sys.modules[module]

@@ -137,7 +137,8 @@ def test_issue_36536_multi_layer_eagle_fails_in_the_draft_workers_constructor() 
         "--speculative-algorithm": "EAGLE", "--enable-multi-layer-eagle": None, "--speculative-num-steps": "5",
         "--speculative-eagle-topk": "1", "--speculative-num-draft-tokens": "6"})))
     assert fixed.status is Status.PASSED, fixed.headline
-    assert fixed.record["stage"] == "draft_worker" and fixed.record.get("draft_worker")
+    assert fixed.record["stage"] == "draft_model" and fixed.record.get("draft_worker")
+    assert "draft_worker" in fixed.record["stages_passed"]
 
 
 @pytest.mark.parametrize("release", ["0.5.1.post3", "0.5.3", "0.5.9", "0.5.12", "0.5.18", "0.5.23"])
@@ -155,7 +156,7 @@ def test_an_mla_only_backend_on_a_non_mla_model_is_refused_when_sglang_chooses_i
     assert outcome.record["stage"] == "attention_backend"
 
 
-@pytest.mark.parametrize("release", ["0.5.9", "0.5.11", "0.5.12"])
+@pytest.mark.parametrize("release", ["0.5.11", "0.5.12"])
 def test_issue_23490_the_eagle3_draft_inherits_the_targets_mla_only_backend(release: str) -> None:
     # sglang#23490 (Kimi-K2.6 + EAGLE3 with trtllm_mla, between 0.5.10.post1 and 0.5.11): the target's runner
     # takes trtllm_mla (Kimi is MLA), the draft's runner inherits it, and the draft (a Llama-shaped EAGLE3
@@ -169,3 +170,61 @@ def test_issue_23490_the_eagle3_draft_inherits_the_targets_mla_only_backend(rele
     assert outcome.record["frame"]["function"] == "create_trtllm_mla_backend"
     assert outcome.record["stage"] == "draft_worker"
     assert outcome.record["attention_backends"] == ["TRTLLMMLABackend"]  # the target's own choice passed
+
+
+def test_issue_36528_eagle3_without_a_draft_fails_where_the_draft_shares_the_embedding() -> None:
+    # sglang#36528 (about 0.5.18): EAGLE3 with no draft model path; the target checkpoint is built as the draft,
+    # and its class (Qwen3ForCausalLM here, Qwen2 in the report) has no set_embed: SGLang's own init_lm_head
+    # raises it once both models are built
+    require_release("0.5.18")
+    session = shared_session("0.5.18", model="qwen3-8b", draft=None, hardware="h100", gpus=1)
+    outcome = session.evaluate(Config.of({"--speculative-algorithm": "EAGLE3"}))
+    assert outcome.status is Status.FAILED, outcome.headline
+    assert outcome.exception["type"] == "AttributeError"
+    assert outcome.exception["message"] == "'Qwen3ForCausalLM' object has no attribute 'set_embed'"
+    assert outcome.record["frame"]["file"] == "srt/speculative/eagle_worker_v2.py"
+    assert outcome.record["frame"]["function"] == "init_lm_head"
+    assert outcome.record["stage"] == "draft_model" and outcome.record["after_weights"] is True
+    assert outcome.record["model_classes"] == {"target": "Qwen3ForCausalLM", "draft": "Qwen3ForCausalLM"}
+
+
+def test_a_published_eagle3_draft_passes_the_embedding_sharing_its_class_has() -> None:
+    # the same target with its EAGLE3 head: the draft's class (LlamaForCausalLMEagle3) has what init_lm_head
+    # calls; the stage ends where the method would read the built model's own values
+    require_release("0.5.18")
+    session = shared_session("0.5.18", model="qwen3-32b", draft="specforge-eagle3-qwen3-32b", hardware="h100")
+    outcome = session.evaluate(session.with_draft(Config.of({"--tp-size": "2", "--speculative-algorithm": "EAGLE3"})))
+    assert outcome.status is Status.PASSED, outcome.headline
+    assert outcome.record["stage"] == "draft_model"
+    assert outcome.record["model_classes"] == {"target": "Qwen3ForCausalLM", "draft": "LlamaForCausalLMEagle3"}
+
+
+@pytest.mark.parametrize(("release", "fails"), [("0.5.9", True), ("0.5.11", False), ("0.5.23", False)])
+def test_kimi_k2_6_with_eagle3_needs_the_capture_hook_its_class_gained_after_0_5_9(release: str, fails: bool) -> None:
+    # SGLang's own sources: 0.5.9's KimiK25ForConditionalGeneration has no set_eagle3_layers_to_capture, which
+    # the target runner calls for EAGLE3 (model_runner.py, after the target's attention backends); 0.5.10 adds it
+    require_release(release)
+    session = shared_session(release, model="kimi-k2.6", draft="eagle3", hardware="h200")
+    outcome = session.evaluate(session.with_draft(Config.of({"--tp-size": "8", "--speculative-algorithm": "EAGLE3"})))
+    if fails:
+        assert outcome.status is Status.FAILED, outcome.headline
+        assert outcome.exception["message"] == ("'KimiK25ForConditionalGeneration' object has no attribute "
+                                                "'set_eagle3_layers_to_capture'")
+        assert outcome.record["stage"] == "target_model"
+        assert outcome.record["frame"]["file"] == "srt/model_executor/model_runner.py"
+        # the release's own order: the target's attention backends are built before the capture is asked for
+        assert "attention_backend" in outcome.record["stages_passed"]
+    else:
+        assert outcome.status is Status.PASSED, outcome.headline
+        assert "target_model" in outcome.record["stages_passed"]
+        assert outcome.record["model_classes"]["target"] == "KimiK25ForConditionalGeneration"
+
+
+def test_a_model_module_that_needs_a_gpu_package_stops_the_stage_without_a_verdict() -> None:
+    # 0.5.3's model modules import vllm at module level: the class cannot be had here; the stage says so
+    require_release("0.5.3")
+    session = shared_session("0.5.3", model="deepseek-v3", draft="specforge-eagle3-deepseek-v3", hardware="h200")
+    outcome = session.evaluate(session.with_draft(Config.of({"--tp-size": "8", "--speculative-algorithm": "EAGLE3"})))
+    assert outcome.status is Status.PASSED, outcome.headline
+    assert "sglang.srt.models.deepseek_v2" in outcome.record["needs_gpu"]["target_model"]
+    assert "model_classes" not in outcome.record or "target" not in outcome.record["model_classes"]

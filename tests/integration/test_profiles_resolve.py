@@ -106,8 +106,9 @@ def test_a_published_draft_passes_up_to_its_draft_worker_with_its_target(draft: 
     with _session(model, draft) as session:
         outcome = session.evaluate(session.with_draft(_eagle3(tp, extra)))
     assert outcome.status is Status.PASSED, f"{model} + {draft} --tp-size {tp}: {outcome.headline}"
-    assert outcome.record["stage"] == "draft_worker"
+    assert outcome.record["stage"] == "draft_model"
     assert "draft_worker_model_config" in outcome.record["stages_passed"]
+    assert outcome.record["model_classes"]["draft"] == "LlamaForCausalLMEagle3"
     assert "draft_model_config" in outcome.record["stages_passed"]
 
 
