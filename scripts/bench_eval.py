@@ -60,8 +60,8 @@ for argv in argvs:
         failed += 1
 elapsed = time.perf_counter() - started
 # a second pass, not timed as a whole: each launch-path stage's own time (wrapped, so its callees count)
-stages = {name: 0.0 for name in ("_construct", "_tokenizer_manager", "_model_runner", "_attention_backend",
-                                 "_draft_worker_config", "_draft_worker")}
+stages = {name: 0.0 for name in ("_construct", "_tokenizer_manager", "_model_runner", "_target_model",
+                                 "_attention_backend", "_draft_worker_config", "_draft_worker", "_draft_model")}
 def timed(name, function):
     def wrapper(*args, **kwargs):
         begun = time.perf_counter()
@@ -151,7 +151,9 @@ def main() -> None:
              "_model_runner": "model runner (to its first device step)",
              "_attention_backend": "attention-backend choice (after weights)",
              "_draft_worker_config": "draft worker's model config (after weights)",
-             "_draft_worker": "draft worker's construction (after weights)"}
+             "_draft_worker": "draft worker's construction (after weights)",
+             "_target_model": "target model class, aux capture (after weights)",
+             "_draft_model": "draft model class, embed/head sharing (after weights)"}
     print(f"per-configuration cost of each stage (raw, second pass over the same {args.count}):")
     for name, seconds in raw["stages"].items():
         print(f"  {names[name]:<45} {1000 * seconds / args.count:>7.2f} ms")

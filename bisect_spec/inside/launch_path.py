@@ -40,11 +40,21 @@ failed):
     the target ``ModelRunner.__init__`` up to and including ``model_specific_adjustment()``,
     where that method raises (0.4.6 … 0.5.6): an explicit attention backend an MLA model
     cannot use, a dual-chunk model's other backends.
+``target_model``
+    the target's model class, as SGLang's registry serves it for the architecture, and the runner's
+    own call that asks the built model to capture auxiliary hidden states for EAGLE3/DFLASH
+    (``set_eagle3_layers_to_capture``: a class without it fails), on a stand-in of the built model
+    (:mod:`model_classes`). After the target's attention backends where the release asks for the
+    capture after them (0.5.9), before them elsewhere. Speculative configurations only.
 ``draft_worker_model_config``
     the draft worker's ``ModelConfig`` with the target's context length, which every release
     builds for EAGLE/EAGLE3/NEXTN/STANDALONE (``eagle_worker*.py``, ``standalone_worker*.py``).
     It runs after the target's weights load on a real box: the outcome says so with
     ``after_weights``.
+``draft_model``
+    the draft's model class (the registry's, for the draft's config) and the draft worker's own
+    statements that share the target's embedding and head with it (``get_embed_and_head``,
+    ``set_embed_and_head``/``set_embed``), on stand-ins of both built models: the EAGLE family.
 ``weights``
     reached: a real launch would now set the device and load weights. The stage of every
     PASSED outcome.
