@@ -2,10 +2,11 @@
 # Prepared check for a machine with an NVIDIA GPU: how faithful is bisect-spec's simulated GPU?
 #
 #   (a) environment report (nvidia-smi, torch, python, packages)            -> environment.txt
-#   (b) if SGLang and sgl_kernel import: three real launches of a tiny random-weight Llama + EAGLE3
+#   (b) if SGLang and sgl_kernel import: four real launches of a tiny random-weight Llama + EAGLE3
 #       draft (one passing, one seed-failing configuration, and one past the weights: an MLA-only
 #       attention backend on a non-MLA model, refused -- or not -- only when the backend is chosen,
-#       after the weights load) with `bisect-spec launch`, each checked against
+#       after the weights load; and EAGLE3 with no draft on a tiny Qwen3, sglang#36528, past both models' weights)
+#       with `bisect-spec launch`, each checked against
 #       `bisect-spec probe --hardware real` (verdict, exception and message; the probe's stage)  -> launch.json
 #   (c) the fidelity measurement: scripts/hardware_fidelity.py, real GPU vs the simulated profile
 #                                                                            -> fidelity.{json,md}, outcomes.jsonl
@@ -93,16 +94,21 @@ if "$PY" -c 'import sglang, sgl_kernel' >/dev/null 2>&1; then
         # past the weights: the attention-backend choice (the target's runner, after its weights load)
         after_weights=("${passing[@]}" --attention-backend trtllm_mla)
         if "$PY" -m bisect_spec launch --help >/dev/null 2>&1; then
-            for case in passing failing after-weights; do
+            # past both models' weights: EAGLE3 with no draft model on a Qwen3 target (sglang#36528): the
+            # target's class is built as the draft and has no set_embed (stage draft_model)
+            no_draft=(--speculative-algorithm EAGLE3 --mem-fraction-static 0.5 --disable-cuda-graph)
+            for case in passing failing after-weights no-draft; do
+                target=("${common[@]}")
                 case "$case" in
                     passing) flags=("${passing[@]}") ;;
                     failing) flags=("${failing[@]}") ;;
+                    no-draft) flags=("${no_draft[@]}"); target=(--sglang current --model-path "$TINY/qwen3") ;;
                     *) flags=("${after_weights[@]}") ;;
                 esac
-                timeout 200 "$PY" -m bisect_spec launch "${common[@]}" --json -- "${flags[@]}" \
+                timeout 200 "$PY" -m bisect_spec launch "${target[@]}" --json -- "${flags[@]}" \
                     > "$TINY/launch-$case.json" 2> "$TINY/launch-$case.err"
                 echo "    launch $case: exit $?"
-                timeout 120 "$PY" -m bisect_spec probe "${common[@]}" --hardware real --json -- "${flags[@]}" \
+                timeout 120 "$PY" -m bisect_spec probe "${target[@]}" --hardware real --json -- "${flags[@]}" \
                     > "$TINY/probe-$case.json" 2> "$TINY/probe-$case.err"
                 echo "    probe $case: exit $?"
             done
@@ -117,7 +123,7 @@ def load(name):
         err = tiny / name.replace(".json", ".err")
         return {"unreadable": str(exc), "stderr_tail": err.read_text()[-1500:] if err.is_file() else ""}
 report, words = {}, []
-for case in ("passing", "failing", "after-weights"):
+for case in ("passing", "failing", "after-weights", "no-draft"):
     launch, probe = load(f"launch-{case}.json"), load(f"probe-{case}.json")
     cls = str(launch.get("classification") or launch.get("status") or "?")
     lsig = (launch.get("signature") or {}).get("id")
@@ -127,7 +133,7 @@ for case in ("passing", "failing", "after-weights"):
         agree = cls.startswith("ready") and pstatus == "passed"
     elif case == "failing":
         agree = cls.startswith("resolution-failed") and pstatus == "failed" and (lsig or cls.split("/")[-1]) == psig
-    else:  # either both pass, or both fail with the same exception and message (the probe past the weights)
+    else:  # after-weights, no-draft: both pass, or both fail with the same exception and message (past the weights)
         lexc, pexc = launch.get("exception") or {}, (outcome.get("record") or outcome).get("exception") or {}
         agree = ((cls.startswith("ready") and pstatus == "passed")
                  or (not cls.startswith("ready") and pstatus == "failed"

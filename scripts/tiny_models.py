@@ -10,7 +10,7 @@ servers start and answer, the tokens they produce mean nothing.
 
 Needs torch, transformers, tokenizers and safetensors (a GPU box with SGLang has them).
 
-Usage: python scripts/tiny_models.py DIR   -> DIR/target, DIR/draft
+Usage: python scripts/tiny_models.py DIR   -> DIR/target, DIR/draft, DIR/qwen3
 """
 
 from __future__ import annotations
@@ -57,6 +57,22 @@ def build_target(directory: Path) -> None:
                          max_position_embeddings=4096, bos_token_id=1, eos_token_id=2, pad_token_id=3,
                          tie_word_embeddings=False, torch_dtype="bfloat16")
     model = LlamaForCausalLM(config).to(torch.bfloat16)
+    model.save_pretrained(directory, safe_serialization=True)
+    build_tokenizer(directory)
+
+
+def build_qwen3_target(directory: Path) -> None:
+    """A 2-layer Qwen3 of the same size: a target whose class (``Qwen3ForCausalLM``) has no ``set_embed``, which
+    EAGLE3 with no draft model calls on it (sglang#36528)."""
+    import torch
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    torch.manual_seed(2)
+    config = Qwen3Config(hidden_size=HIDDEN, intermediate_size=INTERMEDIATE, num_hidden_layers=2,
+                         num_attention_heads=HEADS, num_key_value_heads=KV_HEADS, head_dim=HIDDEN // HEADS,
+                         vocab_size=VOCAB, max_position_embeddings=4096, bos_token_id=1, eos_token_id=2,
+                         pad_token_id=3, tie_word_embeddings=False, torch_dtype="bfloat16")
+    model = Qwen3ForCausalLM(config).to(torch.bfloat16)
     model.save_pretrained(directory, safe_serialization=True)
     build_tokenizer(directory)
 
@@ -109,7 +125,8 @@ def main(argv: list[str]) -> int:
     root = Path(argv[0])
     build_target(root / "target")
     build_eagle3_draft(root / "draft")
-    print(f"tiny Llama target at {root / 'target'}, EAGLE3 draft at {root / 'draft'}")
+    build_qwen3_target(root / "qwen3")
+    print(f"tiny Llama target at {root / 'target'}, EAGLE3 draft at {root / 'draft'}, Qwen3 at {root / 'qwen3'}")
     return 0
 
 

@@ -646,14 +646,16 @@ def _draft_model(args: Any, target: Any, progress: Progress) -> None:
     draft_runner = _Shell("the draft runner", model=model_classes.stand_in(draft_cls), server_args=args,
                           model_config=draft_config)
     target_runner = _Shell("the target runner", model=model_classes.stand_in(target_cls), model_config=target,
-                           server_args=args)
+                           server_args=args, load_config=model_classes.Opaque("the target runner's load config"))
     token_map = getattr(view, "speculative_token_map", None)
-    shell = _Shell(f"the {getattr(worker_cls, '__name__', 'draft worker')}", server_args=args,
+    # the worker as far as the statements need it, with its class's own methods (``self._helper()``)
+    worker: Any = type(statements.owner or "DraftWorker", (_Shell,), model_classes.owner_methods(statements))
+    shell = worker(f"the {statements.owner or 'draft worker'}", server_args=args,
                    target_worker=_Shell("the target worker", model_runner=target_runner, model_config=target),
                    draft_model_runner=draft_runner, draft_runner=draft_runner,
                    speculative_algorithm=speculative_algorithm.from_string(algorithm),
                    hot_token_id=model_classes.Opaque("the hot token ids") if token_map else None)
-    progress.built[id(shell)] = f"a {getattr(worker_cls, '__name__', 'draft worker')} built by bisect-spec"
+    progress.built[id(shell)] = f"a {statements.owner or 'draft worker'} built by bisect-spec"
     model_classes.run(statements, self=shell)
 
 

@@ -37,6 +37,7 @@ that answers the question, and every statement it runs is SGLang's.
 from __future__ import annotations
 
 import ast
+import builtins
 import functools
 import importlib
 import importlib.util
@@ -204,8 +205,10 @@ def stand_in(cls: type) -> Any:
 class Statements:
     """Statements of one SGLang function, to run out of it: its file, the function's name, the nodes."""
 
-    def __init__(self, filename: str, function: str, nodes: list[ast.stmt], module: str) -> None:
+    def __init__(self, filename: str, function: str, nodes: list[ast.stmt], module: str, owner: str = "") -> None:
         self.filename, self.function, self.nodes, self.module = filename, function, nodes, module
+        #: the class whose method holds them (its other methods are the ones ``self`` calls)
+        self.owner = owner
 
     @property
     def where(self) -> str:
@@ -311,14 +314,40 @@ def lm_head_statements(worker_cls: type) -> Statements | None:
                     if isinstance(node, ast.ClassDef) and all(node is not c[1] for c in classes)]
     for filename, class_def, module in classes:
         for method in (n for n in class_def.body if isinstance(n, ast.FunctionDef)):
-            for path in _paths(method.body, frozenset({"get_embed_and_head"})):
-                body, start = path[-1]
+            for body, start in _embed_and_head_statements(method.body):
                 last = max((i for i in range(start, len(body))
                             if any(_called(n) in ("set_embed_and_head", "set_embed") for n in ast.walk(body[i]))),
                            default=None)
-                if last is not None:
-                    return Statements(filename, method.name, body[start:last + 1], module)
+                if last is not None:  # with the function's own imports before them (0.5.23: ``unwrap_lora_layer``)
+                    imports = [n for n in body[:start] if isinstance(n, (ast.Import, ast.ImportFrom))]
+                    return Statements(filename, method.name, imports + body[start:last + 1], module, class_def.name)
     return None
+
+
+def _embed_and_head_statements(body: list[ast.stmt]) -> Iterable[tuple[list[ast.stmt], int]]:
+    """Statements that get the target's embedding and head: a call of ``get_embed_and_head``, or (0.5.23's
+    helpers) an assignment to ``embed, head``."""
+    for path in _paths(body, frozenset({"get_embed_and_head"})):
+        yield path[-1]
+    for index, statement in enumerate(body):
+        targets = statement.targets if isinstance(statement, ast.Assign) else []
+        if any(isinstance(t, ast.Tuple) and [getattr(e, "id", None) for e in t.elts] == ["embed", "head"]
+               for t in targets):
+            yield body, index
+        for field in ("body", "orelse", "finalbody"):
+            inner = getattr(statement, field, None)
+            if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
+                yield from _embed_and_head_statements(inner)
+
+
+def owner_methods(statements: Statements) -> dict[str, Any]:
+    """The functions of the class that holds ``statements`` (and of its bases), by name: what ``self.x()``
+    calls in them, run as SGLang's own code."""
+    owner = getattr(sys.modules[statements.module], statements.owner, None)
+    methods: dict[str, Any] = {}
+    for klass in reversed(owner.__mro__[:-1]) if isinstance(owner, type) else ():
+        methods.update({k: v for k, v in vars(klass).items() if inspect.isfunction(v) and not k.startswith("__")})
+    return methods
 
 
 @functools.cache
@@ -338,4 +367,9 @@ def run(statements: Statements, **names: Any) -> None:
     """Run SGLang's ``statements`` in their module's globals, with ``names`` as the function's locals."""
     namespace = dict(vars(sys.modules[statements.module]))
     exec(_compiled(statements, tuple(names)), namespace)  # SGLang's own statements, compiled above
-    namespace[statements.function](**names)
+    try:
+        namespace[statements.function](**names)
+    except NameError as exc:  # a local the function set before these statements: not SGLang's failure
+        if exc.name in namespace or exc.name in vars(builtins):
+            raise
+        raise NotLoaded(f"reads {exc.name}, a local of {statements.function} set before {statements.where}") from None
