@@ -1,0 +1,137 @@
+"""The model stand-ins and the running of SGLang's statements out of their function (bisect_spec/inside/model_classes.py).
+
+A synthetic module written to a temporary directory plays SGLang's part here: what is checked is the mechanism
+(Python's own AttributeError for a method the class lacks, raised in the statement's file and line; a method the
+class has answering without running; what only tensors answer ending the stage). The real releases are checked
+in tests/integration/test_after_weights.py.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import textwrap
+import traceback
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from bisect_spec.inside import model_classes
+
+SOURCE = '''
+class Base:
+    def __init__(self):
+        self.model = object()
+        self.lm_head = object()
+
+    def get_embed_and_head(self):
+        raise RuntimeError("a method body must not run: it touches weights")
+
+    def set_embed_and_head(self, embed, head):
+        raise RuntimeError("a method body must not run")
+
+
+class Target(Base):
+    def set_eagle3_layers_to_capture(self, ids=None):
+        raise RuntimeError("a method body must not run")
+
+
+class Draft(Base):
+    def __init__(self):
+        super().__init__()
+        self.hot_token_id = None
+
+
+EntryClass = [Target, Draft]
+
+
+class Worker:
+    def init_lm_head(self):
+        import os.path as unused
+        embed, head = self.target_worker.model.get_embed_and_head()
+        shared = getattr(self.target_worker.model, "lm_head", None)
+        if self.eagle3:
+            self.draft.set_embed(embed)
+        else:
+            self.draft.set_embed_and_head(embed, head)
+        self.after = True
+
+
+class OtherWorker:
+    def init_lm_head(self):
+        scale = 2
+        embed, head = self.target_worker.model.get_embed_and_head()
+        self.draft.set_embed_and_head(embed * scale, head)
+'''
+
+
+@pytest.fixture
+def fake_sglang(tmp_path: Path) -> Iterator[ModuleType]:
+    (tmp_path / "fake_models.py").write_text(textwrap.dedent(SOURCE))
+    sys.path.insert(0, str(tmp_path))
+    try:
+        yield importlib.import_module("fake_models")
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("fake_models", None)
+
+
+class _Holder:
+    def __init__(self, **values: object) -> None:
+        self.__dict__.update(values)
+
+
+def test_a_stand_in_has_the_class_name_methods_that_do_not_run_and_python_s_own_attribute_error(
+        fake_sglang: ModuleType) -> None:
+    draft = model_classes.stand_in(fake_sglang.Draft)
+    assert type(draft).__name__ == "Draft"
+    embed, head = draft.get_embed_and_head()  # answered, the body not run
+    assert isinstance(embed, model_classes.Opaque) and isinstance(head, model_classes.Opaque)
+    assert isinstance(draft.hot_token_id, model_classes.Opaque)  # assigned in __init__
+    assert hasattr(draft, "model") and not hasattr(draft, "set_embed")
+    with pytest.raises(AttributeError, match=r"^'Draft' object has no attribute 'set_embed'$"):
+        draft.set_embed(embed)
+
+
+def test_an_opaque_value_refuses_what_only_a_tensor_answers() -> None:
+    value = model_classes.Opaque("the head")
+    assert isinstance(value.data[0].clone(), model_classes.Opaque)
+    with pytest.raises(model_classes.NotLoaded, match="the head"):
+        bool(value)
+    with pytest.raises(model_classes.NotLoaded):
+        list(value)
+
+
+def test_sglang_s_statements_run_out_of_their_function_and_fail_at_their_own_line(fake_sglang: ModuleType) -> None:
+    statements = model_classes.lm_head_statements(fake_sglang.Worker)
+    assert statements is not None and statements.function == "init_lm_head" and statements.owner == "Worker"
+    source_lines = Path(str(fake_sglang.__file__)).read_text().splitlines()
+    failing_line = next(i for i, line in enumerate(source_lines, 1) if "self.draft.set_embed(embed)" in line)
+    worker = _Holder(target_worker=_Holder(model=model_classes.stand_in(fake_sglang.Target)),
+                     draft=model_classes.stand_in(fake_sglang.Target), eagle3=True)
+    with pytest.raises(AttributeError, match=r"^'Target' object has no attribute 'set_embed'$") as raised:
+        model_classes.run(statements, self=worker)
+    last = traceback.extract_tb(raised.value.__traceback__)[-1]
+    assert (last.filename, last.lineno, last.name) == (fake_sglang.__file__, failing_line, "init_lm_head")
+    assert last.line == "self.draft.set_embed(embed)"
+    # the statements end with the last that shares the head: what comes after is not run
+    assert not hasattr(worker, "after")
+
+
+def test_the_other_branch_passes_with_the_method_the_class_has(fake_sglang: ModuleType) -> None:
+    statements = model_classes.lm_head_statements(fake_sglang.Worker)
+    assert statements is not None
+    worker = _Holder(target_worker=_Holder(model=model_classes.stand_in(fake_sglang.Target)),
+                     draft=model_classes.stand_in(fake_sglang.Draft), eagle3=False)
+    model_classes.run(statements, self=worker)
+
+
+def test_a_local_the_function_set_before_the_statements_stops_the_stage(fake_sglang: ModuleType) -> None:
+    statements = model_classes.lm_head_statements(fake_sglang.OtherWorker)
+    assert statements is not None
+    worker = _Holder(target_worker=_Holder(model=model_classes.stand_in(fake_sglang.Target)),
+                     draft=model_classes.stand_in(fake_sglang.Draft))
+    with pytest.raises(model_classes.NotLoaded, match="reads scale, a local of init_lm_head"):
+        model_classes.run(statements, self=worker)
