@@ -347,25 +347,52 @@ def run_after_resolution(args: Any, progress: Progress) -> None:
         if model_config_cls is None:
             return
         progress.enter("target_model_config")
-        if from_server_args is not None:
-            target = from_server_args(args)
-            _draft_model_config(args, target, progress)
-        else:  # 0.4.6: the scheduler's ModelConfig(...) with explicit arguments
-            target = _explicit_model_config(model_config_cls, args)
-        runner = _model_runner(args, target, progress)
-        if runner is not None:
-            stages: list[tuple[Callable[..., None], tuple[Any, ...]]] = [
-                (_target_model, (args, runner, progress)), (_attention_backend, (runner, progress))]
-            statements = model_classes.aux_capture_statements(type(runner).__mro__[1])
-            if statements is not None and model_classes.after_attention_backends(statements, type(runner).__mro__[1]):
-                stages.reverse()  # the release's own order: the first failure is the one a launch meets
-            for stage, stage_args in stages:
-                _up_to_the_device(progress, stage, *stage_args)
-        if from_server_args is not None:
-            _up_to_the_device(progress, _draft_worker_config, args, target, model_config_cls, progress)
-        if runner is not None:
-            _up_to_the_device(progress, _draft_worker, args, target, runner, progress)
-            _up_to_the_device(progress, _draft_model, args, target, progress)
+        # 0.4.6 has no from_server_args: the scheduler's ModelConfig(...) with explicit arguments
+        target = (from_server_args(args) if from_server_args is not None
+                  else _explicit_model_config(model_config_cls, args))
+        with _architectures_kept(target, progress):
+            _after_the_target_config(args, target, model_config_cls, from_server_args, progress)
+
+
+@contextlib.contextmanager
+def _architectures_kept(target: Any, progress: Progress) -> Iterator[None]:
+    """The target's architectures as its ``ModelConfig`` read them, held for the model-class stages and put
+    back afterwards. SGLang's config cache hands the same ``hf_config`` to every ``ModelConfig`` of a path,
+    and a draft ``ModelConfig`` of the target's own path (NEXTN) renames ``architectures[0]`` in place
+    (``DeepseekV3ForCausalLM`` -> ``...NextN``): on a real box after the target is built; here the draft's
+    config is read earlier, and the next evaluation of the same worker would meet the renamed list."""
+    hf_config = getattr(target, "hf_config", None)
+    architectures = getattr(hf_config, "architectures", None)
+    saved = list(architectures) if isinstance(architectures, list) else None
+    progress.held["target_architectures"] = list(saved or [])
+    try:
+        yield
+    finally:
+        if saved is not None and isinstance(architectures, list) and architectures != saved:
+            architectures[:] = saved
+        if saved is not None and getattr(hf_config, "architectures", None) is not architectures:
+            with contextlib.suppress(AttributeError):
+                hf_config.architectures = architectures
+
+
+def _after_the_target_config(args: Any, target: Any, model_config_cls: Any, from_server_args: Any,
+                             progress: Progress) -> None:
+    if from_server_args is not None:
+        _draft_model_config(args, target, progress)
+    runner = _model_runner(args, target, progress)
+    if runner is not None:
+        stages: list[tuple[Callable[..., None], tuple[Any, ...]]] = [
+            (_target_model, (args, runner, progress)), (_attention_backend, (runner, progress))]
+        statements = model_classes.aux_capture_statements(type(runner).__mro__[1])
+        if statements is not None and model_classes.after_attention_backends(statements, type(runner).__mro__[1]):
+            stages.reverse()  # the release's own order: the first failure is the one a launch meets
+        for stage, stage_args in stages:
+            _up_to_the_device(progress, stage, *stage_args)
+    if from_server_args is not None:
+        _up_to_the_device(progress, _draft_worker_config, args, target, model_config_cls, progress)
+    if runner is not None:
+        _up_to_the_device(progress, _draft_worker, args, target, runner, progress)
+        _up_to_the_device(progress, _draft_model, args, target, progress)
 
 
 def _up_to_the_device(progress: Progress, stage: Callable[..., None], *args: Any) -> None:
@@ -575,10 +602,11 @@ def _target_model(args: Any, runner: Any, progress: Progress) -> None:
     if not getattr(_view(args), "speculative_algorithm", None):
         return
     progress.enter("target_model")
-    cls = model_classes.model_class(_architectures(runner.model_config))
+    architectures = progress.held.get("target_architectures") or _architectures(runner.model_config)
+    cls = model_classes.model_class(architectures)
     if cls is None:
         progress.needs_gpu["target_model"] = ("no module of sglang.srt.models defines "
-                                              f"{', '.join(_architectures(runner.model_config)) or 'the architecture'}")
+                                              f"{', '.join(architectures) or 'the architecture'}")
         return
     progress.model_classes["target"] = cls.__name__
     runner_cls: Any = type(runner).__mro__[1]
@@ -629,13 +657,13 @@ def _draft_model(args: Any, target: Any, progress: Progress) -> None:
         return
     progress.enter("draft_model")
     worker_cls = _worker_class(algorithm, progress)
-    target_cls = model_classes.model_class(_architectures(target))
+    target_cls = model_classes.model_class(progress.held.get("target_architectures") or _architectures(target))
     draft_cls = model_classes.model_class(_architectures(draft_config))
     if draft_cls is not None:
         progress.model_classes["draft"] = draft_cls.__name__
     if worker_cls is None or target_cls is None or draft_cls is None:
-        missing = [a for cls, config in ((target_cls, target), (draft_cls, draft_config)) if cls is None
-                   for a in _architectures(config)[:1]]
+        missing = [a for cls, names in ((target_cls, progress.held.get("target_architectures") or []),
+                                        (draft_cls, _architectures(draft_config))) if cls is None for a in names[:1]]
         if missing:
             progress.needs_gpu["draft_model"] = f"no module of sglang.srt.models defines {', '.join(missing)}"
         return
