@@ -370,7 +370,7 @@ def _architectures_kept(target: Any, progress: Progress) -> Iterator[None]:
     finally:
         if saved is not None and isinstance(architectures, list) and architectures != saved:
             architectures[:] = saved
-        if saved is not None and getattr(hf_config, "architectures", None) is not architectures:
+        if saved is not None and hf_config is not None and getattr(hf_config, "architectures", None) is not architectures:
             with contextlib.suppress(AttributeError):
                 hf_config.architectures = architectures
 
