@@ -228,3 +228,17 @@ def test_a_model_module_that_needs_a_gpu_package_stops_the_stage_without_a_verdi
     assert outcome.status is Status.PASSED, outcome.headline
     assert "sglang.srt.models.deepseek_v2" in outcome.record["needs_gpu"]["target_model"]
     assert "model_classes" not in outcome.record or "target" not in outcome.record["model_classes"]
+
+
+def test_a_nextn_draft_of_the_target_s_own_path_leaves_the_next_evaluation_its_target_class() -> None:
+    # SGLang's config cache hands one hf_config to every ModelConfig of a path, and NEXTN's draft config (the
+    # target's own path) renames architectures[0] in place: the evaluation puts it back, so the same worker's
+    # next evaluation still meets DeepseekV3ForCausalLM as the target
+    require_release("0.5.12")
+    session = shared_session("0.5.12", model="deepseek-v3", draft="nextn", hardware="h200")
+    nextn = session.evaluate(session.with_draft(Config.of({"--tp-size": "8", "--speculative-algorithm": "NEXTN"})))
+    assert nextn.record.get("model_classes") == {"target": "DeepseekV3ForCausalLM",
+                                                 "draft": "DeepseekV3ForCausalLMNextN"}, (nextn.headline, nextn.record)
+    again = session.evaluate(session.with_draft(Config.of({"--tp-size": "8", "--speculative-algorithm": "NEXTN",
+                                                           "--mem-fraction-static": "0.8"})))
+    assert again.record.get("model_classes") == nextn.record["model_classes"], again.headline
