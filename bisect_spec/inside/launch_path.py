@@ -166,6 +166,8 @@ class Progress:
         self.needs_gpu: dict[str, str] = {}
         #: the model classes SGLang's registry serves (``{"target": ..., "draft": ...}``), once resolved
         self.model_classes: dict[str, str] = {}
+        #: the roles whose class was read from its source (its module does not import on this machine)
+        self.classes_from_source: list[str] = []
         #: objects a later stage takes from an earlier one (the draft's model config, the worker class);
         #: not recorded
         self.held: dict[str, Any] = {}
@@ -197,6 +199,8 @@ class Progress:
             record["needs_gpu"] = dict(self.needs_gpu)
         if self.model_classes:
             record["model_classes"] = dict(self.model_classes)
+        if self.classes_from_source:
+            record["model_classes_from_source"] = list(self.classes_from_source)
         return record
 
 
@@ -609,6 +613,7 @@ def _target_model(args: Any, runner: Any, progress: Progress) -> None:
                                               f"{', '.join(architectures) or 'the architecture'}")
         return
     progress.model_classes["target"] = cls.__name__
+    _note_source(progress, "target", cls)
     runner_cls: Any = type(runner).__mro__[1]
     statements = model_classes.aux_capture_statements(runner_cls)
     if statements is None:
@@ -634,15 +639,25 @@ class _Shell:
         raise _NotLoaded(f"reads {self._what}.{name} (only a loaded server has it)")
 
 
+def _note_source(progress: Progress, role: str, cls: type) -> None:
+    """Record a class read from its source (its module does not import on this machine)."""
+    if model_classes.FROM_SOURCE in vars(cls) and role not in progress.classes_from_source:
+        progress.classes_from_source.append(role)
+
+
 def _worker_class(algorithm: str, progress: Progress) -> Any:
     """The draft worker's class: SGLang's own choice where it ran (0.5.8+), else the EAGLE worker the
     scheduler builds inline for the EAGLE family."""
     chosen = progress.held.get("worker_cls")
     if chosen is not None or algorithm not in ("EAGLE", "EAGLE3", "NEXTN", "MTP"):
         return chosen
-    if importlib.util.find_spec("sglang.srt.speculative.eagle_worker") is None:
+    name = "sglang.srt.speculative.eagle_worker"
+    if importlib.util.find_spec(name) is None:
         return None
-    return getattr(model_classes.import_module("sglang.srt.speculative.eagle_worker"), "EAGLEWorker", None)
+    try:
+        return getattr(model_classes.import_module(name), "EAGLEWorker", None)
+    except _NotLoaded:  # its module does not import here (<= 0.5.3): its statements are still in its source
+        return model_classes.source_reference(name, "EAGLEWorker")
 
 
 def _draft_model(args: Any, target: Any, progress: Progress) -> None:
@@ -661,6 +676,7 @@ def _draft_model(args: Any, target: Any, progress: Progress) -> None:
     draft_cls = model_classes.model_class(_architectures(draft_config))
     if draft_cls is not None:
         progress.model_classes["draft"] = draft_cls.__name__
+        _note_source(progress, "draft", draft_cls)
     if worker_cls is None or target_cls is None or draft_cls is None:
         missing = [a for cls, names in ((target_cls, progress.held.get("target_architectures") or []),
                                         (draft_cls, _architectures(draft_config))) if cls is None for a in names[:1]]

@@ -134,14 +134,123 @@ def import_module(module: str) -> Any:
 
 def model_class(architectures: Iterable[str] | None) -> type | None:
     """The class SGLang's registry serves for the first architecture it knows; None when no module
-    of ``sglang.srt.models`` defines one (raises :class:`NotLoaded` where that module does not import)."""
+    of ``sglang.srt.models`` defines one. Where that module does not import on this machine, the class as
+    its source defines it (:func:`source_class`); :class:`NotLoaded` where the source cannot say either."""
     for architecture in architectures or ():
         for module_name in _defining_modules().get(architecture, ()):
-            entries = getattr(import_module(module_name), "EntryClass", None)
+            try:
+                module = import_module(module_name)
+            except NotLoaded as refused:
+                found = source_class(module_name, architecture)
+                if found is None:
+                    raise refused from None
+                return found
+            entries = getattr(module, "EntryClass", None)
             for entry in entries if isinstance(entries, (list, tuple)) else [entries]:
                 if isinstance(entry, type) and entry.__name__ == architecture:
                     return entry
     return None
+
+
+# -- a class read from its source, where its module does not import here ----------------------
+
+#: Set on a class :func:`source_class` built: the module it was read from.
+FROM_SOURCE = "__bisect_spec_from_source__"
+
+
+@functools.cache
+def _module_tree(module: str) -> tuple[str, ast.Module] | None:
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+        return None
+    return spec.origin, _tree(spec.origin)
+
+
+def _imported_from(tree: ast.Module, module: str, name: str) -> tuple[str, str] | None:
+    """Where ``name`` comes from by a top-level ``from M import X [as name]`` of ``module``."""
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom):
+            for alias in node.names:
+                if (alias.asname or alias.name) == name:
+                    base = module.rsplit(".", node.level)[0] if node.level else ""
+                    source = ".".join(p for p in (base, node.module or "") if p)
+                    return source, alias.name
+    return None
+
+
+@functools.cache
+def _surface(module: str, name: str) -> tuple[frozenset[str], frozenset[str]] | None:
+    """(the names a class defines, with its bases': methods and class attributes; the names its methods
+    assign on ``self``) read from source; None where a base cannot be read (not SGLang's or torch's)."""
+    found = _module_tree(module)
+    if found is None:
+        return None
+    filename, tree = found
+    class_def = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name), None)
+    if class_def is None:
+        origin = _imported_from(tree, module, name)
+        return _surface(*origin) if origin is not None and origin[0].startswith("sglang.") else None
+    names = {n.name for n in class_def.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    with open(filename, encoding="utf-8") as handle:
+        segment = ast.get_source_segment(handle.read(), class_def) or ""
+    assigned = {m[1] or m[2] for m in _ASSIGNED.finditer(segment)}
+    assigned |= {t.id for n in class_def.body if isinstance(n, (ast.Assign, ast.AnnAssign))  # class attributes
+                 for t in (n.targets if isinstance(n, ast.Assign) else [n.target]) if isinstance(t, ast.Name)}
+    for base in class_def.bases:
+        base_name = base.attr if isinstance(base, ast.Attribute) else base.id if isinstance(base, ast.Name) else None
+        if base_name == "Module" or base_name in ("object", "Generic", "ABC"):
+            import torch
+
+            names |= set(dir(torch.nn.Module)) - {"__getattr__"} if base_name == "Module" else set()
+            assigned |= _assigned_names(torch.nn.Module) if base_name == "Module" else set()
+            continue
+        if base_name is None:
+            return None
+        origin = (module, base_name) if any(isinstance(n, ast.ClassDef) and n.name == base_name for n in tree.body) \
+            else _imported_from(tree, module, base_name)
+        inherited = _surface(*origin) if origin is not None and origin[0].startswith("sglang.") else None
+        if inherited is None:
+            return None
+        names |= inherited[0]
+        assigned |= inherited[1]
+    return frozenset(names), frozenset(assigned)
+
+
+def source_reference(module: str, name: str) -> type:
+    """A class of a module that does not import here, named for finding its statements in its source."""
+    return type(name, (), {"__module__": module, FROM_SOURCE: module})
+
+
+@functools.cache
+def source_class(module: str, architecture: str) -> type | None:
+    """The class ``architecture`` of ``module`` as its source defines it (a stand-in class: its names,
+    its bases' and what its methods assign), where the module does not import on this machine; None when
+    the module's ``EntryClass`` does not name it or a base cannot be read."""
+    found = _module_tree(module)
+    if found is None:
+        return None
+    entry = next((n.value for n in found[1].body if isinstance(n, ast.Assign)
+                  and any(isinstance(t, ast.Name) and t.id == "EntryClass" for t in n.targets)), None)
+    entries = entry.elts if isinstance(entry, (ast.List, ast.Tuple)) else [entry] if entry is not None else []
+    if architecture not in {e.id for e in entries if isinstance(e, ast.Name)}:
+        return None
+    surface = _surface(module, architecture)
+    if surface is None:
+        return None
+    names, assigned = surface
+    namespace: dict[str, Any] = {"__module__": module, "__qualname__": architecture, "__slots__": (),
+                                 FROM_SOURCE: module}
+    for name in names:
+        if not (name.startswith("__") and name.endswith("__")):
+            namespace[name] = _method(architecture, name)
+    for name in assigned - names:
+        namespace[name] = Opaque(f"{architecture}.{name}")
+    if "__getattr__" in names:
+        namespace["__getattr__"] = _dynamic(architecture)
+    return type(architecture, (), namespace)
 
 
 # -- the stand-in ----------------------------------------------------------------------------
@@ -192,12 +301,21 @@ def _stand_in_class(cls: type) -> type:
             namespace[name] = value
     for name in _assigned_names(cls) - set(namespace):
         namespace[name] = Opaque(f"{cls.__name__}.{name}")
+    if any("__getattr__" in vars(k) for k in cls.__mro__ if not k.__module__.startswith(("torch.", "builtins"))):
+        namespace["__getattr__"] = _dynamic(cls.__name__)
     return type(cls.__name__, (), namespace)
+
+
+def _dynamic(class_name: str) -> Callable[[Any, str], Any]:
+    """``__getattr__`` of a stand-in for a class with its own: a missing name may be answered at run time."""
+    def lookup(self: Any, name: str) -> Any:
+        raise NotLoaded(f"reads {class_name}.{name}, which its own __getattr__ answers on a built model")
+    return lookup
 
 
 def stand_in(cls: type) -> Any:
     """A built ``cls`` as the speculative path meets it (see the module's notes)."""
-    return _stand_in_class(cls)()
+    return cls() if FROM_SOURCE in vars(cls) else _stand_in_class(cls)()
 
 
 # -- SGLang's statements ---------------------------------------------------------------------
@@ -224,6 +342,9 @@ def _tree(filename: str) -> ast.Module:
 
 def _class_def(cls: type) -> tuple[str, ast.ClassDef] | None:
     filename = getattr(sys.modules.get(cls.__module__), "__file__", None)
+    if not filename:  # a class of a module that does not import here (:func:`source_reference`)
+        found = _module_tree(cls.__module__)
+        filename = found[0] if found is not None else None
     if not filename:
         return None
     for node in _tree(filename).body:
@@ -343,7 +464,7 @@ def _embed_and_head_statements(body: list[ast.stmt]) -> Iterable[tuple[list[ast.
 def owner_methods(statements: Statements) -> dict[str, Any]:
     """The functions of the class that holds ``statements`` (and of its bases), by name: what ``self.x()``
     calls in them, run as SGLang's own code."""
-    owner = getattr(sys.modules[statements.module], statements.owner, None)
+    owner = getattr(sys.modules.get(statements.module), statements.owner, None)
     methods: dict[str, Any] = {}
     for klass in reversed(owner.__mro__[:-1]) if isinstance(owner, type) else ():
         methods.update({k: v for k, v in vars(klass).items() if inspect.isfunction(v) and not k.startswith("__")})
@@ -365,11 +486,13 @@ def _compiled(statements: Statements, names: tuple[str, ...]) -> Any:
 
 def run(statements: Statements, **names: Any) -> None:
     """Run SGLang's ``statements`` in their module's globals, with ``names`` as the function's locals."""
-    namespace = dict(vars(sys.modules[statements.module]))
+    module = sys.modules.get(statements.module)  # not imported: the statements' globals are then builtins only
+    namespace: dict[str, Any] = dict(vars(module)) if module is not None else {"__name__": statements.module}
     exec(_compiled(statements, tuple(names)), namespace)  # SGLang's own statements, compiled above
     try:
         namespace[statements.function](**names)
     except NameError as exc:  # a local the function set before these statements: not SGLang's failure
         if exc.name in namespace or exc.name in vars(builtins):
             raise
-        raise NotLoaded(f"reads {exc.name}, a local of {statements.function} set before {statements.where}") from None
+        what = "a local of" if module is not None else "a name of its module (not importable here), or a local of"
+        raise NotLoaded(f"reads {exc.name}, {what} {statements.function} set before {statements.where}") from None
