@@ -108,7 +108,7 @@ def _defining_modules() -> dict[str, tuple[str, ...]]:
         for name in sorted(os.listdir(directory)):
             if not name.endswith(".py") or name.startswith("_"):
                 continue
-            with open(os.path.join(directory, name), encoding="utf-8") as handle:
+            with open(os.path.join(directory, name), encoding="utf-8-sig") as handle:
                 text = handle.read()
             if "EntryClass" not in text:
                 continue
@@ -194,7 +194,7 @@ def _surface(module: str, name: str) -> tuple[frozenset[str], frozenset[str]] | 
         origin = _imported_from(tree, module, name)
         return _surface(*origin) if origin is not None and origin[0].startswith("sglang.") else None
     names = {n.name for n in class_def.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
-    with open(filename, encoding="utf-8") as handle:
+    with open(filename, encoding="utf-8-sig") as handle:
         segment = ast.get_source_segment(handle.read(), class_def) or ""
     assigned = {m[1] or m[2] for m in _ASSIGNED.finditer(segment)}
     assigned |= {t.id for n in class_def.body if isinstance(n, (ast.Assign, ast.AnnAssign))  # class attributes
@@ -336,7 +336,7 @@ class Statements:
 
 @functools.cache
 def _tree(filename: str) -> ast.Module:
-    with open(filename, encoding="utf-8") as handle:
+    with open(filename, encoding="utf-8-sig") as handle:
         return ast.parse(handle.read(), filename)
 
 
