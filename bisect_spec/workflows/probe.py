@@ -70,10 +70,14 @@ def failure_kind(outcome: Outcome) -> str | None:
 def shrink_space(session: Session, config: Config) -> Any:
     """Domains for shrinking and fixing: the config's flags plus the core speculative flags."""
     from bisect_spec.search.plan import DEFAULT_STRATEGY, load_strategy
-    from bisect_spec.search.space import CORE, build_space
+    from bisect_spec.search.space import CORE, DRAFT_FLAG, build_space
 
     values = load_strategy(DEFAULT_STRATEGY).values
-    return build_space(session.flags(), include=[*config.flags(), *CORE], values=values)
+    flags = [*config.flags(), *CORE]
+    draft = session.target.draft
+    if draft is None or draft.path is None:  # no draft to add: an edit naming one could not be evaluated
+        flags = [flag for flag in flags if flag != DRAFT_FLAG]
+    return build_space(session.flags(), include=flags, values=values)
 
 
 def next_step(session: Session, config: Config, outcome: Outcome) -> dict[str, Any] | None:

@@ -17,6 +17,7 @@ import pytest
 from bisect_spec import api
 from bisect_spec.model.flags import Config
 from bisect_spec.model.outcome import Status
+from bisect_spec.reduce.shrink import Budget
 from tests.conftest import require_release, shared_session
 
 pytestmark = pytest.mark.sglang
@@ -242,3 +243,15 @@ def test_a_nextn_draft_of_the_target_s_own_path_leaves_the_next_evaluation_its_t
     again = session.evaluate(session.with_draft(Config.of({"--tp-size": "8", "--speculative-algorithm": "NEXTN",
                                                            "--mem-fraction-static": "0.8"})))
     assert again.record.get("model_classes") == nextn.record["model_classes"], again.headline
+
+
+def test_shrink_of_the_no_draft_failure_searches_fixes_without_a_draft_to_add(tmp_path: Path) -> None:
+    # with no draft profile there is no draft path to add: the nearest-working search must not offer one
+    # (it used to stop the whole shrink with "draft 'none' has no draft model path")
+    require_release("0.5.18")
+    spec = api.TargetSpec(release="0.5.18", model="qwen3-8b", draft=None, hardware="h100", gpus=1)
+    report = api.shrink(["--speculative-algorithm", "EAGLE3"], spec, budget=Budget(60, 120), out_dir=tmp_path)
+    data = report.to_dict()
+    assert data["signature"]["exc_type"] == "AttributeError"
+    assert data["minimal_argv"] == ["--speculative-algorithm", "EAGLE3"]
+    assert all("--speculative-draft-model-path" not in " ".join(fix.get("argv", [])) for fix in data.get("fixes") or [])
