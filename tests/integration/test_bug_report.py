@@ -123,13 +123,17 @@ def test_environment_is_check_env_of_the_simulated_box(shrunk: tuple[str, api.Sh
 
 
 def test_workarounds_keep_intent_first_with_reasons(shrunk: tuple[str, api.ShrinkReport, str]) -> None:
-    name, report, text = shrunk
+    name, report, _ = shrunk
     fixes = (report.fixes or {})["fixes"]
     assert fixes and all(f["verified"] and f.get("reason") for f in fixes)
-    assert fixes[0]["keeps_intent"]
-    if name == "episode1":  # the user's chain of 16 drafts (top-k 1) is kept: the natural fix comes first
-        assert fixes[0]["edits"] == ["add --speculative-num-steps 15"]
-        assert "keeps every flag and value you gave" in section(text, "## Reproduction")
+    if name == "episode1":
+        # on the 0.5.9 release no EAGLE3 configuration of Kimi-K2.5 gets past the built model: its class has no
+        # set_eagle3_layers_to_capture until 0.5.10 (stage target_model), so every verified fix changes the
+        # algorithm, and says so (the episode ran a source checkout, which had it)
+        assert all(any(e.startswith("set --speculative-algorithm") for e in f["edits"]) for f in fixes), fixes
+        assert not fixes[0]["keeps_intent"]
+    else:
+        assert fixes[0]["keeps_intent"]
 
 
 def test_the_report_needs_no_edit_field_by_field(shrunk: tuple[str, api.ShrinkReport, str]) -> None:

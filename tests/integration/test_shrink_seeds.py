@@ -107,7 +107,8 @@ def test_repro_py_speaks_git_bisect_run_through_env_run(tmp_path: Path) -> None:
     """The TypeError reproducer exits 1 where it fails (0.5.12) and 0 where it passes (0.5.1.post3)."""
     for release in ("0.5.12", "0.5.1.post3"):
         require_release(release)
-    spec = api.TargetSpec(release="0.5.12", model="deepseek-v3", draft="eagle3", hardware="rtx-pro-6000")
+    # llama: on 0.5.1.post3 DeepSeek-V3's class has no EAGLE3 capture hook yet (it fails differently there)
+    spec = api.TargetSpec(release="0.5.12", model="llama-3.1-8b", draft="eagle3", hardware="rtx-pro-6000")
     report = api.shrink(["--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "1",
                          "--speculative-num-draft-tokens", "3"], spec, budget=Budget(80, 120), out_dir=tmp_path, fix=False)
     repro = report.to_dict()["files"]["repro.py"]
