@@ -35,7 +35,9 @@ def test_sweep_json(swept: tuple[Path, dict[str, Any]]) -> None:
     assert_valid(document, "sweep")
     assert Path(document["path"]) == runs_dir / document["run"]
     assert (document["reused"], document["torn_records"]) == (0, 0)
-    assert {s["exc_type"] for s in document["summary"]["signatures"]} == {"AssertionError", "TypeError"}
+    # resolution's assert and TypeError; and, once the model is built, EAGLE3 with no draft path: the target's
+    # own class (KimiK25ForConditionalGeneration) built as the draft has no set_embed (stage draft_model)
+    assert {s["exc_type"] for s in document["summary"]["signatures"]} == {"AssertionError", "TypeError", "AttributeError"}
 
 
 def test_runs_list_json(swept: tuple[Path, dict[str, Any]]) -> None:
