@@ -131,6 +131,8 @@ _ENV_ASSIGNMENT = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>.*)$"
 
 #: Algorithms whose draft worker builds a draft ``ModelConfig`` (EAGLE family and STANDALONE).
 _DRAFT_MODEL_ALGORITHMS = frozenset({"EAGLE", "EAGLE3", "NEXTN", "MTP", "STANDALONE"})
+#: Algorithms whose worker shares the target's embedding and head with the draft (the EAGLE family).
+_EMBED_SHARING_ALGORITHMS = frozenset({"EAGLE", "EAGLE3", "NEXTN", "MTP"})
 
 
 def split_env(argv: list[str]) -> tuple[dict[str, str], list[str]]:
@@ -599,6 +601,12 @@ def _architectures(model_config: Any) -> list[str]:
     return list(getattr(getattr(model_config, "hf_config", None), "architectures", None) or [])
 
 
+def _target_architectures(progress: Progress, target: Any) -> list[str]:
+    """The target's architectures as its ModelConfig read them (:func:`_architectures_kept`)."""
+    held: list[str] = progress.held.get("target_architectures") or []
+    return held or _architectures(target)
+
+
 def _target_model(args: Any, runner: Any, progress: Progress) -> None:
     """The target's model class, as SGLang's registry serves it, and the runner's own call that asks it to
     capture auxiliary hidden states (EAGLE3, DFLASH: ``set_eagle3_layers_to_capture``), run on a stand-in of
@@ -606,7 +614,7 @@ def _target_model(args: Any, runner: Any, progress: Progress) -> None:
     if not getattr(_view(args), "speculative_algorithm", None):
         return
     progress.enter("target_model")
-    architectures = progress.held.get("target_architectures") or _architectures(runner.model_config)
+    architectures = _target_architectures(progress, runner.model_config)
     cls = model_classes.model_class(architectures)
     if cls is None:
         progress.needs_gpu["target_model"] = ("no module of sglang.srt.models defines "
@@ -649,7 +657,7 @@ def _worker_class(algorithm: str, progress: Progress) -> Any:
     """The draft worker's class: SGLang's own choice where it ran (0.5.8+), else the EAGLE worker the
     scheduler builds inline for the EAGLE family."""
     chosen = progress.held.get("worker_cls")
-    if chosen is not None or algorithm not in ("EAGLE", "EAGLE3", "NEXTN", "MTP"):
+    if chosen is not None or algorithm not in _EMBED_SHARING_ALGORITHMS:
         return chosen
     name = "sglang.srt.speculative.eagle_worker"
     if importlib.util.find_spec(name) is None:
@@ -668,18 +676,19 @@ def _draft_model(args: Any, target: Any, progress: Progress) -> None:
     view = _view(args)
     algorithm = str(getattr(view, "speculative_algorithm", None) or "").upper()
     draft_config = progress.held.get("draft_model_config")
-    if algorithm not in ("EAGLE", "EAGLE3", "NEXTN", "MTP") or draft_config is None:
+    if algorithm not in _EMBED_SHARING_ALGORITHMS or draft_config is None:
         return
     progress.enter("draft_model")
     worker_cls = _worker_class(algorithm, progress)
-    target_cls = model_classes.model_class(progress.held.get("target_architectures") or _architectures(target))
+    target_architectures = _target_architectures(progress, target)
+    target_cls = model_classes.model_class(target_architectures)
     draft_cls = model_classes.model_class(_architectures(draft_config))
     if draft_cls is not None:
         progress.model_classes["draft"] = draft_cls.__name__
         _note_source(progress, "draft", draft_cls)
     if worker_cls is None or target_cls is None or draft_cls is None:
-        missing = [a for cls, names in ((target_cls, progress.held.get("target_architectures") or []),
-                                        (draft_cls, _architectures(draft_config))) if cls is None for a in names[:1]]
+        missing = [a for cls, names in ((target_cls, target_architectures), (draft_cls, _architectures(draft_config)))
+                   if cls is None for a in names[:1]]
         if missing:
             progress.needs_gpu["draft_model"] = f"no module of sglang.srt.models defines {', '.join(missing)}"
         return

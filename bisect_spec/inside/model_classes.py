@@ -194,18 +194,19 @@ def _surface(module: str, name: str) -> tuple[frozenset[str], frozenset[str]] | 
         origin = _imported_from(tree, module, name)
         return _surface(*origin) if origin is not None and origin[0].startswith("sglang.") else None
     names = {n.name for n in class_def.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
-    with open(filename, encoding="utf-8-sig") as handle:
-        segment = ast.get_source_segment(handle.read(), class_def) or ""
+    segment = ast.get_source_segment(_source(filename), class_def) or ""
     assigned = {m[1] or m[2] for m in _ASSIGNED.finditer(segment)}
     assigned |= {t.id for n in class_def.body if isinstance(n, (ast.Assign, ast.AnnAssign))  # class attributes
                  for t in (n.targets if isinstance(n, ast.Assign) else [n.target]) if isinstance(t, ast.Name)}
     for base in class_def.bases:
         base_name = base.attr if isinstance(base, ast.Attribute) else base.id if isinstance(base, ast.Name) else None
-        if base_name == "Module" or base_name in ("object", "Generic", "ABC"):
+        if base_name in ("object", "Generic", "ABC"):
+            continue
+        if base_name == "Module":
             import torch
 
-            names |= set(dir(torch.nn.Module)) - {"__getattr__"} if base_name == "Module" else set()
-            assigned |= _assigned_names(torch.nn.Module) if base_name == "Module" else set()
+            names |= set(dir(torch.nn.Module)) - {"__getattr__"}
+            assigned |= _assigned_names(torch.nn.Module)
             continue
         if base_name is None:
             return None
@@ -241,16 +242,8 @@ def source_class(module: str, architecture: str) -> type | None:
     if surface is None:
         return None
     names, assigned = surface
-    namespace: dict[str, Any] = {"__module__": module, "__qualname__": architecture, "__slots__": (),
-                                 FROM_SOURCE: module}
-    for name in names:
-        if not (name.startswith("__") and name.endswith("__")):
-            namespace[name] = _method(architecture, name)
-    for name in assigned - names:
-        namespace[name] = Opaque(f"{architecture}.{name}")
-    if "__getattr__" in names:
-        namespace["__getattr__"] = _dynamic(architecture)
-    return type(architecture, (), namespace)
+    return _stand_in_type(architecture, module, architecture, methods=names, opaque=assigned,
+                          own_getattr="__getattr__" in names, extra={FROM_SOURCE: module})
 
 
 # -- the stand-in ----------------------------------------------------------------------------
@@ -261,7 +254,8 @@ _ASSIGNED = re.compile(r"\bself\.(\w+)\s*(?::[^=\n]+)?=(?!=)|(?:setattr\(\s*self
                        r"register_parameter\(|add_module\()\s*,?\s*[\"'](\w+)[\"']")
 
 
-def _assigned_names(cls: type) -> set[str]:
+@functools.cache
+def _assigned_names(cls: type) -> frozenset[str]:
     """Names an instance of ``cls`` gets in ``__init__`` or later (every ``self.NAME = ...`` in the
     source of the class and its bases, and names registered as buffers, parameters or modules)."""
     names: set[str] = set()
@@ -272,7 +266,7 @@ def _assigned_names(cls: type) -> set[str]:
             continue
         for match in _ASSIGNED.finditer(source):
             names.add(match[1] or match[2])
-    return names
+    return frozenset(names)
 
 
 def _method(class_name: str, name: str) -> Callable[..., Any]:
@@ -285,25 +279,40 @@ def _method(class_name: str, name: str) -> Callable[..., Any]:
     return answer
 
 
+def _stand_in_type(name: str, module: str, qualname: str, *, methods: Iterable[str], opaque: Iterable[str],
+                   own_getattr: bool, kept: dict[str, Any] | None = None,
+                   extra: dict[str, Any] | None = None) -> type:
+    """A stand-in class named ``name``: ``methods`` answer without running, ``kept`` are the class's own
+    values, any other name in ``opaque`` is an :class:`Opaque` value; every other name is missing (Python's
+    own ``AttributeError``), unless the class has its own ``__getattr__``."""
+    namespace: dict[str, Any] = {"__module__": module, "__qualname__": qualname, "__slots__": (), **(extra or {})}
+    namespace.update({m: _method(name, m) for m in methods if not (m.startswith("__") and m.endswith("__"))})
+    namespace.update(kept or {})
+    namespace.update({n: Opaque(f"{name}.{n}") for n in opaque if n not in namespace})
+    if own_getattr:
+        namespace["__getattr__"] = _dynamic(name)
+    return type(name, (), namespace)
+
+
 @functools.cache
 def _stand_in_class(cls: type) -> type:
-    namespace: dict[str, Any] = {"__module__": cls.__module__, "__qualname__": cls.__qualname__,
-                                 "__slots__": (), "__doc__": f"bisect-spec: stands in for a built {cls.__name__}"}
+    methods: list[str] = []
+    kept: dict[str, Any] = {}
     for name in dir(cls):
         if name.startswith("__") and name.endswith("__"):
             continue
         value = inspect.getattr_static(cls, name)
         if isinstance(value, property) or type(value).__name__ in ("cached_property", "getset_descriptor"):
-            namespace[name] = Opaque(f"{cls.__name__}.{name}")
+            kept[name] = Opaque(f"{cls.__name__}.{name}")
         elif isinstance(value, (staticmethod, classmethod)) or inspect.isroutine(value):
-            namespace[name] = _method(cls.__name__, name)
+            methods.append(name)
         else:
-            namespace[name] = value
-    for name in _assigned_names(cls) - set(namespace):
-        namespace[name] = Opaque(f"{cls.__name__}.{name}")
-    if any("__getattr__" in vars(k) for k in cls.__mro__ if not k.__module__.startswith(("torch.", "builtins"))):
-        namespace["__getattr__"] = _dynamic(cls.__name__)
-    return type(cls.__name__, (), namespace)
+            kept[name] = value
+    own_getattr = any("__getattr__" in vars(k) for k in cls.__mro__
+                      if not k.__module__.startswith(("torch.", "builtins")))
+    return _stand_in_type(cls.__name__, cls.__module__, cls.__qualname__, methods=methods,
+                          opaque=_assigned_names(cls), own_getattr=own_getattr, kept=kept,
+                          extra={"__doc__": f"bisect-spec: stands in for a built {cls.__name__}"})
 
 
 def _dynamic(class_name: str) -> Callable[[Any, str], Any]:
@@ -335,9 +344,14 @@ class Statements:
 
 
 @functools.cache
+def _source(filename: str) -> str:
+    with open(filename, encoding="utf-8-sig") as handle:  # utf-8-sig: 0.5.12 has a file with a BOM
+        return handle.read()
+
+
+@functools.cache
 def _tree(filename: str) -> ast.Module:
-    with open(filename, encoding="utf-8-sig") as handle:
-        return ast.parse(handle.read(), filename)
+    return ast.parse(_source(filename), filename)
 
 
 def _class_def(cls: type) -> tuple[str, ast.ClassDef] | None:
