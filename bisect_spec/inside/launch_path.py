@@ -409,7 +409,8 @@ def _up_to_the_device(progress: Progress, stage: Callable[..., None], *args: Any
     except _NotLoaded as stop:
         progress.needs_gpu[progress.stage] = str(stop)
     except Exception as exc:
-        where = (_device_step(exc) or _unwritten_context(exc)) if progress.after_weights else None
+        where = (_device_step(exc) or _unwritten_context(exc) or _set_in_a_later_step(exc, progress)) \
+            if progress.after_weights else None
         if where is None or _import_retried_first(exc):
             raise
         progress.needs_gpu[progress.stage] = where
@@ -445,6 +446,20 @@ def _unwritten_context(exc: BaseException) -> str | None:
         frames = traceback.extract_tb(link.__traceback__)
         if frames and os.path.basename(frames[-1].filename) in _DEVICE_STATE_FILES and _UNWRITTEN.search(str(link)):
             return f"reads what the device steps build ({str(link)[:160]})"
+    return None
+
+
+def _set_in_a_later_step(exc: BaseException, progress: Progress) -> str | None:
+    """A read of an attribute that an object this module built by hand (the target's runner) lacks only
+    because SGLang sets it in a step not run here (``init_memory_pool``'s ``token_to_kv_pool``, after the
+    weights): the stage stops there, naming that step; or None."""
+    for link in _chain(exc):
+        owner, name = getattr(link, "obj", None), getattr(link, "name", None)
+        if not isinstance(link, AttributeError) or owner is None or not name or id(owner) not in progress.built:
+            continue
+        method = model_classes.assigning_method(type(owner), name)
+        if method is not None:
+            return f"reads {type(owner).__name__}.{name}, which {method}() sets on a real box: not run here"
     return None
 
 

@@ -367,6 +367,23 @@ def _class_def(cls: type) -> tuple[str, ast.ClassDef] | None:
     return None
 
 
+def assigning_method(cls: type, name: str) -> str | None:
+    """``Class.method`` of the first method (the class's, then its bases') that sets ``self.<name>``, or
+    None: where a missing attribute of an object built by hand is one SGLang sets in a step not run."""
+    for klass in cls.__mro__[:-1]:
+        found = _class_def(klass)
+        if found is None:
+            continue
+        for node in found[1].body:
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or node.name == "__init__":
+                continue
+            for target in ast.walk(node):
+                if (isinstance(target, ast.Attribute) and isinstance(target.ctx, ast.Store) and target.attr == name
+                        and isinstance(target.value, ast.Name) and target.value.id == "self"):
+                    return f"{klass.__name__}.{node.name}"
+    return None
+
+
 def _called(node: ast.AST) -> str | None:
     if isinstance(node, ast.Call):
         func = node.func

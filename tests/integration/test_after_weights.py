@@ -9,6 +9,7 @@ same statement (0.4.9.post5 … 0.5.1.post3 do; 0.5.2 dropped it).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from bisect_spec import api
 from bisect_spec.model.flags import Config
 from bisect_spec.model.outcome import Status
 from bisect_spec.reduce.shrink import Budget
+from bisect_spec.runtime.session import Session
 from tests.conftest import require_release, shared_session
 
 pytestmark = pytest.mark.sglang
@@ -259,3 +261,23 @@ def test_shrink_of_the_no_draft_failure_searches_fixes_without_a_draft_to_add(tm
     assert data["signature"]["exc_type"] == "AttributeError"
     assert data["minimal_argv"] == ["--speculative-algorithm", "EAGLE3"]
     assert all("--speculative-draft-model-path" not in " ".join(fix.get("argv", [])) for fix in data.get("fixes") or [])
+
+
+def test_a_backend_that_reads_the_memory_pool_stops_its_stage_naming_the_step_not_run() -> None:
+    # On a box without sgl_kernel (a real H200 with a plain PyTorch image, 2026-12-04) the minicpm backend's
+    # module imports, and its factory reads the runner's token_to_kv_pool, which SGLang's alloc_memory_pool sets
+    # after the weights. That read used to be a tool fault (crashed) on the simulated side and a pass elsewhere:
+    # it stops the stage, names the step, and the draft worker's stage still runs.
+    require_release("0.5.23")
+    target = api.TargetSpec(release="0.5.23", model="llama-3.1-8b", draft="eagle3", hardware="h200", gpus=1).resolve()
+    bare = {**(target.hardware.record or {}), "simulate_packages": False}
+    target = dataclasses.replace(target, hardware=dataclasses.replace(target.hardware, record=bare))
+    with Session(target, timeout=120) as session:
+        session.start()
+        outcome = session.evaluate(session.with_draft(Config.of({"--attention-backend": "minicpm_flashinfer",
+                                                                 "--speculative-algorithm": "NGRAM"})))
+    assert outcome.status is Status.PASSED, outcome.headline
+    assert outcome.record.get("tool_fault") is None
+    stop = outcome.record["needs_gpu"]["attention_backend"]
+    assert stop.startswith("reads ModelRunner.token_to_kv_pool, which ModelRunner.") and "memory_pool" in stop, stop
+    assert outcome.record["stage"] == "draft_worker"

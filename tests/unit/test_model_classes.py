@@ -135,3 +135,24 @@ def test_a_local_the_function_set_before_the_statements_stops_the_stage(fake_sgl
                      draft=model_classes.stand_in(fake_sglang.Draft))
     with pytest.raises(model_classes.NotLoaded, match="reads scale, a local of init_lm_head"):
         model_classes.run(statements, self=worker)
+
+
+class _Runner:
+    def __init__(self) -> None:
+        self.server_args = None
+
+    def init_memory_pool(self) -> None:
+        self.token_to_kv_pool = None
+
+
+class _LaterRunner(_Runner):
+    def load(self) -> None:
+        self.model = None
+
+
+def test_the_method_that_sets_an_attribute_is_found_in_the_class_or_its_bases() -> None:
+    assert model_classes.assigning_method(_LaterRunner, "model") == "_LaterRunner.load"
+    assert model_classes.assigning_method(_LaterRunner, "token_to_kv_pool") == "_Runner.init_memory_pool"
+    # __init__ ran (a runner built by hand ran it): a name only __init__ sets is not "set later"
+    assert model_classes.assigning_method(_LaterRunner, "server_args") is None
+    assert model_classes.assigning_method(_LaterRunner, "nowhere") is None
