@@ -242,7 +242,8 @@ def _simplest_first(signatures: Sequence[dict[str, Any]]) -> list[dict[str, Any]
 def _users_question(signatures: Sequence[dict[str, Any]], users: frozenset[str], target: dict[str, Any], width: int,
                     show: str) -> list[str]:
     """The failures a user of the target's draft can hit, then one line per other algorithm."""
-    from bisect_spec.report.summary import NO_ALGORITHM, algorithm_of, shown_message, users_failures
+    from bisect_spec.report.summary import (NO_ALGORITHM, algorithm_of, shown_message, users_failures,
+                                            without_a_draft_path)
 
     family = ",".join(sorted(users))
     mine, rest = users_failures(list(signatures), target)
@@ -267,7 +268,9 @@ def _users_question(signatures: Sequence[dict[str, Any]], users: frozenset[str],
         parts.append(f"… {len(mine) - len(cards)} more: {show} --algorithm {family}")
     groups: dict[str, list[dict[str, Any]]] = {}
     for sig in rest:
-        groups.setdefault(algorithm_of(sig), []).append(sig)
+        name = algorithm_of(sig)
+        groups.setdefault(f"{name}, no draft path" if name in users and without_a_draft_path(sig) else name,
+                          []).append(sig)
     parts += ["", f"everything else: {_failures(len(rest))}" + (", one line per algorithm" if rest else "")]
     name_width = max((len(n) for n in groups), default=0)
     for name, members in sorted(groups.items(), key=lambda item: (item[0] == NO_ALGORITHM, -len(item[1]), item[0])):

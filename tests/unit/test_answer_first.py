@@ -170,3 +170,23 @@ def test_filters_select_signatures(filters: dict[str, str], expected: list[str])
     assert lines[0].startswith(f"{len(expected)} of 5 failure signatures match ")
     shown = [line.split()[0] for line in lines[1:] if line[:1].isalnum() and " ×" in line]
     assert sorted(shown) == sorted(expected)
+
+
+def test_a_failure_met_only_without_a_draft_path_is_not_the_drafts_own() -> None:
+    # EAGLE3 with no draft path builds the target's class as the draft (sglang#36528): a user of the eagle3 draft
+    # passes its path and never meets it, so it is listed under everything else, named for what it needs
+    no_path = {**_algo_sig("0d0d0d0d0d", {"EAGLE3": ["--speculative-algorithm", "EAGLE3"]},
+                           ["--speculative-algorithm", "EAGLE3"], count=24, message="no attribute 'set_embed'"),
+               "with_draft_path": 0}
+    with_path = {**EAGLE3_ONE_FLAG, "with_draft_path": 1}
+    data = {**summary(no_path, with_path, NGRAM), "target": {**TARGET, "draft_algorithm": "EAGLE3"}}
+    lines = summary_text(data, width=120, run_path="runs/R").splitlines()
+    assert lines[0] == "your draft (eagle3, EAGLE3): 1 failure"
+    assert not any(line.startswith("0d0d0d0d0d") for line in lines)
+    rest = lines.index(next(line for line in lines if line.startswith("everything else: 2 failures")))
+    group = next(line for line in lines[rest:] if line.strip().startswith("EAGLE3, no draft path"))
+    assert "1 failure" in group and "set_embed" in group
+    # a summary written before the count was kept says nothing about draft paths: the signature stays the draft's
+    older = {k: v for k, v in no_path.items() if k != "with_draft_path"}
+    data = {**summary(older), "target": {**TARGET, "draft_algorithm": "EAGLE3"}}
+    assert summary_text(data, width=120).splitlines()[0] == "your draft (eagle3, EAGLE3): 1 failure"
