@@ -242,8 +242,7 @@ def _simplest_first(signatures: Sequence[dict[str, Any]]) -> list[dict[str, Any]
 def _users_question(signatures: Sequence[dict[str, Any]], users: frozenset[str], target: dict[str, Any], width: int,
                     show: str) -> list[str]:
     """The failures a user of the target's draft can hit, then one line per other algorithm."""
-    from bisect_spec.report.summary import (NO_ALGORITHM, algorithm_of, shown_message, users_failures,
-                                            without_a_draft_path)
+    from bisect_spec.report.summary import NO_ALGORITHM, algorithm_of, shown_message, users_failures, without_a_draft_path
 
     family = ",".join(sorted(users))
     mine, rest = users_failures(list(signatures), target)
