@@ -1,7 +1,9 @@
-"""SGLang's own server-argument unit tests, as an oracle for the in-process evaluation.
+"""SGLang's own unit tests, as an oracle for the in-process evaluation.
 
 Each case in ``tests/resources/sglang_unit_cases.json`` is one test (or subtest) from SGLang's
-``test/registered/unit/server_args/`` translated into a configuration: a release, a model, draft and
+``test/registered/unit/server_args/``, or from its attention-backend unit tests (the backend choice on
+the target's runner, after the weights: ``model_runner_components/test_attention_backend_setup.py``,
+``layers/attention/test_attention_backend_registry.py``), translated into a configuration: a release, a model, draft and
 hardware profile, the CLI flags and what SGLang's test claims happens (an exception type and message
 substring, or a pass with resolved values). ``docs/sglang-unit-oracle.md`` lists every test of those
 files, translated or not, and why.
@@ -14,9 +16,10 @@ session starts once, and only one worker is alive at a time.
 
 Case fields beyond the obvious ones: ``env`` (environment variables for that evaluation, as the
 test's ``envs.X.override``; given as a ``VAR=value`` prefix, as a pasted command would), ``stage``
-(``parse``, ``resolve`` or ``check_server_args``: the launch-path stage where SGLang decides the case;
-a failure must be reported at that stage), ``expect.given`` (values SGLang's parser produced, for
-tests that check the parse) and ``note`` (how the translation departs from the test). A flag value
+(``parse``, ``resolve``, ``check_server_args`` or ``attention_backend``: the launch-path stage where SGLang
+decides the case; a failure must be reported at that stage), ``expect.attention_backends`` (the backend
+classes SGLang's choice built, in order; the stage must not have stopped early), ``expect.given`` (values
+SGLang's parser produced, for tests that check the parse) and ``note`` (how the translation departs from the test). A flag value
 ``@resources/NAME`` is the file ``tests/resources/NAME``; ``@draft`` is the draft profile's directory.
 """
 
@@ -41,7 +44,7 @@ pytestmark = pytest.mark.sglang
 RESOURCES = Path(__file__).resolve().parent.parent / "resources"
 CASES_FILE = RESOURCES / "sglang_unit_cases.json"
 RESOURCE_PREFIX = "@resources/"
-STAGES = ("parse", "resolve", "check_server_args")
+STAGES = ("parse", "resolve", "check_server_args", "attention_backend")
 
 
 @dataclass(frozen=True)
@@ -157,6 +160,10 @@ def test_sglang_unit_case(case: Case, sessions: _Sessions) -> None:
     for name, value in (case.expect.get("resolved") or {}).items():
         assert name in outcome.resolved, f"the evaluator does not report resolved field {name}\n{where}"
         assert outcome.resolved[name] == value, f"resolved {name}={outcome.resolved[name]!r}, expected {value!r}\n{where}"
+    if "attention_backends" in case.expect:  # the backend classes SGLang's own choice built, in order
+        assert outcome.record.get("attention_backends") == case.expect["attention_backends"], where
+        assert outcome.record.get("stage") != case.stage or not (outcome.record.get("needs_gpu") or {}).get(case.stage), \
+            f"stage {case.stage} stopped early: {outcome.record['needs_gpu']}\n{where}"
     given: dict[str, Any] = outcome.record.get("given") or {}
     for name, value in (case.expect.get("given") or {}).items():
         assert given.get(name) == value, f"parsed {name}={given.get(name)!r}, expected {value!r}\n{where}"
