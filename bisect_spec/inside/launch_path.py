@@ -643,7 +643,7 @@ def _target_model(args: Any, runner: Any, progress: Progress) -> None:
         return
     if not hasattr(runner, "spec_aux_config") and callable(getattr(runner_cls, "init_spec_aux_hidden_state", None)):
         runner.init_spec_aux_hidden_state()  # SGLang's own method; 0.5.18+ run it in initialize()
-    runner.model = model_classes.stand_in(cls)
+    runner.model = model_classes.stand_in(cls, getattr(runner.model_config, "hf_config", None))
     try:
         model_classes.run(statements, self=_BuiltRunner(runner), server_args=runner.server_args)
     finally:
@@ -711,9 +711,11 @@ def _draft_model(args: Any, target: Any, progress: Progress) -> None:
     if statements is None:
         return
     speculative_algorithm = _attribute(("sglang.srt.speculative.spec_info",), "SpeculativeAlgorithm")
-    draft_runner = _Shell("the draft runner", model=model_classes.stand_in(draft_cls), server_args=args,
+    draft_runner = _Shell("the draft runner", model=model_classes.stand_in(draft_cls, getattr(draft_config, "hf_config", None)),
+                          server_args=args,
                           model_config=draft_config)
-    target_runner = _Shell("the target runner", model=model_classes.stand_in(target_cls), model_config=target,
+    target_runner = _Shell("the target runner", model=model_classes.stand_in(target_cls, getattr(target, "hf_config", None)),
+                           model_config=target,
                            server_args=args, load_config=model_classes.Opaque("the target runner's load config"))
     token_map = getattr(view, "speculative_token_map", None)
     # the worker as far as the statements need it, with its class's own methods (``self._helper()``)

@@ -25,6 +25,12 @@ How, without weights or a GPU:
   ``AttributeError: 'X' object has no attribute 'y'`` in SGLang's frame, as it would on the box.
   An :class:`Opaque` value refuses what only real tensors answer (truth, iteration, length,
   numbers) with :class:`NotLoaded`: the stage stops there, recorded, never a verdict.
+* **What ``__init__`` decides from the config alone** is a real value (:func:`decided_by_init`): the
+  ``__init__``'s own ``if`` tests and plain assignments, evaluated on a copy of the model's config, every
+  call skipped. An EAGLE3 head's ``load_lm_head_from_target`` (no ``draft_vocab_size`` and untied
+  embeddings: take the target's head) chooses ``set_embed_and_head`` or ``set_embed``; without it the
+  stage stopped there for every EAGLE3 draft (39 of 305 configurations on a real H200, 2026-12-04).
+  A name another method sets too (``load_weights``) stays opaque.
 * **The calls** are SGLang's own statements (:func:`aux_capture_statements`,
   :func:`lm_head_statements`), compiled from the release's source with its file name, line
   numbers and function name, and run (:func:`run`) with ``self`` the runner or the worker, so a
@@ -38,6 +44,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import contextlib
 import functools
 import importlib
 import importlib.util
@@ -322,9 +329,113 @@ def _dynamic(class_name: str) -> Callable[[Any, str], Any]:
     return lookup
 
 
-def stand_in(cls: type) -> Any:
-    """A built ``cls`` as the speculative path meets it (see the module's notes)."""
-    return cls() if FROM_SOURCE in vars(cls) else _stand_in_class(cls)()
+def stand_in(cls: type, config: Any = None) -> Any:
+    """A built ``cls`` as the speculative path meets it (see the module's notes); with the model's ``config``,
+    the values its ``__init__`` decides from the config alone (:func:`decided_by_init`) are real values."""
+    base = cls if FROM_SOURCE in vars(cls) else _stand_in_class(cls)
+    decided = decided_by_init(cls, config) if config is not None else {}
+    if decided:
+        base = type(base.__name__, (base,), {"__module__": base.__module__, "__qualname__": base.__qualname__,
+                                            "__slots__": (), **decided})
+    return base()
+
+
+#: What an ``__init__``'s decision may read and compute: the config, values it already set, constants and
+#: operators. A call (building a layer, asking the runtime) is not evaluated: its result stays opaque.
+_DECIDABLE = (ast.Name, ast.Attribute, ast.Constant, ast.Compare, ast.BoolOp, ast.UnaryOp, ast.BinOp, ast.IfExp,
+              ast.Load, ast.cmpop, ast.boolop, ast.unaryop, ast.operator, ast.Tuple, ast.List)
+
+
+def _decidable(node: ast.AST) -> bool:
+    return all(isinstance(n, _DECIDABLE) and (not isinstance(n, ast.Name) or n.id in ("self", "config", "None"))
+               for n in ast.walk(node))
+
+
+def _self_target(node: ast.stmt) -> str | None:
+    """``X`` of a plain ``self.X = ...`` (or ``self.X: T = ...``), else None."""
+    targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+    if len(targets) == 1 and isinstance(targets[0], ast.Attribute) and isinstance(targets[0].value, ast.Name) \
+            and targets[0].value.id == "self":
+        return targets[0].attr
+    return None
+
+
+def _init_def(cls: type) -> tuple[str, ast.FunctionDef] | None:
+    for klass in (cls,) if FROM_SOURCE in vars(cls) else cls.__mro__[:-1]:
+        found = _class_def(klass)
+        if found is None:
+            continue
+        init = next((n for n in found[1].body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None)
+        if init is not None:
+            return found[0], init
+    return None
+
+
+def decided_by_init(cls: type, config: Any) -> dict[str, Any]:
+    """The names ``cls.__init__`` sets from the model's config alone, with their values: SGLang's own ``if``
+    tests and plain assignments of that ``__init__`` (its file and lines), evaluated on a copy of ``config``,
+    everything else skipped (layers are built by calls: never evaluated). A name another method sets too
+    (``load_weights``) is not decided here: only a loaded model knows it. Example: an EAGLE3 head's
+    ``load_lm_head_from_target`` (True when its config has no ``draft_vocab_size`` and untied embeddings)."""
+    import copy
+    import types
+
+    found = _init_def(cls)
+    if found is None:
+        return {}
+    filename, init = found
+    try:
+        config = copy.deepcopy(config)
+    except Exception:
+        return {}
+    own = types.SimpleNamespace()
+    values: dict[str, Any] = {}
+    unknown: set[str] = set()
+    scope = {"self": own, "config": config, "__builtins__": {}}
+
+    def evaluate(node: ast.expr) -> Any:
+        return eval(compile(ast.Expression(node), filename, "eval"), scope)
+
+    def assigned_within(nodes: Iterable[ast.AST]) -> set[str]:
+        return {name for n in nodes for sub in ast.walk(n) if isinstance(sub, ast.stmt)
+                for name in [_self_target(sub)] if name}
+
+    def walk(body: list[ast.stmt]) -> None:
+        for node in body:
+            name = _self_target(node)
+            value_node = getattr(node, "value", None)
+            if name is not None:
+                if value_node is not None and _decidable(value_node):
+                    try:
+                        value = evaluate(value_node)
+                    except Exception:
+                        unknown.add(name)
+                        continue
+                    setattr(own, name, value)
+                    values[name] = value
+                else:
+                    unknown.add(name)
+            elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Attribute) \
+                    and isinstance(node.targets[0].value, ast.Name) and node.targets[0].value.id == "config" \
+                    and _decidable(node.value):
+                # the __init__ writes its config (``config.draft_vocab_size = config.vocab_size``): the copy's
+                with contextlib.suppress(Exception):
+                    setattr(config, node.targets[0].attr, evaluate(node.value))
+            elif isinstance(node, ast.If):
+                try:
+                    taken = bool(evaluate(node.test)) if _decidable(node.test) else None
+                except (Exception, NotLoaded):
+                    taken = None
+                if taken is None:
+                    unknown.update(assigned_within([*node.body, *node.orelse]))
+                else:
+                    walk(node.body if taken else node.orelse)
+            else:  # loops, with, try, calls: what they set is not decided here
+                unknown.update(assigned_within([node]))
+
+    walk(init.body)
+    return {name: value for name, value in values.items()
+            if name not in unknown and assigning_method(cls, name) is None}
 
 
 # -- SGLang's statements ---------------------------------------------------------------------

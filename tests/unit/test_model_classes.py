@@ -156,3 +156,55 @@ def test_the_method_that_sets_an_attribute_is_found_in_the_class_or_its_bases() 
     # __init__ ran (a runner built by hand ran it): a name only __init__ sets is not "set later"
     assert model_classes.assigning_method(_LaterRunner, "server_args") is None
     assert model_classes.assigning_method(_LaterRunner, "nowhere") is None
+
+
+class _Config:
+    def __init__(self, *, tie_word_embeddings: bool, draft_vocab_size: int | None, vocab_size: int) -> None:
+        self.tie_word_embeddings = tie_word_embeddings
+        self.draft_vocab_size = draft_vocab_size
+        self.vocab_size = vocab_size
+
+
+class _Eagle3Head:
+    """As an EAGLE3 head's ``__init__`` decides whether it takes the target's head (llama_eagle3.py)."""
+
+    def __init__(self, config: _Config, quant_config: object = None) -> None:
+        self.config = config
+        self.model = _build(config)
+        self.load_lm_head_from_target = False
+        if self.config.tie_word_embeddings:
+            self.lm_head = self.model
+        else:
+            if config.draft_vocab_size is None:
+                self.load_lm_head_from_target = True
+                config.draft_vocab_size = config.vocab_size
+            self.lm_head = _build(config)
+        self.wide = config.draft_vocab_size > 1000  # type: ignore[operator]  # set just above when None
+        self.hot_token_id: object = None
+        if quant_config is not None:
+            self.quantized = True
+
+    def load_weights(self) -> None:
+        self.hot_token_id = object()
+
+
+def _build(config: _Config) -> object:
+    return object()
+
+
+def test_init_decides_from_the_config_alone_what_it_can() -> None:
+    config = _Config(tie_word_embeddings=False, draft_vocab_size=None, vocab_size=32000)
+    decided = model_classes.decided_by_init(_Eagle3Head, config)
+    assert decided["load_lm_head_from_target"] is True
+    assert decided["wide"] is True  # read after the __init__ wrote draft_vocab_size on its config
+    assert config.draft_vocab_size is None  # on a copy: the caller's config is left as it was
+    assert "model" not in decided and "lm_head" not in decided  # built by calls: never evaluated
+    assert "hot_token_id" not in decided  # load_weights sets it too: only a loaded model knows it
+    assert "quantized" not in decided  # under a test on a local the config does not hold
+    with_vocab = model_classes.decided_by_init(_Eagle3Head, _Config(tie_word_embeddings=False, draft_vocab_size=500,
+                                                                    vocab_size=32000))
+    assert with_vocab["load_lm_head_from_target"] is False and with_vocab["wide"] is False
+    built = model_classes.stand_in(_Eagle3Head, _Config(tie_word_embeddings=True, draft_vocab_size=None, vocab_size=8))
+    assert built.load_lm_head_from_target is False
+    with pytest.raises(model_classes.NotLoaded):
+        bool(built.hot_token_id)
