@@ -114,10 +114,10 @@ def release_history_line(bisection: dict[str, Any]) -> str:
 
 
 def next_step_text(kind: str | None, fix: dict[str, Any] | None, probe_command: str, shrink_command: str, *,
-                   searched: bool = True) -> str:
+                   searched: bool = True, without_fix: str | None = None) -> str:
     """What a failed probe says to do next: what kind of failure it is, the nearest configuration that passes
-    (verified) as a command to paste (when ``searched``), and ``shrink`` for more. Empty for a pass or a fault
-    of ours."""
+    (verified) as a command to paste (when ``searched``; else ``without_fix``, what to do instead, where nothing
+    near passes), and ``shrink`` for more. Empty for a pass or a fault of ours."""
     if kind is None:
         return ""
     lines = []
@@ -127,6 +127,8 @@ def next_step_text(kind: str | None, fix: dict[str, Any] | None, probe_command: 
     if fix is not None:
         lines.append(f"next:     the nearest configuration that passes (verified): {', '.join(fix['edits'])}")
         lines.append(f"          {probe_command}")
+    elif searched and without_fix:
+        lines.append(f"next:     {without_fix}")
     elif searched:
         lines.append("next:     no configuration one or two edits away passes")
     lines.append(f"more:     {shrink_command}")

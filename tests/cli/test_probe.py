@@ -127,6 +127,10 @@ def test_a_draft_is_added_only_where_the_algorithm_takes_one_and_its_absence_is_
                                       "--draft", "none", "--", "--speculative-algorithm", "EAGLE3"])
     assert ("warning: EAGLE3 needs a draft model and none is given: a real launch would load the target checkpoint "
             "as its draft and fail; add --speculative-draft-model-path (or --draft NAME)") in alone.output
+    # the way out is a draft: the next step never switches to an algorithm the user did not ask for (EAGLE passes
+    # these stages with the target's own class as its draft, which is not what they wanted either)
+    assert "next:     give it a draft: --speculative-draft-model-path PATH (or --draft NAME)" in alone.output
+    assert "set --speculative-algorithm" not in alone.output
 
 
 SEED_TYPE_ERROR = ["--tp", "8", "--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "1",
