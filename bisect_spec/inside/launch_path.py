@@ -457,7 +457,8 @@ def _set_in_a_later_step(exc: BaseException, progress: Progress) -> str | None:
         owner, name = getattr(link, "obj", None), getattr(link, "name", None)
         if not isinstance(link, AttributeError) or owner is None or not name or id(owner) not in progress.built:
             continue
-        method = model_classes.assigning_method(type(owner), name)
+        owner_type: type = type(owner)
+        method = model_classes.assigning_method(owner_type, str(name))
         if method is not None:
             return f"reads {type(owner).__name__}.{name}, which {method}() sets on a real box: not run here"
     return None

@@ -360,6 +360,7 @@ def _self_target(node: ast.stmt) -> str | None:
     return None
 
 
+@functools.cache
 def _init_def(cls: type) -> tuple[str, ast.FunctionDef] | None:
     for klass in (cls,) if FROM_SOURCE in vars(cls) else cls.__mro__[:-1]:
         found = _class_def(klass)
@@ -371,71 +372,123 @@ def _init_def(cls: type) -> tuple[str, ast.FunctionDef] | None:
     return None
 
 
-def decided_by_init(cls: type, config: Any) -> dict[str, Any]:
-    """The names ``cls.__init__`` sets from the model's config alone, with their values: SGLang's own ``if``
-    tests and plain assignments of that ``__init__`` (its file and lines), evaluated on a copy of ``config``,
-    everything else skipped (layers are built by calls: never evaluated). A name another method sets too
-    (``load_weights``) is not decided here: only a loaded model knows it. Example: an EAGLE3 head's
-    ``load_lm_head_from_target`` (True when its config has no ``draft_vocab_size`` and untied embeddings)."""
-    import copy
-    import types
+#: One step of an ``__init__`` as :func:`decided_by_init` runs it: ``("set", name, code)`` (code None: not
+#: decidable), ``("config", attribute, code)``, ``("if", code, body, orelse, names set in either branch)``, or
+#: ``("unknown", names)`` (a loop, ``with``, ``try``: what it sets is not decided).
+_Step = tuple[Any, ...]
 
+
+def _assigned_within(nodes: Iterable[ast.AST]) -> frozenset[str]:
+    return frozenset(name for n in nodes for sub in ast.walk(n) if isinstance(sub, ast.stmt)
+                     for name in [_self_target(sub)] if name)
+
+
+@functools.cache
+def _init_plan(cls: type) -> tuple[_Step, ...] | None:
+    """The steps of ``cls.__init__`` that :func:`decided_by_init` runs, compiled once per class (with SGLang's
+    file name and line numbers), or None where no ``__init__`` source is found."""
     found = _init_def(cls)
     if found is None:
+        return None
+    filename = found[0]
+
+    def code(node: ast.expr) -> Any:
+        return compile(ast.Expression(node), filename, "eval") if _decidable(node) else None
+
+    def plan(body: list[ast.stmt]) -> tuple[_Step, ...]:
+        steps: list[_Step] = []
+        for node in body:
+            name = _self_target(node)
+            value = getattr(node, "value", None)
+            if name is not None:
+                steps.append(("set", name, code(value) if value is not None else None))
+            elif isinstance(node, ast.Assign) and len(node.targets) == 1 \
+                    and isinstance(node.targets[0], ast.Attribute) and isinstance(node.targets[0].value, ast.Name) \
+                    and node.targets[0].value.id == "config" and _decidable(node.value):
+                steps.append(("config", node.targets[0].attr, code(node.value)))
+            elif isinstance(node, ast.If):
+                steps.append(("if", code(node.test), plan(node.body), plan(node.orelse),
+                              _assigned_within([*node.body, *node.orelse])))
+            else:
+                names = _assigned_within([node])
+                if names:
+                    steps.append(("unknown", names))
+        return tuple(steps)
+
+    return plan(found[1].body)
+
+
+def decided_by_init(cls: type, config: Any) -> dict[str, Any]:
+    """The names ``cls.__init__`` sets from the model's config alone, with their values: SGLang's own ``if``
+    tests and plain assignments of that ``__init__`` (its file and lines), evaluated on ``config`` with the
+    ``__init__``'s writes to it kept apart, everything else skipped (layers are built by calls: never
+    evaluated). A name another method sets too (``load_weights``) is not decided here: only a loaded model
+    knows it. Example: an EAGLE3 head's ``load_lm_head_from_target`` (True when its config has no
+    ``draft_vocab_size`` and untied embeddings)."""
+    import types
+
+    steps = _init_plan(cls)
+    if steps is None:
         return {}
-    filename, init = found
-    try:
-        config = copy.deepcopy(config)
-    except Exception:
-        return {}
+    written = _Written(config)
     own = types.SimpleNamespace()
     values: dict[str, Any] = {}
     unknown: set[str] = set()
-    scope = {"self": own, "config": config, "__builtins__": {}}
+    scope = {"self": own, "config": written, "__builtins__": {}}
 
-    def evaluate(node: ast.expr) -> Any:
-        return eval(compile(ast.Expression(node), filename, "eval"), scope)
-
-    def assigned_within(nodes: Iterable[ast.AST]) -> set[str]:
-        return {name for n in nodes for sub in ast.walk(n) if isinstance(sub, ast.stmt)
-                for name in [_self_target(sub)] if name}
-
-    def walk(body: list[ast.stmt]) -> None:
-        for node in body:
-            name = _self_target(node)
-            value_node = getattr(node, "value", None)
-            if name is not None:
-                if value_node is not None and _decidable(value_node):
-                    try:
-                        value = evaluate(value_node)
-                    except Exception:
-                        unknown.add(name)
-                        continue
-                    setattr(own, name, value)
-                    values[name] = value
-                else:
-                    unknown.add(name)
-            elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Attribute) \
-                    and isinstance(node.targets[0].value, ast.Name) and node.targets[0].value.id == "config" \
-                    and _decidable(node.value):
-                # the __init__ writes its config (``config.draft_vocab_size = config.vocab_size``): the copy's
-                with contextlib.suppress(Exception):
-                    setattr(config, node.targets[0].attr, evaluate(node.value))
-            elif isinstance(node, ast.If):
+    def run(plan: tuple[_Step, ...]) -> None:
+        for step in plan:
+            if step[0] == "set":
                 try:
-                    taken = bool(evaluate(node.test)) if _decidable(node.test) else None
-                except (Exception, NotLoaded):
+                    if step[2] is None:
+                        raise LookupError(step[1])
+                    value = eval(step[2], scope)
+                except Exception:  # a call, or a read the config cannot answer: not decided
+                    unknown.add(step[1])
+                    continue
+                setattr(own, step[1], value)
+                values[step[1]] = value
+            elif step[0] == "config":  # ``config.draft_vocab_size = config.vocab_size``: kept apart
+                with contextlib.suppress(Exception):
+                    setattr(written, step[1], eval(step[2], scope))
+            elif step[0] == "if":
+                try:
+                    taken = None if step[1] is None else bool(eval(step[1], scope))
+                except (Exception, NotLoaded):  # a test the config alone does not answer
                     taken = None
                 if taken is None:
-                    unknown.update(assigned_within([*node.body, *node.orelse]))
+                    unknown.update(step[4])
                 else:
-                    walk(node.body if taken else node.orelse)
-            else:  # loops, with, try, calls: what they set is not decided here
-                unknown.update(assigned_within([node]))
+                    run(step[2] if taken else step[3])
+            else:
+                unknown.update(step[1])
 
-    walk(init.body)
-    return {name: value for name, value in values.items()
-            if name not in unknown and assigning_method(cls, name) is None}
+    run(steps)
+    decided = {}
+    for name, value in values.items():
+        if name in unknown or assigning_method(cls, name) is not None:
+            continue
+        if value is written:  # ``self.config = config``: the model's own config, as the __init__ left it
+            if vars(written)["_written"]:
+                continue  # the __init__ wrote it: only the built model's copy has those values
+            value = config
+        decided[name] = value
+    return decided
+
+
+class _Written:
+    """The config an ``__init__`` is handed, its writes kept apart (``config.draft_vocab_size = ...``): reads
+    see them, the caller's config never does (SGLang shares one config object between evaluations)."""
+
+    def __init__(self, config: Any) -> None:
+        vars(self).update(_config=config, _written={})
+
+    def __getattr__(self, name: str) -> Any:
+        written = vars(self)["_written"]
+        return written[name] if name in written else getattr(vars(self)["_config"], name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        vars(self)["_written"][name] = value
 
 
 # -- SGLang's statements ---------------------------------------------------------------------
@@ -478,6 +531,7 @@ def _class_def(cls: type) -> tuple[str, ast.ClassDef] | None:
     return None
 
 
+@functools.cache
 def assigning_method(cls: type, name: str) -> str | None:
     """``Class.method`` of the first method (the class's, then its bases') that sets ``self.<name>``, or
     None: where a missing attribute of an object built by hand is one SGLang sets in a step not run."""
