@@ -73,9 +73,6 @@ def summarise(outcomes: Sequence[Outcome], space: FlagSpace | None, target: dict
             "variant_count": len(variants),
             # each algorithm the failing configurations ran, with its smallest one: who can hit this failure
             "algorithms": {name: smallest(configs).argv() for name, configs in sorted(by_algorithm.items())},
-            # how many failing configurations gave a draft path: none means a user who passes their draft
-            # (as everyone with a draft does) does not meet it (:func:`users_failures`)
-            "with_draft_path": sum(1 for member in members if member.config.get(DRAFT_PATH_FLAG)),
         })
     signatures.sort(key=lambda s: (-s["count"], s["id"]))
     findings = []
@@ -174,14 +171,11 @@ def users_algorithms(target: dict[str, Any]) -> frozenset[str]:
     return next((family for family in ALGORITHM_FAMILIES if algorithm in family), frozenset({algorithm}))
 
 
-#: The flag that hands SGLang the draft's checkpoint.
-DRAFT_PATH_FLAG = "--speculative-draft-model-path"
-
-
 def without_a_draft_path(sig: dict[str, Any]) -> bool:
-    """Whether every failing configuration of the signature left the draft path out (the count is recorded
-    from this version on; an older summary's signature says nothing, and is not counted so)."""
-    return sig.get("with_draft_path") == 0 and DRAFT_PATH_FLAG not in reproducer_of(sig)
+    """Whether the signature's failure needs the draft path left out: its shrink gave the minimal reproducer the
+    draft's path and it no longer failed so (``shrink.draft_path_avoids``; a summary without the check says
+    nothing, and the signature stays where its algorithm puts it)."""
+    return (sig.get("shrink") or {}).get("draft_path_avoids") is True
 
 
 def users_failures(signatures: list[dict[str, Any]], target: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -189,9 +183,9 @@ def users_failures(signatures: list[dict[str, Any]], target: dict[str, Any]) -> 
 
     A user of the draft can hit a failure when its reproducer needs a speculative algorithm and
     configurations with the draft's algorithm (or its family's) failed so: a failure whose reproducer needs
-    no algorithm is not about the draft, whatever rows it was met in, and neither is one met only in rows
-    that gave no draft path (EAGLE3 with no draft builds the target's own class as the draft: sglang#36528),
-    since a user of the draft passes its path. Without a draft algorithm, none.
+    no algorithm is not about the draft, whatever rows it was met in, and neither is one that the draft's
+    path avoids (:func:`without_a_draft_path`: EAGLE3 with no draft builds the target's own class as the
+    draft, sglang#36528), since a user of the draft passes its path. Without a draft algorithm, none.
     """
     users = users_algorithms(target)
     mine = [s for s in signatures if users and algorithm_of(s) != NO_ALGORITHM and algorithms_of(s) & users

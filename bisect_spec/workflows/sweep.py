@@ -497,6 +497,9 @@ class SweepRun:
                                "explanation": [f["verdict"] for f in (report.explanation or {}).get("flags", [])],
                                "fixes": [f["argv"] for f in (report.fixes or {}).get("fixes", [])[:3]],
                                "reproducers": f"{out_dir.name}/{entry['id']}" if report.files else None}
+            avoids = self._draft_path_avoids(result.minimal, entry["id"])
+            if avoids is not None:
+                entry["shrink"]["draft_path_avoids"] = avoids
             minimal = report.minimal
             if minimal is not None and minimal.signature is not None and minimal.signature.id == entry["id"]:
                 entry["sglang_message"] = str(minimal.exception.get("message") or "")  # the reproducer's own words
@@ -504,6 +507,19 @@ class SweepRun:
             if self.progress:
                 self.progress(number, len(failures), len(summary["signatures"]), "shrink")
         triage(summary)
+
+    def _draft_path_avoids(self, minimal: Config, signature: str) -> bool | None:
+        """Whether the target's draft path avoids a failure whose minimal reproducer runs a drafted algorithm
+        with none (one evaluation, cached): True when with it the reproducer no longer fails with ``signature``.
+        None where that is not the question (no draft path to give, or the reproducer needs none)."""
+        draft = self.target.draft
+        if draft is None or draft.path is None or self.session.missing_draft(minimal) is None:
+            return None
+        with_path = self.session.with_draft(minimal)
+        if with_path == minimal:
+            return None
+        outcome = self.session.evaluate(with_path)
+        return outcome.signature is None or outcome.signature.id != signature
 
     def write_reports(self) -> None:
         """``results.jsonl``, ``summary.json``, ``summary.md``, ``report.html`` and ``timing.json``.

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from bisect_spec.report.summary import users_failures
 from bisect_spec.runtime import store
 from tests.cli.helpers import error_line, run
 from tests.conftest import require_release
@@ -38,6 +39,16 @@ def test_sweep_json(swept: tuple[Path, dict[str, Any]]) -> None:
     # resolution's assert and TypeError; and, once the model is built, EAGLE3 with no draft path: the target's
     # own class (KimiK25ForConditionalGeneration) built as the draft has no set_embed (stage draft_model)
     assert {s["exc_type"] for s in document["summary"]["signatures"]} == {"AssertionError", "TypeError", "AttributeError"}
+    # that last one only without a draft path: the shrink gave its reproducer the eagle3 draft's path and it passed,
+    # so it is not the draft's own failure (the main job used to lead "your draft (eagle3)" with it)
+    by_type = {s["exc_type"]: s for s in document["summary"]["signatures"]}
+    assert by_type["AttributeError"]["shrink"]["minimal_argv"] == ["--speculative-algorithm", "EAGLE3"]
+    assert by_type["AttributeError"]["shrink"]["draft_path_avoids"] is True
+    target = {**document["summary"]["target"], "draft_algorithm": "EAGLE3"}
+    mine, _ = users_failures(document["summary"]["signatures"], target)
+    assert "AttributeError" not in {s["exc_type"] for s in mine} and mine
+    # resolution's failures happen with the path too
+    assert all(by_type[t]["shrink"].get("draft_path_avoids") is not True for t in ("AssertionError", "TypeError"))
 
 
 def test_runs_list_json(swept: tuple[Path, dict[str, Any]]) -> None:

@@ -281,21 +281,3 @@ def test_a_backend_that_reads_the_memory_pool_stops_its_stage_naming_the_step_no
     stop = outcome.record["needs_gpu"]["attention_backend"]
     assert stop.startswith("reads ModelRunner.token_to_kv_pool, which ModelRunner.") and "memory_pool" in stop, stop
     assert outcome.record["stage"] == "draft_worker"
-
-
-def test_the_kimi_set_embed_failure_without_a_draft_path_is_not_listed_as_the_drafts_own() -> None:
-    # the default main job met Kimi-K2.6 + EAGLE3 failing with no attribute 'set_embed' only in rows that gave
-    # no draft path; it led "your draft (eagle3, EAGLE3)", though a user of that draft (who passes its path) passes
-    from bisect_spec.report.summary import summarise, users_failures
-
-    session = shared_session("0.5.23")  # kimi-k2.6 + eagle3 on rtx-pro-6000 x8: the main job's target
-    without = session.evaluate(Config.of({"--speculative-algorithm": "EAGLE3"}))
-    with_path = session.evaluate(session.with_draft(Config.of({"--speculative-algorithm": "EAGLE3"})))
-    assert without.status is Status.FAILED and "'set_embed'" in str(without.exception.get("message")), without.headline
-    assert with_path.status is Status.PASSED, with_path.headline
-    target = {**session.target.describe(), "draft_algorithm": "EAGLE3"}
-    summary = summarise([without, with_path], None, target, "default", 0)
-    (signature,) = summary["signatures"]
-    assert signature["with_draft_path"] == 0
-    mine, rest = users_failures(summary["signatures"], target)
-    assert mine == [] and rest == [signature]

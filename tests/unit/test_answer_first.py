@@ -172,21 +172,26 @@ def test_filters_select_signatures(filters: dict[str, str], expected: list[str])
     assert sorted(shown) == sorted(expected)
 
 
-def test_a_failure_met_only_without_a_draft_path_is_not_the_drafts_own() -> None:
+def test_a_failure_the_drafts_path_avoids_is_not_the_drafts_own() -> None:
     # EAGLE3 with no draft path builds the target's class as the draft (sglang#36528): a user of the eagle3 draft
-    # passes its path and never meets it, so it is listed under everything else, named for what it needs
-    no_path = {**_algo_sig("0d0d0d0d0d", {"EAGLE3": ["--speculative-algorithm", "EAGLE3"]},
-                           ["--speculative-algorithm", "EAGLE3"], count=24, message="no attribute 'set_embed'"),
-               "with_draft_path": 0}
-    with_path = {**EAGLE3_ONE_FLAG, "with_draft_path": 1}
-    data = {**summary(no_path, with_path, NGRAM), "target": {**TARGET, "draft_algorithm": "EAGLE3"}}
+    # passes its path and never meets it (the shrink checked: with the path the reproducer does not fail so), so
+    # it is listed under everything else, named for what it needs
+    no_path = _algo_sig("0d0d0d0d0d", {"EAGLE3": ["--speculative-algorithm", "EAGLE3"]},
+                        ["--speculative-algorithm", "EAGLE3"], count=24, message="no attribute 'set_embed'")
+    no_path["shrink"]["draft_path_avoids"] = True
+    # met only in rows without a draft path too, but the path does not avoid it: still the draft's
+    also = _algo_sig("1e1e1e1e1e", {"EAGLE3": ["--speculative-algorithm", "EAGLE3", "--pp-size", "2"]},
+                     ["--speculative-algorithm", "EAGLE3", "--pp-size", "2"], count=30, message="pp_size == 1")
+    also["shrink"]["draft_path_avoids"] = False
+    data = {**summary(no_path, also, EAGLE3_ONE_FLAG, NGRAM), "target": {**TARGET, "draft_algorithm": "EAGLE3"}}
     lines = summary_text(data, width=120, run_path="runs/R").splitlines()
-    assert lines[0] == "your draft (eagle3, EAGLE3): 1 failure"
+    assert lines[0] == "your draft (eagle3, EAGLE3): 2 failures, fewest flags first"
     assert not any(line.startswith("0d0d0d0d0d") for line in lines)
+    assert any(line.startswith("1e1e1e1e1e") for line in lines)
     rest = lines.index(next(line for line in lines if line.startswith("everything else: 2 failures")))
     group = next(line for line in lines[rest:] if line.strip().startswith("EAGLE3, no draft path"))
     assert "1 failure" in group and "set_embed" in group
-    # a summary written before the count was kept says nothing about draft paths: the signature stays the draft's
-    older = {k: v for k, v in no_path.items() if k != "with_draft_path"}
-    data = {**summary(older), "target": {**TARGET, "draft_algorithm": "EAGLE3"}}
+    # a summary without the check says nothing about draft paths: the signature stays the draft's
+    del no_path["shrink"]["draft_path_avoids"]
+    data = {**summary(no_path), "target": {**TARGET, "draft_algorithm": "EAGLE3"}}
     assert summary_text(data, width=120).splitlines()[0] == "your draft (eagle3, EAGLE3): 1 failure"
