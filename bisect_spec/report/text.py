@@ -46,6 +46,11 @@ def source_block(frame: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
+#: What a PASSED verdict never covers: the steps after the stages, which need the weights on a GPU.
+NOT_CHECKED = ("not checked: the weights, the KV memory pool's size and CUDA-graph capture (they need the loaded "
+               "weights on a GPU: bisect-spec launch runs a real one)")
+
+
 def outcome_text(outcome: Outcome) -> str:
     """Verdict, signature and failing source (or resolved values) of one outcome."""
     lines = []
@@ -60,6 +65,7 @@ def outcome_text(outcome: Outcome) -> str:
         if outcome.record.get("draft_attention_backends"):
             lines.append("          the draft's attention backends: "
                          f"{', '.join(outcome.record['draft_attention_backends'])}")
+        lines.append(f"          {NOT_CHECKED}")
         resolved = outcome.resolved
         keys = [k for k in ("speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk",
                             "speculative_num_draft_tokens", "attention_backend", "prefill_attention_backend",
