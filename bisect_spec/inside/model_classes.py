@@ -333,7 +333,10 @@ def stand_in(cls: type, config: Any = None) -> Any:
     """A built ``cls`` as the speculative path meets it (see the module's notes); with the model's ``config``,
     the values its ``__init__`` decides from the config alone (:func:`decided_by_init`) are real values."""
     base = cls if FROM_SOURCE in vars(cls) else _stand_in_class(cls)
-    decided = decided_by_init(cls, config) if config is not None else {}
+    try:
+        decided = decided_by_init(cls, config) if config is not None else {}
+    except (SyntaxError, ValueError, TypeError, RecursionError):  # a source the plan cannot read: names stay opaque
+        decided = {}
     if decided:
         base = type(base.__name__, (base,), {"__module__": base.__module__, "__qualname__": base.__qualname__,
                                             "__slots__": (), **decided})
