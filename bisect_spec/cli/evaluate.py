@@ -45,6 +45,7 @@ def probe(as_json: bool, timeout: float, fix: bool, flags: tuple[str, ...], **kw
     """
     from bisect_spec.cli import terminal
     from bisect_spec.report import text as render
+    from bisect_spec.runtime.session import Session
 
     spec = spec_from(kwargs)
     result = api.probe(list(flags), spec, on_start=announce_hardware, timeout=timeout, notify=say_loading, fix=fix)
@@ -60,8 +61,7 @@ def probe(as_json: bool, timeout: float, fix: bool, flags: tuple[str, ...], **kw
             command_for("probe", spec, result, fixed["argv"] if fixed else []),
             command_for("shrink", spec, result, result.config.argv()), searched=fix,
             without_fix="give it a draft: --speculative-draft-model-path PATH (or --draft NAME); no nearer change "
-                        "passes" if any("needs a draft model" in n for n in result.notes)
-            else None)
+                        "passes" if Session.missing_draft(result.config) else None)
         if after:
             terminal.show(after)
     if result.outcome.tool_fault is not None:  # not a verdict: an error of bisect-spec's

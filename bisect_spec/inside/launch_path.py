@@ -460,7 +460,7 @@ def _set_in_a_later_step(exc: BaseException, progress: Progress) -> str | None:
         owner_type: type = type(owner)
         method = model_classes.assigning_method(owner_type, str(name))
         if method is not None:
-            return f"reads {type(owner).__name__}.{name}, which {method}() sets on a real box: not run here"
+            return f"reads {owner_type.__name__}.{name}, which {method}() sets on a real box: not run here"
     return None
 
 
@@ -712,12 +712,11 @@ def _draft_model(args: Any, target: Any, progress: Progress) -> None:
     if statements is None:
         return
     speculative_algorithm = _attribute(("sglang.srt.speculative.spec_info",), "SpeculativeAlgorithm")
-    draft_runner = _Shell("the draft runner", model=model_classes.stand_in(draft_cls, getattr(draft_config, "hf_config", None)),
-                          server_args=args,
-                          model_config=draft_config)
-    target_runner = _Shell("the target runner", model=model_classes.stand_in(target_cls, getattr(target, "hf_config", None)),
-                           model_config=target,
-                           server_args=args, load_config=model_classes.Opaque("the target runner's load config"))
+    draft_model = model_classes.stand_in(draft_cls, getattr(draft_config, "hf_config", None))
+    target_model = model_classes.stand_in(target_cls, getattr(target, "hf_config", None))
+    draft_runner = _Shell("the draft runner", model=draft_model, server_args=args, model_config=draft_config)
+    target_runner = _Shell("the target runner", model=target_model, model_config=target, server_args=args,
+                           load_config=model_classes.Opaque("the target runner's load config"))
     token_map = getattr(view, "speculative_token_map", None)
     # the worker as far as the statements need it, with its class's own methods (``self._helper()``)
     worker: Any = type(statements.owner or "DraftWorker", (_Shell,), model_classes.owner_methods(statements))

@@ -26,10 +26,11 @@ How, without weights or a GPU:
   An :class:`Opaque` value refuses what only real tensors answer (truth, iteration, length,
   numbers) with :class:`NotLoaded`: the stage stops there, recorded, never a verdict.
 * **What ``__init__`` decides from the config alone** is a real value (:func:`decided_by_init`): the
-  ``__init__``'s own ``if`` tests and plain assignments, evaluated on a copy of the model's config, every
-  call skipped. An EAGLE3 head's ``load_lm_head_from_target`` (no ``draft_vocab_size`` and untied
-  embeddings: take the target's head) chooses ``set_embed_and_head`` or ``set_embed``; without it the
-  stage stopped there for every EAGLE3 draft (39 of 305 configurations on a real H200, 2026-12-04).
+  ``__init__``'s own ``if`` tests and plain assignments, evaluated on the model's config with the
+  ``__init__``'s writes to it kept apart, every call skipped. An EAGLE3 head's
+  ``load_lm_head_from_target`` (no ``draft_vocab_size`` and untied embeddings: take the target's head)
+  chooses ``set_embed_and_head`` or ``set_embed``; without it the stage stopped there for every EAGLE3
+  draft (39 of 305 configurations on a real H200, 2026-12-04).
   A name another method sets too (``load_weights``) stays opaque.
 * **The calls** are SGLang's own statements (:func:`aux_capture_statements`,
   :func:`lm_head_statements`), compiled from the release's source with its file name, line
@@ -442,11 +443,12 @@ def decided_by_init(cls: type, config: Any) -> dict[str, Any]:
     def run(plan: tuple[_Step, ...]) -> None:
         for step in plan:
             if step[0] == "set":
+                if step[2] is None:  # a call (building a layer): not decided
+                    unknown.add(step[1])
+                    continue
                 try:
-                    if step[2] is None:
-                        raise LookupError(step[1])
                     value = eval(step[2], scope)
-                except Exception:  # a call, or a read the config cannot answer: not decided
+                except Exception:  # a read the config cannot answer: not decided
                     unknown.add(step[1])
                     continue
                 setattr(own, step[1], value)

@@ -90,15 +90,13 @@ def next_step(session: Session, config: Config, outcome: Outcome) -> dict[str, A
     def evaluate_many(configs: Sequence[Config]) -> list[Outcome]:
         return list(session.evaluate_many(configs))
 
-    if session.missing_draft(config) is None:
-        found = nearest_working(config, shrink_space(session, config), evaluate_many, limit=1)
-        return found["fixes"][0] if found["fixes"] else None
     # EAGLE3 (or another drafted algorithm) with no draft: the way out is a draft (the warning says so), never
     # another algorithm the user did not ask for, though one may pass on these stages
+    keep_algorithm = session.missing_draft(config) is not None
     algorithm = config.get("--speculative-algorithm")
-    found = nearest_working(config, shrink_space(session, config), evaluate_many, limit=5)
-    return next((fix for fix in found["fixes"] if Config.from_argv(fix["argv"]).get("--speculative-algorithm") == algorithm),
-                None)
+    found = nearest_working(config, shrink_space(session, config), evaluate_many, limit=5 if keep_algorithm else 1)
+    return next((fix for fix in found["fixes"]
+                 if not keep_algorithm or Config.from_argv(fix["argv"]).get("--speculative-algorithm") == algorithm), None)
 
 
 def check_usage(session: Session, outcome: Outcome) -> None:
