@@ -103,9 +103,10 @@ def _sibling(name: str) -> types.ModuleType:
 
 
 try:
-    from bisect_spec.inside import model_classes
+    from bisect_spec.inside import meta_device, model_classes
 except ImportError:  # repro.py: this file without its package
     model_classes = _sibling("model_classes")
+    meta_device = _sibling("meta_device")
 
 #: Stages in launch order. A failure records the stage it failed in; a PASSED outcome the last
 #: stage it ran (``STAGE_WORDS`` says it in words: "PASSED up to attention-backend selection").
@@ -294,21 +295,22 @@ def _state_names(target: Any) -> list[str]:
 
 @contextlib.contextmanager
 def _saved_state(target: Any) -> Iterator[None]:
-    """Put ``target``'s attributes (slots and ``__dict__``) back as they were, copies of the values
-    included, so what ``publish`` or a check changed in place does not reach the next evaluation."""
+    """Put ``target``'s attributes (slots and ``__dict__``) back as they were, so what ``publish`` or a check
+    changed does not reach the next evaluation: the same objects (SGLang holds some under a second name:
+    0.5.18's ``_PARALLEL`` is its context's ``parallel``), with their contents put back from copies."""
     if target is None:
         yield
         return
-    saved: dict[str, Any] = {}
+    saved: dict[str, tuple[Any, Any]] = {}
     for name in _state_names(target):
         try:
             value = getattr(target, name)
         except AttributeError:
             continue
         try:
-            saved[name] = copy.deepcopy(value)
+            saved[name] = (value, copy.deepcopy(value))
         except Exception:
-            saved[name] = value
+            saved[name] = (value, value)
     try:
         yield
     finally:
@@ -316,9 +318,26 @@ def _saved_state(target: Any) -> Iterator[None]:
             if name not in saved:
                 with contextlib.suppress(AttributeError):
                     delattr(target, name)
-        for name, value in saved.items():
+        for name, (value, contents) in saved.items():
+            _put_back_contents(value, contents)
             with contextlib.suppress(AttributeError, TypeError):
                 setattr(target, name, value)
+
+
+def _put_back_contents(value: Any, contents: Any) -> None:
+    """``value``'s contents as its copy ``contents`` holds them (a dict's items, a list's elements, an
+    object's attributes, one level deep); nothing for an immutable value or one that could not be copied."""
+    if contents is value or isinstance(value, _SIMPLE):
+        return
+    if isinstance(value, dict):
+        value.clear()
+        value.update(contents)
+    elif isinstance(value, list):
+        value[:] = contents
+    elif not isinstance(value, (type, types.ModuleType, types.FunctionType)):
+        for name in _state_names(contents):
+            with contextlib.suppress(AttributeError, TypeError):
+                object.__setattr__(value, name, getattr(contents, name))
 
 
 def _publish_scheduler(publish: Callable[..., None], args: Any) -> None:
@@ -386,6 +405,12 @@ def _after_the_target_config(args: Any, target: Any, model_config_cls: Any, from
     if from_server_args is not None:
         _draft_model_config(args, target, progress)
     runner = _model_runner(args, target, progress)
+    with _groups_built(args):
+        _after_the_device_step(args, target, runner, model_config_cls, from_server_args, progress)
+
+
+def _after_the_device_step(args: Any, target: Any, runner: Any, model_config_cls: Any, from_server_args: Any,
+                           progress: Progress) -> None:
     if runner is not None:
         stages: list[tuple[Callable[..., None], tuple[Any, ...]]] = [
             (_target_model, (args, runner, progress)), (_attention_backend, (runner, progress))]
@@ -405,12 +430,13 @@ def _up_to_the_device(progress: Progress, stage: Callable[..., None], *args: Any
     """Run a stage after the weights; a device call only a GPU answers ends it, and is recorded, as is
     a read of what only a loaded server has (:class:`_NotLoaded`)."""
     try:
-        stage(*args)
+        with meta_device.cuda_on_meta():
+            stage(*args)
     except _NotLoaded as stop:
         progress.needs_gpu[progress.stage] = str(stop)
     except Exception as exc:
-        where = (_device_step(exc) or _unwritten_context(exc) or _set_in_a_later_step(exc, progress)) \
-            if progress.after_weights else None
+        where = (_device_step(exc) or _meta_value(exc) or _unwritten_context(exc)
+                 or _set_in_a_later_step(exc, progress)) if progress.after_weights else None
         if where is None or _import_retried_first(exc):
             raise
         progress.needs_gpu[progress.stage] = where
@@ -492,9 +518,13 @@ class _LoadedTarget:
     """The scheduler's target ``TpModelWorker`` as the draft worker meets it: its model config and
     its runner (built up to the first device step) are real; anything else only a loaded server has."""
 
-    def __init__(self, runner: Any, model_config: Any) -> None:
+    def __init__(self, runner: Any, model_config: Any, args: Any) -> None:
         self.model_runner = _BuiltRunner(runner)
         self.model_config = model_config
+        # TpModelWorker's seed: rank 0's own, which the broadcast hands every rank
+        seed = getattr(_view(args), "random_seed", None)
+        if seed is not None:
+            self.random_seed = seed
 
     def get_memory_pool(self) -> tuple[Any, Any]:
         return _Unloaded("the target's request-to-token pool"), _Unloaded("the target's KV-cache allocator")
@@ -604,7 +634,7 @@ def _draft_worker(args: Any, target: Any, runner: Any, progress: Progress) -> No
     view = _view(args)
     kwargs = {"server_args": args, "gpu_id": getattr(view, "base_gpu_id", 0) or 0, "tp_rank": 0, "pp_rank": 0,
               "dp_rank": None, "moe_ep_rank": 0, "attn_cp_rank": 0, "moe_dp_rank": 0, "nccl_port": 0,
-              "ps": _parallel_state(view), "target_worker": _LoadedTarget(runner, target)}
+              "ps": _parallel_state(view), "target_worker": _LoadedTarget(runner, target, args)}
     with _speculative_classes_kept(), _replaced(runner_cls, "init_torch_distributed", stop), \
             _replaced(runner_cls, "__init__", draft_runner):
         try:
@@ -739,6 +769,125 @@ def _explicit_model_config(model_config_cls: Any, args: Any) -> Any:
                  is_embedding=getattr(view, "is_embedding", False),
                  enable_multimodal=getattr(view, "enable_multimodal", None), dtype=view.dtype,
                  quantization=view.quantization)
+
+
+class _GroupStandIn:
+    """A parallel group as TP rank 0 holds it once ``init_torch_distributed`` has built it: its width and
+    this rank's place in it (what layers and workers read while they are built), and its process groups
+    as handles a layer may keep. Anything else (a collective, a use of a handle, a message queue) ends the
+    stage: only a GPU box has it."""
+
+    def __init__(self, name: str, size: int) -> None:
+        ranks = list(range(size))
+        vars(self).update(unique_name=name, world_size=size, rank_in_group=0, rank=0, local_rank=0, ranks=ranks,
+                          first_rank=ranks[0], last_rank=ranks[-1], is_first_rank=True, is_last_rank=size == 1,
+                          next_rank=ranks[1 % size], prev_rank=ranks[-1],
+                          # handles a layer may keep while it is built; any use of one ends the stage
+                          cpu_group=_Unloaded(f"the {name} group's CPU process group"),
+                          device_group=_Unloaded(f"the {name} group's device process group"))
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)  # copy, pickle and introspection: an ordinary object
+        raise _NotLoaded(f"uses the {vars(self)['unique_name']} group's {name} (built by init_torch_distributed on a "
+                         "GPU box: not here)")
+
+    def __repr__(self) -> str:
+        return f"<stand-in {vars(self)['unique_name']} group of {vars(self)['world_size']}>"
+
+
+#: SGLang's parallel groups (``parallel_state``'s module globals) a stand-in is given for, with the group's
+#: name in the runtime context (0.5.21+) and its width's name there (``_SELF_PP``, the draft's pipeline group
+#: of one: "one"). ``_PDMUX_PREFILL_TP_GROUP`` is left unbuilt: a read of it ends the stage, as before.
+_GROUPS = (("_WORLD", "world_group", "world_size", "world"), ("_TP", "tp_group", "tp_size", "tp"),
+           ("_PP", "pp_group", "pp_size", "pp"), ("_ATTN_TP", "attn_tp_group", "attn_tp_size", "attention_tp"),
+           ("_ATTN_CP", "attn_cp_group", "attn_cp_size", "attention_cp"), ("_DCP", "dcp_group", "dcp_size", "dcp"),
+           ("_MOE_EP", "moe_ep_group", "moe_ep_size", "moe_ep"), ("_MOE_TP", "moe_tp_group", "moe_tp_size", "moe_tp"),
+           ("_MOE_DP", "moe_dp_group", "moe_dp_size", "moe_dp"),
+           ("_SHARED_EXPERTS_TP", "shared_experts_tp_group", "shared_experts_tp_size", "shared_experts_tp"),
+           ("_SELF_PP", "self_pp_group", "one", "self_pp"))
+
+
+def _group_widths(args: Any) -> dict[str, int]:
+    """Each group's width on TP rank 0, by the width's name: the runtime context's where it has one
+    (0.5.17+), else from the arguments as ``initialize_model_parallel`` and ``compute_dp_attention_world_info``
+    compute them."""
+    view = _view(args)
+    tp, pp = getattr(view, "tp_size", 1) or 1, getattr(view, "pp_size", 1) or 1
+    ep, moe_dp = getattr(view, "ep_size", 1) or 1, getattr(view, "moe_dp_size", 1) or 1
+    attn_cp, dp = getattr(view, "attn_cp_size", 1) or 1, getattr(view, "dp_size", 1) or 1
+    attention_dp = dp if getattr(view, "enable_dp_attention", False) else 1
+    attn_tp = max(1, tp // attention_dp // attn_cp)  # compute_dp_attention_world_info's width
+    widths = {"world_size": tp * pp, "tp_size": tp, "pp_size": pp, "attn_tp_size": attn_tp, "attn_cp_size": attn_cp,
+              "dcp_size": getattr(view, "dcp_size", 1) or 1, "moe_ep_size": ep, "moe_dp_size": moe_dp,
+              "moe_tp_size": max(1, tp // (ep * moe_dp)), "shared_experts_tp_size": attn_tp, "one": 1}
+    get_parallel = _attribute(("sglang.srt.runtime_context",), "get_parallel")
+    if get_parallel is not None:
+        for name in set(widths) - {"one"}:
+            with contextlib.suppress(Exception):
+                value = getattr(get_parallel(), name)
+                if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                    widths[name] = value
+    return widths
+
+
+@contextlib.contextmanager
+def _groups_built(args: Any) -> Iterator[None]:
+    """The parallel groups the target runner's ``init_torch_distributed`` builds on a real box, stood in
+    for the stages after it (:class:`_GroupStandIn`), and put back afterwards.
+
+    Written where the release keeps them: ``parallel_state``'s module globals (every release; 0.5.17 …
+    0.5.20's runtime context reads them there) and, where the runtime context declares the groups as
+    names of its own (0.5.21+), with SGLang's own ``get_parallel().override`` (which checks each width
+    against the configured one). A group already built is left as it is; one whose width is unknown
+    stays unbuilt, and a read of it ends the stage as before.
+    """
+    state = sys.modules.get("sglang.srt.distributed.parallel_state")
+    if state is None:
+        with contextlib.suppress(Exception):
+            state = importlib.import_module("sglang.srt.distributed.parallel_state")
+    if state is None:
+        yield
+        return
+    widths = _group_widths(args)
+    written: list[str] = []
+    context_groups: dict[str, _GroupStandIn] = {}
+    fields = _attribute(("sglang.srt.runtime_context",), "_parallel_fields")
+    declared = fields() if fields is not None else frozenset()
+    for module_name, context_name, width_name, unique in _GROUPS:
+        if width_name not in widths:
+            continue
+        group = _GroupStandIn(unique, widths[width_name])
+        if hasattr(state, module_name) and getattr(state, module_name) is None:
+            setattr(state, module_name, group)
+            written.append(module_name)
+        if context_name in declared:
+            context_groups[context_name] = group
+    try:
+        with _parallel_override(context_groups):
+            yield
+    finally:
+        for module_name in written:
+            setattr(state, module_name, None)
+
+
+@contextlib.contextmanager
+def _parallel_override(groups: dict[str, Any]) -> Iterator[None]:
+    """SGLang's ``get_parallel().override(**groups)`` for the groups it accepts (those whose width it agrees with)."""
+    get_parallel = _attribute(("sglang.srt.runtime_context",), "get_parallel")
+    override = getattr(get_parallel(), "override", None) if get_parallel is not None and groups else None
+    if override is None:
+        yield
+        return
+    accepted: dict[str, Any] = {}
+    for name, group in groups.items():
+        try:
+            with override(**accepted, **{name: group}):
+                accepted[name] = group
+        except Exception:
+            continue
+    with override(**accepted):
+        yield
 
 
 class _DeviceReached(Exception):
@@ -1048,6 +1197,22 @@ def _device_step(exc: BaseException) -> str | None:
             continue
         caller = next((f for f in reversed(frames) if not os.path.abspath(f.filename).startswith(root)), frames[-1])
         return f"{caller.line or caller.name} ({_where(caller)}) needs a GPU"
+    return None
+
+
+def _meta_value(exc: BaseException) -> str | None:
+    """A statement that read a value of a tensor the GPU would hold (made on ``meta`` here), or checked such
+    a tensor's placement: it stops the stage (:mod:`meta_device`); or None."""
+    for link in _chain(exc):
+        frames = traceback.extract_tb(link.__traceback__)
+        caller = next((f for f in reversed(frames) if "/sglang/" in f.filename.replace(os.sep, "/")), None)
+        if caller is None:
+            continue
+        if meta_device.reads_a_value(link):
+            return f"{caller.line or caller.name} ({_where(caller)}) reads a value the GPU holds"
+        name = meta_device.names_a_meta_tensor(link)
+        if name is not None:
+            return f"{caller.line or caller.name} ({_where(caller)}) checks {name}, a tensor the GPU holds"
     return None
 
 

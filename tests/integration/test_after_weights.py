@@ -281,3 +281,31 @@ def test_a_backend_that_reads_the_memory_pool_stops_its_stage_naming_the_step_no
     stop = outcome.record["needs_gpu"]["attention_backend"]
     assert stop.startswith("reads ModelRunner.token_to_kv_pool, which ModelRunner.") and "memory_pool" in stop, stop
     assert outcome.record["stage"] == "draft_worker"
+
+
+@pytest.mark.parametrize("release", ["0.5.18", "0.5.20", "0.5.23"])
+def test_the_draft_worker_builds_its_draft_runner_on_the_parallel_groups_the_target_built(release: str) -> None:
+    # From 0.5.18 the EAGLE v2 worker reads the parallel groups init_torch_distributed builds on a box (the
+    # pipeline group, 0.5.19+ the draft's own pipeline group of one) and the target worker's seed: with the
+    # groups stood in (sizes and ranks only) it reaches the draft's runner and its own backend choice, as on
+    # 0.5.17 and older. Twice in one worker: 0.5.18 has publish without snapshot_context, and putting its
+    # context back must keep get_parallel()'s object (a copy in its place left the second evaluation unpublished).
+    require_release(release)
+    session = shared_session(release, model="llama-3.1-8b", draft="eagle3", hardware="h200", gpus=1)
+    config = session.with_draft(Config.of({"--speculative-algorithm": "EAGLE3"}))
+    first, second = session.evaluate(config), session.evaluate(config)
+    for outcome in (first, second):
+        assert outcome.status is Status.PASSED, outcome.headline
+        assert "draft_worker" not in (outcome.record.get("needs_gpu") or {}), outcome.record.get("needs_gpu")
+        assert outcome.record["draft_attention_backends"] == ["FlashAttentionBackend"]
+        assert outcome.record["stage"] == "draft_model"
+
+
+def test_a_collective_on_a_stood_in_group_stops_the_stage_naming_it() -> None:
+    from bisect_spec.inside import launch_path, model_classes
+
+    group = launch_path._GroupStandIn("pp", 2)
+    assert (group.world_size, group.rank_in_group, group.is_first_rank, group.is_last_rank) == (2, 0, True, False)
+    with pytest.raises(model_classes.NotLoaded, match="pp group's all_reduce"):
+        group.all_reduce  # noqa: B018
+    assert launch_path._GroupStandIn("self_pp", 1).is_last_rank

@@ -294,3 +294,30 @@ def test_two_commands_opening_a_new_outcome_cache_at_once_both_get_it(tmp_path: 
         for opener in openers:
             opener.join()
         assert got == ["ok", "ok"], attempt
+
+
+def test_the_evaluation_digest_covers_every_inside_module_the_worker_imports() -> None:
+    # a change to any module that decides an outcome must invalidate cached outcomes (model_classes.py and
+    # data_flow.py were once left out of the digest)
+    import ast
+    import re
+
+    from bisect_spec.runtime.store import EVALUATION_MODULES
+
+    inside = Path(__file__).resolve().parents[2] / "bisect_spec" / "inside"
+    seen: set[str] = set()
+    todo = ["worker_main.py"]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        source = (inside / name).read_text()
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.ImportFrom) and node.module == "bisect_spec.inside":
+                todo += [f"{alias.name}.py" for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("bisect_spec.inside."):
+                todo.append(f"{(node.module or '').rpartition('.')[2]}.py")
+        todo += [f"{m}.py" for m in re.findall(r"""_sibling\(["'](\w+)["']\)""", source)]
+    assert {"evaluator.py", "launch_path.py", "model_classes.py", "meta_device.py"} <= seen  # the walk itself
+    assert seen <= set(EVALUATION_MODULES), sorted(seen - set(EVALUATION_MODULES))
