@@ -65,9 +65,17 @@ ulimit; its package-version asserts pass on a real install, which a simulated bo
 on the flags), ``model_specific_adjustment`` where it raises nothing (0.5.8+: it cannot change
 a verdict) and everything after ``set_device``.
 
+What the device step would have built, for the stages after it (a real box has them by then):
+the parallel groups ``init_torch_distributed`` creates, stood in for with their widths and this
+rank's place (:func:`_groups_built`: ``parallel_state``'s globals and, 0.5.21+, the runtime
+context's own names, through SGLang's ``get_parallel().override``); a collective or a use of a
+process-group handle ends the stage. And tensors placed on a GPU are made on ``meta``
+(:mod:`meta_device`): shapes without values; reading a value ends the stage.
+
 Process state: ``publish`` writes SGLang's process-wide runtime context; it is snapshotted
 before and restored after (by SGLang's ``snapshot_context`` where it has one, else by saving
-the context object's state), so evaluations stay independent.
+the context object's state in place: 0.5.18's ``get_parallel()`` is the same object as its
+context's ``parallel``), so evaluations stay independent.
 
 Faults of this emulation (:func:`tool_fault`) are never verdicts: the evaluator records them
 as ``crashed`` with ``tool_fault``.

@@ -12,8 +12,9 @@ caller) and start no processes themselves.
   number of draft tokens) is kept where possible. Every suggestion was evaluated.
 
 Ranking, in the words each fix carries as its ``reason``: first the fixes that keep what the
-user asked for and only *add* flags; then those that keep the intent but change a value the
-user typed (``--speculative-eagle-topk 1`` to ``2``: a tree of drafts instead of a chain);
+user asked for and only *add* flags (among those, first the ones that keep what the stages after
+the weights chose: the target's attention backends when only the draft's failed); then those that
+keep the intent but change a value the user typed (``--speculative-eagle-topk 1`` to ``2``: a tree of drafts instead of a chain);
 then those that change the algorithm, the draft or the number of draft tokens. A configuration
 that resolves with speculative decoding switched off is never offered: it does not do what the
 user is trying to do. Besides the strategy's values, a count flag is also tried with the values
@@ -165,8 +166,27 @@ def _keeps_intent(original: Config, candidate: Config, outcome: Outcome | None =
                 and outcome.resolved.get("speculative_num_draft_tokens") not in (None, int(tokens[0])))
 
 
-def nearest_working(original: Config, space: FlagSpace, evaluate: BatchPredicate, *, limit: int = 5) -> dict[str, Any]:
-    """Smallest verified edits that make ``original`` pass, best first."""
+#: What the stages after the weights record that they chose (the target's attention backends, the draft
+#: worker's class, the model classes): a fix that keeps the choices the failing configuration already got
+#: ranks before one that changes them (sglang#23490: the draft's own backend, not the target's).
+CHOICES = ("attention_backends", "draft_worker", "model_classes")
+
+
+def _disturbs(failing: Outcome | None, fix: Fix) -> int:
+    """How many of the failing configuration's recorded choices the fix changes."""
+    if failing is None:
+        return 0
+    return sum(1 for key in CHOICES
+               if failing.record.get(key) is not None and fix.outcome.record.get(key) != failing.record.get(key))
+
+
+def nearest_working(original: Config, space: FlagSpace, evaluate: BatchPredicate, *, limit: int = 5,
+                    failing: Outcome | None = None) -> dict[str, Any]:
+    """Smallest verified edits that make ``original`` pass, best first.
+
+    :param failing: ``original``'s own outcome, where known: among fixes equal otherwise, one that keeps the
+        choices it records (:data:`CHOICES`) ranks first.
+    """
     singles = _single_edits(original, space)
     found: dict[Config, Fix] = {}
 
@@ -194,6 +214,7 @@ def nearest_working(original: Config, space: FlagSpace, evaluate: BatchPredicate
                 pairs.append(((la, lb), merged))
         evaluations += verify(pairs)
     ranked = sorted(found.values(), key=lambda f: (not f.keeps_intent, len(_typed_changes(original, f.config)),
-                                                   len(f.edits), simplicity_key(f.config, space)))
+                                                   len(f.edits), _disturbs(failing, f),
+                                                   simplicity_key(f.config, space)))
     return {"fixes": [f.to_dict(original) for f in ranked[:limit]], "evaluations": evaluations,
             "candidates_passing": len(found)}

@@ -130,7 +130,14 @@ def next_step_text(kind: str | None, fix: dict[str, Any] | None, probe_command: 
     if kind == "crash":
         lines.append("kind:     SGLang's own code crashed (not a validation message): likely an SGLang bug; "
                      "shrink writes bug_report.md")
-    if fix is not None:
+    if fix is not None and fix.get("keeps_intent") is False:
+        # nothing that keeps what the user asked for passes near: say so, and that this changes it
+        lines.append(f"next:     nothing one or two edits away passes and keeps what you asked for; this passes "
+                     f"(verified) but changes it: {', '.join(fix['edits'])}")
+        if fix.get("reason"):
+            lines.append(f"          ({fix['reason']})")
+        lines.append(f"          {probe_command}")
+    elif fix is not None:
         lines.append(f"next:     the nearest configuration that passes (verified): {', '.join(fix['edits'])}")
         lines.append(f"          {probe_command}")
     elif searched and without_fix:

@@ -67,13 +67,24 @@ def failure_kind(outcome: Outcome) -> str | None:
     return "validation" if str(outcome.exception.get("type")) in VALIDATION_EXCEPTIONS else "crash"
 
 
-def shrink_space(session: Session, config: Config) -> Any:
-    """Domains for shrinking and fixing: the config's flags plus the core speculative flags."""
+#: Flags that choose what a stage after the weights builds, searched for a fix of a failure raised there
+#: (sglang#23490: an EAGLE3 head inherits the target's MLA-only backend; its reporter's way out was
+#: ``--speculative-draft-attention-backend trtllm_mha``, which keeps the algorithm and the draft).
+STAGE_FLAGS = {
+    "attention_backend": ("--attention-backend", "--decode-attention-backend", "--prefill-attention-backend"),
+    "draft_worker": ("--speculative-draft-attention-backend", "--attention-backend", "--decode-attention-backend",
+                     "--prefill-attention-backend"),
+}
+
+
+def shrink_space(session: Session, config: Config, stage: str | None = None) -> Any:
+    """Domains for shrinking and fixing: the config's flags plus the core speculative flags, and, for a
+    failure raised in a stage after the weights, the flags that choose what that stage builds."""
     from bisect_spec.search.plan import DEFAULT_STRATEGY, load_strategy
     from bisect_spec.search.space import CORE, DRAFT_FLAG, build_space
 
     values = load_strategy(DEFAULT_STRATEGY).values
-    flags = [*config.flags(), *CORE]
+    flags = [*config.flags(), *CORE, *STAGE_FLAGS.get(stage or "", ())]
     draft = session.target.draft
     if draft is None or draft.path is None:  # no draft to add: an edit naming one could not be evaluated
         flags = [flag for flag in flags if flag != DRAFT_FLAG]
@@ -94,7 +105,9 @@ def next_step(session: Session, config: Config, outcome: Outcome) -> dict[str, A
     # another algorithm the user did not ask for, though one may pass on these stages
     keep_algorithm = session.missing_draft(config) is not None
     algorithm = config.get("--speculative-algorithm")
-    found = nearest_working(config, shrink_space(session, config), evaluate_many, limit=5 if keep_algorithm else 1)
+    stage = outcome.record.get("stage")
+    found = nearest_working(config, shrink_space(session, config, stage if isinstance(stage, str) else None),
+                            evaluate_many, limit=5 if keep_algorithm else 1, failing=outcome)
     return next((fix for fix in found["fixes"]
                  if not keep_algorithm or Config.from_argv(fix["argv"]).get("--speculative-algorithm") == algorithm), None)
 

@@ -309,3 +309,27 @@ def test_a_collective_on_a_stood_in_group_stops_the_stage_naming_it() -> None:
     with pytest.raises(model_classes.NotLoaded, match="pp group's all_reduce"):
         group.all_reduce  # noqa: B018
     assert launch_path._GroupStandIn("self_pp", 1).is_last_rank
+
+
+def test_issue_23490_as_reported_the_draft_inherits_the_b200_default_and_the_reporters_way_out_is_offered() -> None:
+    # sglang#23490 (Kimi-K2.6 + EAGLE3, tp 4, GB300; no attention flag given): on a Blackwell box SGLang picks
+    # trtllm_mla for Kimi, and the EAGLE3 head (Llama-shaped) inherits it; 0.5.23's own resolution gives a draft
+    # its own backend only for Kimi K3 and NVFP4 KV caches. The reporter's workaround,
+    # --speculative-draft-attention-backend trtllm_mha, keeps the algorithm, the draft and the target's backend;
+    # the probe's next step must be that one (not a change of algorithm, not the target's backend).
+    from bisect_spec.workflows.probe import next_step
+
+    require_release("0.5.23")
+    session = shared_session("0.5.23", model="kimi-k2.6", draft="eagle3", hardware="b200")
+    config = session.with_draft(Config.of({"--tp-size": "4", "--speculative-algorithm": "EAGLE3"}))
+    outcome = session.evaluate(config)
+    assert outcome.status is Status.FAILED, outcome.headline
+    assert outcome.exception["message"] == "trtllm_mla backend can only be used with MLA models."
+    assert outcome.record["stage"] == "draft_worker"
+    assert outcome.record["attention_backends"] == ["TRTLLMMLABackend"]
+    fix = next_step(session, config, outcome)
+    assert fix is not None and fix["keeps_intent"]
+    assert fix["edits"] == ["add --speculative-draft-attention-backend trtllm_mha"], fix["edits"]
+    fixed = session.evaluate(Config.from_argv(fix["argv"]))
+    assert fixed.passed and fixed.record["attention_backends"] == ["TRTLLMMLABackend"]
+    assert fixed.record["draft_attention_backends"] == ["TRTLLMHAAttnBackend"]

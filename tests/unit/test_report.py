@@ -432,3 +432,17 @@ def test_the_html_page_puts_speculative_failures_first_like_the_terminal() -> No
     first_speculative = model["cells"][0]["signatures"][0]["id"]
     assert page.index("Speculative decoding: ") < page.index(first_speculative) < page.index(
         "Other constraints met on the way: 1 failure") < page.index("q0q0q0q0q0")
+
+
+def test_a_fix_that_changes_what_was_asked_says_so() -> None:
+    from bisect_spec.report.text import next_step_text
+
+    changing = {"edits": ["set --speculative-algorithm DFLASH"], "keeps_intent": False,
+                "reason": "ranked lower: it changes --speculative-algorithm (you gave EAGLE3)"}
+    text = next_step_text("validation", changing, "bisect-spec probe -- X", "bisect-spec shrink -- X")
+    assert "nothing one or two edits away passes and keeps what you asked for" in text
+    assert "it changes --speculative-algorithm (you gave EAGLE3)" in text
+    assert "the nearest configuration that passes" not in text
+    keeping = {**changing, "edits": ["add --speculative-draft-attention-backend trtllm_mha"], "keeps_intent": True}
+    assert "the nearest configuration that passes (verified): add --speculative-draft" in next_step_text(
+        "validation", keeping, "p", "s")
