@@ -1218,7 +1218,10 @@ def _meta_value(exc: BaseException) -> str | None:
             continue
         if meta_device.reads_a_value(link):
             return f"{caller.line or caller.name} ({_where(caller)}) reads a value the GPU holds"
-        name = meta_device.names_a_meta_tensor(link)
+        try:
+            name = meta_device.names_a_meta_tensor(link)
+        except (Exception, _NotLoaded):  # reading the failing frame must never end the worker
+            name = None
         if name is not None:
             return f"{caller.line or caller.name} ({_where(caller)}) checks {name}, a tensor the GPU holds"
     return None

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import sys
 import traceback
 import types
 from collections.abc import Iterator
@@ -80,7 +81,13 @@ def reads_a_value(exc: BaseException) -> bool:
 
 
 def names_a_meta_tensor(exc: BaseException) -> str | None:
-    """The name of a meta tensor the failing statement uses (a local, or ``self.<name>``), or None."""
+    """The name of a meta tensor the failing statement uses (a local, or ``self.<name>``), or None.
+
+    Only ``torch.Tensor`` instances are asked for their device: a local may be a stand-in whose every
+    attribute read ends the stage (a ``BaseException``), and nothing here may raise one."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
     tb = exc.__traceback__
     last: types.FrameType | None = None
     while tb is not None:
@@ -96,6 +103,6 @@ def names_a_meta_tensor(exc: BaseException) -> str | None:
         attributes = {}
     for name in re.findall(r"(?:self\.)?[A-Za-z_][A-Za-z0-9_]*", line):
         value = attributes.get(name[5:]) if name.startswith("self.") else namespace.get(name)
-        if getattr(getattr(value, "device", None), "type", None) == "meta":
+        if isinstance(value, torch.Tensor) and value.device.type == "meta":
             return str(name)
     return None

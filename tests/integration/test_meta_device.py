@@ -49,6 +49,21 @@ SCRIPT = textwrap.dedent('''
             Worker()
         except AssertionError as exc:
             found["placement_check"] = meta_device.names_a_meta_tensor(exc)
+
+        class Ends(BaseException):
+            pass
+
+        class StandIn:  # a stage's stand-in: any attribute read ends the stage
+            def __getattr__(self, name):
+                raise Ends(name)
+
+        def share(draft):
+            draft.set_embed(None)
+
+        try:
+            share(StandIn())
+        except Ends as exc:
+            found["stand_in"] = meta_device.names_a_meta_tensor(exc)
     try:
         torch.arange(4, device="cuda")
         found["outside"] = "made"
@@ -73,5 +88,6 @@ def test_gpu_placement_becomes_meta_and_values_are_never_invented(tmp_path: Path
     assert found["shape"] == [4, 7]
     assert found["item_refused"] is True
     assert found["placement_check"] == "self.buffer"
+    assert found["stand_in"] is None  # a stand-in local is never asked for its device (that read would end it)
     assert found["outside"] == "refused"  # the CPU build of torch: only inside the block
     assert found["plain_error"] is False
