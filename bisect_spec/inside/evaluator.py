@@ -731,6 +731,14 @@ class Evaluator:
                 record.update(self._failure(exc, stderr.getvalue()))
                 record["status"] = "crashed"
                 record["crash"] = "MemoryError"
+            except launch_path.NotLoaded as exc:
+                # a stand-in of the emulation read outside the stage that would stop on it: our fault, recorded as
+                # one; the worker lives on (a BaseException, it would otherwise end the worker process)
+                record.update(self._failure(exc, stderr.getvalue()))
+                record["status"] = "crashed"
+                record["tool_fault"] = f"a stand-in read outside its stage ({str(exc)[:160]})"
+                record["crash"] = (f"tool fault: {record['tool_fault']} (bisect-spec's own emulation failed, not "
+                                   "SGLang: please report it against bisect-spec with this command and --debug)")
             except Exception as exc:
                 lazy = self._lazy_module(exc)
                 if lazy is not None and lazy not in self.cpu_imports and _retries < 8:

@@ -499,7 +499,7 @@ def _set_in_a_later_step(exc: BaseException, progress: Progress) -> str | None:
 
 
 #: A read of what only a loaded server has (the target's memory pool, its model): ends a stage.
-_NotLoaded = model_classes.NotLoaded
+_NotLoaded = NotLoaded = model_classes.NotLoaded
 
 
 class _DraftRunnerReached(BaseException):
@@ -892,7 +892,7 @@ def _parallel_override(groups: dict[str, Any]) -> Iterator[None]:
         try:
             with override(**accepted, **{name: group}):
                 accepted[name] = group
-        except Exception:
+        except (Exception, _NotLoaded):  # a width SGLang does not agree with: that group stays unbuilt
             continue
     with override(**accepted):
         yield
