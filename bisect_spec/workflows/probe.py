@@ -67,14 +67,20 @@ def failure_kind(outcome: Outcome) -> str | None:
     return "validation" if str(outcome.exception.get("type")) in VALIDATION_EXCEPTIONS else "crash"
 
 
+#: The target's attention-backend flags.
+TARGET_BACKEND_FLAGS = ("--attention-backend", "--decode-attention-backend", "--prefill-attention-backend")
 #: Flags that choose what a stage after the weights builds, searched for a fix of a failure raised there
 #: (sglang#23490: an EAGLE3 head inherits the target's MLA-only backend; its reporter's way out was
-#: ``--speculative-draft-attention-backend trtllm_mha``, which keeps the algorithm and the draft).
-STAGE_FLAGS = {
-    "attention_backend": ("--attention-backend", "--decode-attention-backend", "--prefill-attention-backend"),
-    "draft_worker": ("--speculative-draft-attention-backend", "--attention-backend", "--decode-attention-backend",
-                     "--prefill-attention-backend"),
-}
+#: ``--speculative-draft-attention-backend trtllm_mha``, which keeps the algorithm and the draft). The target's
+#: backend flags only where the user typed none of them: adding ``--decode-attention-backend`` to a typed
+#: ``--attention-backend`` would set aside what was typed while looking like an addition (sglang#9330).
+STAGE_FLAGS = {"attention_backend": TARGET_BACKEND_FLAGS,
+               "draft_worker": ("--speculative-draft-attention-backend", *TARGET_BACKEND_FLAGS)}
+
+
+def _stage_flags(config: Config, stage: str | None) -> list[str]:
+    typed_backend = any(flag in config.flags() for flag in TARGET_BACKEND_FLAGS)
+    return [flag for flag in STAGE_FLAGS.get(stage or "", ()) if not (typed_backend and flag in TARGET_BACKEND_FLAGS)]
 
 
 def shrink_space(session: Session, config: Config, stage: str | None = None) -> Any:
@@ -84,7 +90,7 @@ def shrink_space(session: Session, config: Config, stage: str | None = None) -> 
     from bisect_spec.search.space import CORE, DRAFT_FLAG, build_space
 
     values = load_strategy(DEFAULT_STRATEGY).values
-    flags = [*config.flags(), *CORE, *STAGE_FLAGS.get(stage or "", ())]
+    flags = [*config.flags(), *CORE, *_stage_flags(config, stage)]
     draft = session.target.draft
     if draft is None or draft.path is None:  # no draft to add: an edit naming one could not be evaluated
         flags = [flag for flag in flags if flag != DRAFT_FLAG]

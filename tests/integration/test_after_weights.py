@@ -333,3 +333,16 @@ def test_issue_23490_as_reported_the_draft_inherits_the_b200_default_and_the_rep
     fixed = session.evaluate(Config.from_argv(fix["argv"]))
     assert fixed.passed and fixed.record["attention_backends"] == ["TRTLLMMLABackend"]
     assert fixed.record["draft_attention_backends"] == ["TRTLLMHAAttnBackend"]
+
+
+def test_issue_9330s_next_step_edits_what_was_typed_rather_than_adding_a_backend_over_it() -> None:
+    # the user typed both backends; "add --decode-attention-backend flashinfer" also passes, but it sets aside the
+    # typed --attention-backend while looking like an addition: the target's backend flags are searched only
+    # where none was typed
+    from bisect_spec.workflows.probe import next_step
+
+    session = _session()
+    config = session.with_draft(Config.of(ISSUE_9330))
+    fix = next_step(session, config, session.evaluate(config))
+    assert fix is not None and fix["keeps_intent"], fix
+    assert not any(edit.startswith("add --") and "attention-backend" in edit for edit in fix["edits"]), fix["edits"]
