@@ -444,7 +444,7 @@ def _up_to_the_device(progress: Progress, stage: Callable[..., None], *args: Any
         progress.needs_gpu[progress.stage] = str(stop)
     except Exception as exc:
         where = (_device_step(exc) or _meta_value(exc) or _unwritten_context(exc)
-                 or _set_in_a_later_step(exc, progress)) if progress.after_weights else None
+                 or _set_in_a_later_step(exc, progress) or _unregistered_here(exc)) if progress.after_weights else None
         if where is None or _import_retried_first(exc):
             raise
         progress.needs_gpu[progress.stage] = where
@@ -1224,6 +1224,24 @@ def _meta_value(exc: BaseException) -> str | None:
             name = None
         if name is not None:
             return f"{caller.line or caller.name} ({_where(caller)}) checks {name}, a tensor the GPU holds"
+    return None
+
+
+_UNREGISTERED = re.compile(r"is not a registered model|are not supported for now|failed to be inspected")
+
+
+def _unregistered_here(exc: BaseException) -> str | None:
+    """SGLang's model registry refusing an architecture that a module of ``sglang.srt.models`` defines: on a
+    GPU box that module imports and registers it; here its import failed (the registry ignores such
+    failures and says the architecture is unknown): a stop naming the module, never a verdict; or None."""
+    for link in _chain(exc):
+        if not isinstance(link, ValueError) or not _UNREGISTERED.search(str(link)):
+            continue
+        defined = model_classes.defining_modules()
+        for name in re.findall(r"'(\w+)'", str(link)):
+            if name in defined:
+                return (f"the model registry has no {name} here: {', '.join(defined[name])} does not import on this "
+                        "machine (it registers the class on a GPU install)")
     return None
 
 

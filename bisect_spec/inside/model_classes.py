@@ -125,6 +125,11 @@ def _defining_modules() -> dict[str, tuple[str, ...]]:
     return {k: tuple(v) for k, v in index.items()}
 
 
+def defining_modules() -> dict[str, tuple[str, ...]]:
+    """Architecture class name -> the modules of ``sglang.srt.models`` that define it (read from their source)."""
+    return _defining_modules()
+
+
 def import_module(module: str) -> Any:
     if module in sys.modules:
         return sys.modules[module]
