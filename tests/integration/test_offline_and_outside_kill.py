@@ -97,3 +97,16 @@ def test_a_worker_hung_in_an_evaluation_dies_with_the_process_that_started_it(tm
     parent.kill()
     parent.wait()
     wait_for("the hung worker to be gone", lambda: gone([], [hung_worker]))
+
+
+def test_a_stand_in_read_outside_its_stage_is_a_tool_fault_named_as_ours() -> None:
+    # the emulation's stand-ins end a stage with a BaseException (SGLang's `except Exception` must not swallow
+    # it); one that escapes every stage is bisect-spec's fault: recorded as such, with what was read, never as
+    # SGLang's verdict (it once ended the worker process: a bare "worker died" record, and a restart per row)
+    with session_with_plugin(timeout=60) as session:
+        faulty = session.evaluate(Config.of({"--served-model-name": "fault:stand_in"}))
+        after = session.evaluate(Config.of({"--speculative-algorithm": "NGRAM"}))
+    assert faulty.status.value == "crashed", faulty.headline
+    assert faulty.tool_fault is not None and "a stand-in read outside its stage" in faulty.tool_fault
+    assert "the loaded target worker's model" in faulty.tool_fault
+    assert after.status.value == "passed", after.headline

@@ -39,6 +39,11 @@ def before_evaluate(argv: list[str]) -> list[str]:
         import urllib.request
 
         urllib.request.urlopen("http://huggingface.co/api/models/moonshotai/Kimi-K2.6", timeout=30)
+    elif kind == "stand_in":
+        # a stand-in of the emulation read where no stage stops on it: a BaseException of bisect-spec's own
+        from bisect_spec.inside.model_classes import NotLoaded
+
+        raise NotLoaded("reads the loaded target worker's model (a plugin's fault)")
     elif kind == "garbage":
         os.write(int(os.environ["BISECT_SPEC_PROTOCOL_FD"]), b"this is not json\n")
         time.sleep(3600)
