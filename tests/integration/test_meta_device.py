@@ -91,3 +91,40 @@ def test_gpu_placement_becomes_meta_and_values_are_never_invented(tmp_path: Path
     assert found["stand_in"] is None  # a stand-in local is never asked for its device (that read would end it)
     assert found["outside"] == "refused"  # the CPU build of torch: only inside the block
     assert found["plain_error"] is False
+
+
+REGISTRY_SCRIPT = textwrap.dedent('''
+    import json, sys
+    sys.path.insert(0, {root!r})
+    from bisect_spec.inside import launch_path
+
+    def refused(message):
+        try:
+            raise ValueError(message)
+        except ValueError as exc:
+            return launch_path._unregistered_here(exc)
+
+    print(json.dumps({{
+        "defined": refused("Cannot find model module. 'DeepseekV3ForCausalLMNextN' is not a registered model in the "
+                           "Transformers library"),
+        "unknown": refused("Cannot find model module. 'NoSuchModelForCausalLM' is not a registered model in the "
+                           "Transformers library"),
+        "older_words": refused("Model architectures ['LlamaForCausalLMEagle3'] are not supported for now."),
+    }}))
+''')
+
+
+def test_the_registry_refusing_an_architecture_sglang_defines_is_a_stop_and_an_unknown_one_is_not(tmp_path: Path) -> None:
+    # SGLang's registry skips a model module whose import fails; on a GPU install that module imports and registers
+    # its class. The refusal is then this machine's, not the configuration's: a stop naming the module. An
+    # architecture no module of sglang.srt.models defines stays SGLang's own verdict.
+    require_release("0.5.23")
+    script = tmp_path / "registry.py"
+    script.write_text(REGISTRY_SCRIPT.format(root=str(Path(__file__).resolve().parents[2])))
+    done = subprocess.run([environments.get("0.5.23").interpreter(), str(script)], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found["defined"] and "sglang.srt.models.deepseek_nextn" in found["defined"], found
+    assert found["unknown"] is None
+    assert found["older_words"] and "LlamaForCausalLMEagle3" in found["older_words"]
