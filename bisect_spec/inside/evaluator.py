@@ -467,6 +467,15 @@ def import_for_resolution() -> types.ModuleType:
     return result
 
 
+def _record_tool_fault(record: dict[str, Any], fault: str, exc: BaseException) -> None:
+    """Record ``exc`` as a fault of the emulation (``fault`` says where), never as a verdict on SGLang."""
+    record["status"] = "crashed"
+    record["tool_fault"] = fault
+    record["crash"] = (f"tool fault in {fault}: {type(exc).__name__}: {str(exc)[:200]} "
+                       "(bisect-spec's own emulation failed, not SGLang: please report it "
+                       "against bisect-spec with this command and --debug)")
+
+
 class Evaluator:
     """One imported SGLang release, ready to resolve configurations on request.
 
@@ -735,10 +744,7 @@ class Evaluator:
                 # a stand-in of the emulation read outside the stage that would stop on it: our fault, recorded as
                 # one; the worker lives on (a BaseException, it would otherwise end the worker process)
                 record.update(self._failure(exc, stderr.getvalue()))
-                record["status"] = "crashed"
-                record["tool_fault"] = f"a stand-in read outside its stage ({str(exc)[:160]})"
-                record["crash"] = (f"tool fault: {record['tool_fault']} (bisect-spec's own emulation failed, not "
-                                   "SGLang: please report it against bisect-spec with this command and --debug)")
+                _record_tool_fault(record, f"a stand-in read outside its stage ({str(exc)[:160]})", exc)
             except Exception as exc:
                 lazy = self._lazy_module(exc)
                 if lazy is not None and lazy not in self.cpu_imports and _retries < 8:
@@ -754,11 +760,7 @@ class Evaluator:
                     gpu_code = isinstance(exc, ModuleNotFoundError) and bool(self._memo.packages_needed())
                     fault = None if gpu_code else launch_path.tool_fault(exc, progress)
                     if fault is not None:  # the emulation's fault: never a verdict on SGLang
-                        record["status"] = "crashed"
-                        record["tool_fault"] = fault
-                        record["crash"] = (f"tool fault in {fault}: {type(exc).__name__}: {str(exc)[:200]} "
-                                           "(bisect-spec's own emulation failed, not SGLang: please report it "
-                                           "against bisect-spec with this command and --debug)")
+                        _record_tool_fault(record, fault, exc)
             if retry:  # outside the handler: the retry's own failure must not chain onto this ImportError
                 return self.evaluate(record["argv"], _retries=_retries + 1)
             record["given"] = self._given(argv, parser.namespace)

@@ -26,6 +26,7 @@ this placement rewrite. ``torch.device("meta")`` as a default device would also 
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
 import sys
 import traceback
@@ -46,15 +47,15 @@ def _is_gpu(device: Any) -> bool:
     return getattr(device, "type", None) == "cuda"
 
 
-@contextlib.contextmanager
-def cuda_on_meta() -> Iterator[None]:
-    """Within the block, tensors placed on a GPU are made on ``meta`` (see the module's notes)."""
+@functools.cache
+def _mode() -> Any:
+    """The ``TorchFunctionMode`` class that rewrites GPU placement to ``meta`` (built once per process); None
+    without torch."""
     try:
         import torch
         from torch.overrides import TorchFunctionMode
     except ImportError:  # pragma: no cover - every SGLang release needs torch
-        yield
-        return
+        return None
 
     class _CudaOnMeta(TorchFunctionMode):  # type: ignore[misc]  # torch is not typed here
         def __torch_function__(self, func: Any, types_: Any, args: Any = (), kwargs: Any = None) -> Any:
@@ -70,7 +71,17 @@ def cuda_on_meta() -> Iterator[None]:
                 args = (args[0], "meta", *args[2:])
             return func(*args, **kwargs)
 
-    with _CudaOnMeta():
+    return _CudaOnMeta
+
+
+@contextlib.contextmanager
+def cuda_on_meta() -> Iterator[None]:
+    """Within the block, tensors placed on a GPU are made on ``meta`` (see the module's notes)."""
+    mode = _mode()
+    if mode is None:
+        yield
+        return
+    with mode():
         yield
 
 

@@ -83,14 +83,16 @@ def _stage_flags(config: Config, stage: str | None) -> list[str]:
     return [flag for flag in STAGE_FLAGS.get(stage or "", ()) if not (typed_backend and flag in TARGET_BACKEND_FLAGS)]
 
 
-def shrink_space(session: Session, config: Config, stage: str | None = None) -> Any:
+def shrink_space(session: Session, config: Config, failing: Outcome | None = None) -> Any:
     """Domains for shrinking and fixing: the config's flags plus the core speculative flags, and, for a
-    failure raised in a stage after the weights, the flags that choose what that stage builds."""
+    failure (``failing``, the config's outcome) raised in a stage after the weights, the flags that choose
+    what that stage builds."""
     from bisect_spec.search.plan import DEFAULT_STRATEGY, load_strategy
     from bisect_spec.search.space import CORE, DRAFT_FLAG, build_space
 
     values = load_strategy(DEFAULT_STRATEGY).values
-    flags = [*config.flags(), *CORE, *_stage_flags(config, stage)]
+    stage = failing.record.get("stage") if failing is not None else None
+    flags = [*config.flags(), *CORE, *_stage_flags(config, stage if isinstance(stage, str) else None)]
     draft = session.target.draft
     if draft is None or draft.path is None:  # no draft to add: an edit naming one could not be evaluated
         flags = [flag for flag in flags if flag != DRAFT_FLAG]
@@ -111,9 +113,8 @@ def next_step(session: Session, config: Config, outcome: Outcome) -> dict[str, A
     # another algorithm the user did not ask for, though one may pass on these stages
     keep_algorithm = session.missing_draft(config) is not None
     algorithm = config.get("--speculative-algorithm")
-    stage = outcome.record.get("stage")
-    found = nearest_working(config, shrink_space(session, config, stage if isinstance(stage, str) else None),
-                            evaluate_many, limit=5 if keep_algorithm else 1, failing=outcome)
+    found = nearest_working(config, shrink_space(session, config, outcome), evaluate_many,
+                            limit=5 if keep_algorithm else 1, failing=outcome)
     return next((fix for fix in found["fixes"]
                  if not keep_algorithm or Config.from_argv(fix["argv"]).get("--speculative-algorithm") == algorithm), None)
 

@@ -149,10 +149,8 @@ def shrink_in_session(session: Session, config: Config, *, budget: Any = None, f
         if fix:
             from bisect_spec.reduce.repair import nearest_working
 
-            stage = first.record.get("stage")
-            fix_space = shrink_space(session, original or config, stage if isinstance(stage, str) else None)
-            report.fixes = nearest_working(original or config, fix_space, evaluate_many,
-                                           failing=first if original is None else None)
+            report.fixes = nearest_working(original or config, shrink_space(session, original or config, first),
+                                           evaluate_many, failing=first)
         if out_dir is not None:
             report.files = write_reproducers(session, report, out_dir)
     return report
