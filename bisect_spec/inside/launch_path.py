@@ -722,6 +722,11 @@ def _worker_class(algorithm: str, progress: Progress) -> Any:
         return model_classes.source_reference(name, "EAGLEWorker")
 
 
+#: The most per-step draft runners the draft-model stage stands in for (multi-layer EAGLE builds one per step;
+#: beyond this a step's statements read a runner that is not there, and the stage stops, named).
+_MAX_STEP_RUNNERS = 64
+
+
 def _draft_model(args: Any, target: Any, progress: Progress) -> None:
     """The draft model's class, as SGLang's registry serves it for the draft's config, and the draft
     worker's own statements that share the target's embedding and head with it (``get_embed_and_head``
@@ -753,6 +758,12 @@ def _draft_model(args: Any, target: Any, progress: Progress) -> None:
     draft_model = model_classes.stand_in(draft_cls, getattr(draft_config, "hf_config", None))
     target_model = model_classes.stand_in(target_cls, getattr(target, "hf_config", None))
     draft_runner = _Shell("the draft runner", model=draft_model, server_args=args, model_config=draft_config)
+    steps = getattr(view, "speculative_num_steps", None)
+    # multi-layer EAGLE: one draft runner per step, each with its own built draft model (step 0's is the one above)
+    runners = [draft_runner] + [
+        _Shell(f"the draft runner of step {step}", server_args=args, model_config=draft_config,
+               model=model_classes.stand_in(draft_cls, getattr(draft_config, "hf_config", None)))
+        for step in range(1, steps if isinstance(steps, int) and 0 < steps <= _MAX_STEP_RUNNERS else 1)]
     target_runner = _Shell("the target runner", model=target_model, model_config=target, server_args=args,
                            load_config=model_classes.Opaque("the target runner's load config"))
     token_map = getattr(view, "speculative_token_map", None)
@@ -760,7 +771,11 @@ def _draft_model(args: Any, target: Any, progress: Progress) -> None:
     worker: Any = type(statements.owner or "DraftWorker", (_Shell,), model_classes.owner_methods(statements))
     shell = worker(f"the {statements.owner or 'draft worker'}", server_args=args,
                    target_worker=_Shell("the target worker", model_runner=target_runner, model_config=target),
-                   draft_model_runner=draft_runner, draft_runner=draft_runner,
+                   draft_model_runner=draft_runner, draft_runner=draft_runner, draft_runner_list=runners,
+                   model_runner_list=runners,  # 0.5.8.post1's multi-layer worker: its own per-step runners
+                   # what the worker's __init__ copies from the server arguments before its runners are built
+                   speculative_num_steps=steps, topk=getattr(view, "speculative_eagle_topk", None),
+                   speculative_num_draft_tokens=getattr(view, "speculative_num_draft_tokens", None),
                    speculative_algorithm=speculative_algorithm.from_string(algorithm),
                    hot_token_id=model_classes.Opaque("the hot token ids") if token_map else None)
     progress.built[id(shell)] = f"a {statements.owner or 'draft worker'} built by bisect-spec"
@@ -823,9 +838,8 @@ def _group_widths(args: Any) -> dict[str, int]:
     view = _view(args)
     tp, pp = getattr(view, "tp_size", 1) or 1, getattr(view, "pp_size", 1) or 1
     ep, moe_dp = getattr(view, "ep_size", 1) or 1, getattr(view, "moe_dp_size", 1) or 1
-    attn_cp, dp = getattr(view, "attn_cp_size", 1) or 1, getattr(view, "dp_size", 1) or 1
-    attention_dp = dp if getattr(view, "enable_dp_attention", False) else 1
-    attn_tp = max(1, tp // attention_dp // attn_cp)  # compute_dp_attention_world_info's width
+    attn_cp = getattr(view, "attn_cp_size", 1) or 1
+    attn_tp = _attention_world(view)[1]
     widths = {"world_size": tp * pp, "tp_size": tp, "pp_size": pp, "attn_tp_size": attn_tp, "attn_cp_size": attn_cp,
               "dcp_size": getattr(view, "dcp_size", 1) or 1, "moe_ep_size": ep, "moe_dp_size": moe_dp,
               "moe_tp_size": max(1, tp // (ep * moe_dp)), "shared_experts_tp_size": attn_tp, "one": 1}
@@ -929,6 +943,26 @@ def _runner_globals_kept() -> Iterator[None]:
                 value.update(contents)
 
 
+def _attention_world(view: Any) -> tuple[int, int, int, int]:
+    """TP rank 0's ``(attn_tp_rank, attn_tp_size, attn_dp_rank, attn_dp_size)``, by SGLang's own
+    ``compute_dp_attention_world_info`` where the release has it: its arguments changed by 0.5.23 (the
+    attention-DP width instead of ``enable_dp_attention`` and ``dp_size``), and up to 0.5.12 it returns
+    three values (the attention-DP width is then ``dp_size`` with DP attention, else 1)."""
+    tp, dp = getattr(view, "tp_size", 1) or 1, getattr(view, "dp_size", 1) or 1
+    cp, enabled = getattr(view, "attn_cp_size", 1) or 1, bool(getattr(view, "enable_dp_attention", False))
+    attn_dp = dp if enabled else 1
+    world_info = _attribute(("sglang.srt.layers.dp_attention",), "compute_dp_attention_world_info")
+    try:
+        found = tuple(_call(world_info, enable_dp_attention=enabled, tp_rank=0, tp_size=tp, dp_size=dp,
+                            attn_dp_size=attn_dp, attn_cp_size=cp)) if world_info is not None else ()
+    except ZeroDivisionError:  # widths the launch path refuses later in its own words (initialize_dp_attention)
+        found = ()
+    if len(found) < 3:
+        return 0, max(1, tp // attn_dp // cp), 0, attn_dp
+    rank, width, dp_rank = (int(v) for v in found[:3])
+    return rank, width, dp_rank, int(found[3]) if len(found) > 3 else attn_dp
+
+
 def _parallel_state(view: Any) -> Any:
     """TP rank 0's ``ParallelState``, as the scheduler builds it (0.5.16+: the runner takes ``ps``); None
     where the release has none."""
@@ -937,10 +971,7 @@ def _parallel_state(view: Any) -> Any:
         return None
     tp_size, dp_size = getattr(view, "tp_size", 1) or 1, getattr(view, "dp_size", 1) or 1
     attn_cp_size = getattr(view, "attn_cp_size", 1) or 1
-    world_info = _attribute(("sglang.srt.layers.dp_attention",), "compute_dp_attention_world_info")
-    attn_tp_rank, attn_tp_size, attn_dp_rank, attn_dp_size = (
-        world_info(bool(getattr(view, "enable_dp_attention", False)), 0, tp_size, dp_size, attn_cp_size)
-        if world_info is not None else (0, tp_size, 0, 1))
+    attn_tp_rank, attn_tp_size, attn_dp_rank, attn_dp_size = _attention_world(view)
     values = {"tp_rank": 0, "tp_size": tp_size, "pp_rank": 0, "pp_size": getattr(view, "pp_size", 1) or 1,
               "dp_rank": None, "dp_size": dp_size, "attn_tp_rank": attn_tp_rank, "attn_tp_size": attn_tp_size,
               "attn_cp_rank": 0, "attn_cp_size": attn_cp_size, "attn_dcp_rank": 0,

@@ -93,6 +93,14 @@ class Opaque:
     def __setitem__(self, key: Any, value: Any) -> None:
         pass
 
+    def _computed(self, *args: Any) -> Opaque:
+        """Arithmetic on a tensor gives a tensor: more of the same (``embed * scale``)."""
+        return Opaque(f"{self._what} (computed)")
+
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = __rtruediv__ = _computed
+    __floordiv__ = __rfloordiv__ = __mod__ = __rmod__ = __pow__ = __rpow__ = __matmul__ = __rmatmul__ = _computed
+    __neg__ = __pos__ = __abs__ = __invert__ = _computed
+
     def _refuse(self, *args: Any) -> Any:
         raise NotLoaded(f"uses the value of {self._what} (only a built model has it)")
 
@@ -646,9 +654,36 @@ def lm_head_statements(worker_cls: type) -> Statements | None:
                             if any(_called(n) in ("set_embed_and_head", "set_embed") for n in ast.walk(body[i]))),
                            default=None)
                 if last is not None:  # with the function's own imports before them (0.5.23: ``unwrap_lora_layer``)
+                    nodes = _whole_loop(method.body, body[start:last + 1])
                     imports = [n for n in body[:start] if isinstance(n, (ast.Import, ast.ImportFrom))]
-                    return Statements(filename, method.name, imports + body[start:last + 1], module, class_def.name)
+                    return Statements(filename, method.name, _locals_before(method.body, imports + nodes), module,
+                                      class_def.name)
     return None
+
+
+def _whole_loop(method_body: list[ast.stmt], nodes: list[ast.stmt]) -> list[ast.stmt]:
+    """``nodes``, or the loop of the method's own body that holds them all (0.5.21+'s multi-layer EAGLE worker
+    shares the embedding and head once per step, inside ``for i in range(self.speculative_num_steps)``)."""
+    for statement in method_body:
+        if isinstance(statement, (ast.For, ast.While)) and nodes[0] is not statement:
+            inside = {id(n) for n in ast.walk(statement)}
+            if all(id(node) in inside for node in nodes):
+                return [statement]
+    return nodes
+
+
+def _locals_before(method_body: list[ast.stmt], nodes: list[ast.stmt]) -> list[ast.stmt]:
+    """``nodes``, after the method's own plain assignments before them of the locals they read
+    (0.5.21+: ``target_runner = self.target_worker.model_runner``)."""
+    read = {n.id for node in nodes for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    first = next((i for i, statement in enumerate(method_body) if any(n is nodes[0] for n in ast.walk(statement))),
+                 None)
+    if first is None:
+        return nodes
+    kept = [statement for statement in method_body[:first] if isinstance(statement, ast.Assign)
+            and all(isinstance(t, ast.Name) and t.id in read for t in statement.targets)
+            and all(statement is not node for node in nodes)]
+    return kept + nodes
 
 
 def _embed_and_head_statements(body: list[ast.stmt]) -> Iterable[tuple[list[ast.stmt], int]]:

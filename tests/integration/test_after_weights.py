@@ -142,6 +142,39 @@ def test_issue_36536_multi_layer_eagle_fails_in_the_draft_workers_constructor() 
     assert fixed.status is Status.PASSED, fixed.headline
     assert fixed.record["stage"] == "draft_model" and fixed.record.get("draft_worker")
     assert "draft_worker" in fixed.record["stages_passed"]
+    # and the worker's embedding and head sharing, once per step's draft runner, runs to its end
+    assert "draft_model" not in (fixed.record.get("needs_gpu") or {}), fixed.record.get("needs_gpu")
+
+
+def test_multi_layer_eagle_shares_the_embedding_with_every_steps_draft_in_sglangs_own_loop() -> None:
+    # 0.5.21+ share the target's embedding and head inside `for i in range(self.speculative_num_steps)`, with a
+    # local read before the loop (`target_runner = ...`): the stage runs the whole loop on one draft per step
+    require_release("0.5.23")
+    session = shared_session("0.5.23", model="llama-3.1-8b", draft="eagle3", hardware="h100")
+    outcome = session.evaluate(session.with_draft(Config.of({
+        "--speculative-algorithm": "EAGLE", "--enable-multi-layer-eagle": None, "--speculative-num-steps": "3",
+        "--speculative-eagle-topk": "1", "--speculative-num-draft-tokens": "4"})))
+    assert outcome.status is Status.PASSED, outcome.headline
+    assert outcome.record["draft_worker"] == "MultiLayerEagleWorkerV2"
+    assert outcome.record["stage"] == "draft_model"
+    assert "draft_model" not in (outcome.record.get("needs_gpu") or {}), outcome.record.get("needs_gpu")
+
+
+def test_multi_layer_eagle_without_a_draft_fails_where_a_steps_draft_lacks_set_embed_and_head() -> None:
+    # 0.5.11: with no draft path the draft's class is the target's own; Qwen3MoeForCausalLM has no
+    # set_embed_and_head, and the multi-layer worker's loop over its steps calls it on each step's draft
+    require_release("0.5.11")
+    session = shared_session("0.5.11", model="qwen3-235b-a22b", draft=None, hardware="h200")
+    outcome = session.evaluate(Config.of({
+        "--tp-size": "8", "--speculative-algorithm": "EAGLE", "--enable-multi-layer-eagle": None,
+        "--speculative-num-steps": "3", "--speculative-eagle-topk": "1", "--speculative-num-draft-tokens": "4"}))
+    assert outcome.status is Status.FAILED, outcome.headline
+    assert outcome.exception["type"] == "AttributeError"
+    assert outcome.exception["message"] == "'Qwen3MoeForCausalLM' object has no attribute 'set_embed_and_head'"
+    frame = outcome.record["frame"]
+    assert (frame["file"], frame["function"]) == ("srt/speculative/multi_layer_eagle_worker_v2.py", "init_lm_head")
+    assert "set_embed_and_head(embed, head)" in frame["statement"]
+    assert outcome.record["stage"] == "draft_model" and outcome.record["after_weights"] is True
 
 
 @pytest.mark.parametrize("release", ["0.5.1.post3", "0.5.3", "0.5.9", "0.5.12", "0.5.18", "0.5.23"])

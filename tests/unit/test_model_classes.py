@@ -44,6 +44,11 @@ class Draft(Base):
         self.hot_token_id = None
 
 
+class Other:
+    def get_embed_and_head(self):
+        raise RuntimeError("a method body must not run")
+
+
 EntryClass = [Target, Draft]
 
 
@@ -61,9 +66,18 @@ class Worker:
 
 class OtherWorker:
     def init_lm_head(self):
-        scale = 2
+        if self.after:
+            scale = 2
         embed, head = self.target_worker.model.get_embed_and_head()
         self.draft.set_embed_and_head(embed * scale, head)
+
+
+class StepWorker:
+    def init_lm_head(self):
+        scale = 2
+        for i in range(self.steps):
+            embed, head = self.target_worker.model.get_embed_and_head()
+            self.drafts[i].set_embed_and_head(embed * scale, head)
 '''
 
 
@@ -135,6 +149,20 @@ def test_a_local_the_function_set_before_the_statements_stops_the_stage(fake_sgl
                      draft=model_classes.stand_in(fake_sglang.Draft))
     with pytest.raises(model_classes.NotLoaded, match="reads scale, a local of init_lm_head"):
         model_classes.run(statements, self=worker)
+
+
+def test_the_loop_around_the_statements_and_the_plain_locals_before_it_run_as_sglang_wrote_them(
+        fake_sglang: ModuleType) -> None:
+    # 0.5.21+'s multi-layer EAGLE worker: `target_runner = ...` before `for i in range(self.speculative_num_steps)`
+    statements = model_classes.lm_head_statements(fake_sglang.StepWorker)
+    assert statements is not None
+    assert [type(node).__name__ for node in statements.nodes] == ["Assign", "For"]
+    drafts = [model_classes.stand_in(fake_sglang.Draft), model_classes.stand_in(fake_sglang.Other)]
+    worker = _Holder(target_worker=_Holder(model=model_classes.stand_in(fake_sglang.Target)), drafts=drafts, steps=2)
+    with pytest.raises(AttributeError, match="'Other' object has no attribute 'set_embed_and_head'"):
+        model_classes.run(statements, self=worker)
+    worker = _Holder(target_worker=_Holder(model=model_classes.stand_in(fake_sglang.Target)), drafts=drafts, steps=1)
+    model_classes.run(statements, self=worker)  # step 0's draft has it: the loop runs to its end
 
 
 class _Runner:
