@@ -111,10 +111,11 @@ def _sibling(name: str) -> types.ModuleType:
 
 
 try:
-    from bisect_spec.inside import meta_device, model_classes
+    from bisect_spec.inside import meta_device, model_classes, version_shims
 except ImportError:  # repro.py: this file without its package
     model_classes = _sibling("model_classes")
     meta_device = _sibling("meta_device")
+    version_shims = _sibling("version_shims")
 
 #: Stages in launch order. A failure records the stage it failed in; a PASSED outcome the last
 #: stage it ran (``STAGE_WORDS`` says it in words: "PASSED up to attention-backend selection").
@@ -413,7 +414,7 @@ def _after_the_target_config(args: Any, target: Any, model_config_cls: Any, from
     if from_server_args is not None:
         _draft_model_config(args, target, progress)
     runner = _model_runner(args, target, progress)
-    with _groups_built(args):
+    with _groups_built(args), _dp_attention_initialized(args, target):
         _after_the_device_step(args, target, runner, model_config_cls, from_server_args, progress)
 
 
@@ -751,6 +752,7 @@ def _draft_model(args: Any, target: Any, progress: Progress) -> None:
         if missing:
             progress.needs_gpu["draft_model"] = f"no module of sglang.srt.models defines {', '.join(missing)}"
         return
+    _draft_built(draft_config, draft_cls, progress)
     statements = model_classes.lm_head_statements(worker_cls)
     if statements is None:
         return
@@ -780,6 +782,56 @@ def _draft_model(args: Any, target: Any, progress: Progress) -> None:
                    hot_token_id=model_classes.Opaque("the hot token ids") if token_map else None)
     progress.built[id(shell)] = f"a {statements.owner or 'draft worker'} built by bisect-spec"
     model_classes.run(statements, self=shell)
+
+
+def _draft_built(draft_config: Any, draft_cls: type, progress: Progress) -> None:
+    """The draft model built as the draft worker's loader builds it, on ``meta``: SGLang's own
+    ``_initialize_model`` (the class's ``__init__`` with the draft's real config and quantization), serving the
+    class :mod:`model_classes` found (the registry may have skipped its module on this CPU). A refusal the
+    model's own module raises (``raise``/``assert`` in ``sglang/srt/models``: "EAGLE3 currently only supports 1
+    layer" for a two-layer EAGLE3 head, 0.4.6 … 0.5.9) is SGLang's verdict; any other failure of the build (a
+    layer's CPU-only branch, a kernel only a GPU has) stops it, recorded, and the stage goes on with stand-ins."""
+    loader = _attribute(("sglang.srt.model_loader.loader",), "_initialize_model")
+    load_config_cls = _attribute(("sglang.srt.configs.load_config",), "LoadConfig")
+    default_dtype = _attribute(("sglang.srt.model_loader.utils", "sglang.srt.model_loader.loader"),
+                               "set_default_torch_dtype")
+    if loader is None or load_config_cls is None or default_dtype is None or model_classes.FROM_SOURCE in vars(draft_cls):
+        return
+    import torch
+
+    module = sys.modules[loader.__module__]
+    load_config = _call(load_config_cls, load_format="dummy")
+    served = (lambda *_args, **_kwargs: (draft_cls, draft_cls.__name__))  # noqa: E731 - the registry's answer
+    try:
+        with _replaced(module, "get_model_architecture", served), default_dtype(draft_config.dtype), \
+                torch.device("meta"), version_shims.import_window(["vllm._custom_ops"]):
+            quantization = getattr(module, "_get_quantization_config", None)
+            extra = ({"quant_config": _call(quantization, draft_config, load_config)}
+                     if quantization is not None and "quant_config" in (_accepted(loader) or ()) else {})
+            _call(loader, draft_config, load_config, **extra)
+    except _NotLoaded as stop:
+        progress.needs_gpu["draft_model"] = f"building {draft_cls.__name__} on meta: {stop}"
+    except Exception as exc:
+        if _refused_by_the_model(exc):
+            raise
+        frames = [f for f in traceback.extract_tb(exc.__traceback__) if "/sglang/" in f.filename.replace(os.sep, "/")]
+        where = f" ({_where(frames[-1])})" if frames else ""
+        progress.needs_gpu["draft_model"] = (f"building {draft_cls.__name__} on meta stopped at "
+                                             f"{type(exc).__name__}: {str(exc)[:120]}{where}")
+
+
+_REFUSALS = (ValueError, AssertionError, NotImplementedError)
+
+
+def _refused_by_the_model(exc: BaseException) -> bool:
+    """True when ``exc`` was raised by a ``raise`` or ``assert`` statement of a module of ``sglang.srt.models``:
+    the model class refusing its config, as it would on a GPU box."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not isinstance(exc, _REFUSALS) or not frames:
+        return False
+    last = frames[-1]
+    statement = (last.line or "").lstrip()
+    return "/sglang/srt/models/" in last.filename.replace(os.sep, "/") and statement.startswith(("raise", "assert"))
 
 
 def _explicit_model_config(model_config_cls: Any, args: Any) -> Any:
@@ -891,6 +943,47 @@ def _groups_built(args: Any) -> Iterator[None]:
     finally:
         for module_name in written:
             setattr(state, module_name, None)
+
+
+#: A module's plain global constants (``_ATTN_DP_SIZE``), put back after a stage wrote them.
+_PLAIN_GLOBAL = re.compile(r"^_[A-Z][A-Z0-9_]*$")
+
+
+@contextlib.contextmanager
+def _dp_attention_initialized(args: Any, target: Any) -> Iterator[None]:
+    """SGLang's own ``initialize_dp_attention``, as ``init_torch_distributed`` runs it once the groups exist:
+    0.5.9 … 0.5.20 keep the attention-DP ranks and sizes as module globals whose getters assert ("dp attention
+    not initialized!"), which building a model reads. The module's plain globals and its gathered-buffer
+    metadata are put back afterwards. Where it needs more than the stood-in groups (0.5.1 … 0.5.8 build an
+    attention-TP group of their own; 0.4.x take other arguments), it is left unrun, and a read ends a stage as
+    before."""
+    module = sys.modules.get("sglang.srt.layers.dp_attention")
+    initialize = getattr(module, "initialize_dp_attention", None)
+    if initialize is None or not {"server_args", "model_config"} <= (_accepted(initialize) or set()):
+        yield  # 0.5.21+ derive it from the published context (and write it there for good): left alone
+        return
+    saved = {name: value for name, value in vars(module).items()
+             if _PLAIN_GLOBAL.match(name) and isinstance(value, (type(None), int, bool, float, str))}
+    wrapper = getattr(module, "_DpGatheredBufferWrapper", None)
+    wrapper_saved = dict(vars(wrapper)) if isinstance(wrapper, type) else {}
+    flags = _attribute(("sglang.srt.runtime_context",), "get_flags")
+    dp_flags = None
+    with contextlib.suppress(Exception):
+        dp_flags = flags().dp if flags is not None else None  # 0.5.17+ write the DP flags there too
+    try:
+        with _saved_state(dp_flags):
+            with contextlib.suppress(Exception, _NotLoaded):
+                _call(initialize, server_args=args, model_config=target)
+            yield
+    finally:
+        for name, value in saved.items():
+            setattr(module, name, value)
+        if isinstance(wrapper, type):
+            for name in set(vars(wrapper)) - set(wrapper_saved):
+                delattr(wrapper, name)
+            for name, value in wrapper_saved.items():
+                if not name.startswith("__") and vars(wrapper).get(name) is not value:
+                    setattr(wrapper, name, value)
 
 
 @contextlib.contextmanager
