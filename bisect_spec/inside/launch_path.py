@@ -723,9 +723,27 @@ def _worker_class(algorithm: str, progress: Progress) -> Any:
         return model_classes.source_reference(name, "EAGLEWorker")
 
 
-#: The most per-step draft runners the draft-model stage stands in for (multi-layer EAGLE builds one per step;
-#: beyond this a step's statements read a runner that is not there, and the stage stops, named).
-_MAX_STEP_RUNNERS = 64
+class _StepRunners:
+    """Multi-layer EAGLE's draft runners, one per step (``draft_runner_list``): step 0's is the stage's draft runner,
+    the others stood in for when SGLang's loop reaches them, as many as the worker builds (its step count)."""
+
+    def __init__(self, first: Any, make: Callable[[int], Any], steps: int) -> None:
+        self._made: dict[int, Any] = {0: first}
+        self._make, self._steps = make, steps
+
+    def __len__(self) -> int:
+        return self._steps
+
+    def __getitem__(self, index: int) -> Any:
+        if not isinstance(index, int) or not -self._steps <= index < self._steps:
+            raise IndexError("list index out of range")  # as the worker's own list would
+        index %= self._steps
+        if index not in self._made:
+            self._made[index] = self._make(index)
+        return self._made[index]
+
+    def __iter__(self) -> Iterator[Any]:
+        return (self[index] for index in range(self._steps))
 
 
 def _draft_model(args: Any, target: Any, progress: Progress) -> None:
@@ -762,10 +780,10 @@ def _draft_model(args: Any, target: Any, progress: Progress) -> None:
     draft_runner = _Shell("the draft runner", model=draft_model, server_args=args, model_config=draft_config)
     steps = getattr(view, "speculative_num_steps", None)
     # multi-layer EAGLE: one draft runner per step, each with its own built draft model (step 0's is the one above)
-    runners = [draft_runner] + [
-        _Shell(f"the draft runner of step {step}", server_args=args, model_config=draft_config,
-               model=model_classes.stand_in(draft_cls, getattr(draft_config, "hf_config", None)))
-        for step in range(1, steps if isinstance(steps, int) and 0 < steps <= _MAX_STEP_RUNNERS else 1)]
+    runners = _StepRunners(draft_runner, lambda step: _Shell(
+        f"the draft runner of step {step}", server_args=args, model_config=draft_config,
+        model=model_classes.stand_in(draft_cls, getattr(draft_config, "hf_config", None))),
+        steps if isinstance(steps, int) and steps > 0 else 1)
     target_runner = _Shell("the target runner", model=target_model, model_config=target, server_args=args,
                            load_config=model_classes.Opaque("the target runner's load config"))
     token_map = getattr(view, "speculative_token_map", None)
@@ -800,9 +818,9 @@ def _draft_built(draft_config: Any, draft_cls: type, progress: Progress) -> None
     import torch
 
     module = sys.modules[loader.__module__]
-    load_config = _call(load_config_cls, load_format="dummy")
     served = (lambda *_args, **_kwargs: (draft_cls, draft_cls.__name__))  # noqa: E731 - the registry's answer
     try:
+        load_config = _call(load_config_cls, load_format="dummy")
         with _replaced(module, "get_model_architecture", served), default_dtype(draft_config.dtype), \
                 torch.device("meta"), version_shims.import_window(["vllm._custom_ops"]):
             quantization = getattr(module, "_get_quantization_config", None)
@@ -812,7 +830,7 @@ def _draft_built(draft_config: Any, draft_cls: type, progress: Progress) -> None
     except _NotLoaded as stop:
         progress.needs_gpu["draft_model"] = f"building {draft_cls.__name__} on meta: {stop}"
     except Exception as exc:
-        if _refused_by_the_model(exc):
+        if _refused_by_the_model(exc, draft_cls):
             raise
         frames = [f for f in traceback.extract_tb(exc.__traceback__) if "/sglang/" in f.filename.replace(os.sep, "/")]
         where = f" ({_where(frames[-1])})" if frames else ""
@@ -823,15 +841,21 @@ def _draft_built(draft_config: Any, draft_cls: type, progress: Progress) -> None
 _REFUSALS = (ValueError, AssertionError, NotImplementedError)
 
 
-def _refused_by_the_model(exc: BaseException) -> bool:
-    """True when ``exc`` was raised by a ``raise`` or ``assert`` statement of a module of ``sglang.srt.models``:
-    the model class refusing its config, as it would on a GPU box."""
+def _refused_by_the_model(exc: BaseException, cls: type) -> bool:
+    """True when ``exc`` was raised, unchained, by a ``raise`` or ``assert`` statement of the module of ``cls`` or of
+    one of its bases in ``sglang.srt.models``: the model class refusing its config, as it would on a GPU box."""
     frames = traceback.extract_tb(exc.__traceback__)
-    if not isinstance(exc, _REFUSALS) or not frames:
+    if not isinstance(exc, _REFUSALS) or not frames or exc.__cause__ is not None or exc.__context__ is not None:
         return False
+    files = set()
+    for klass in cls.__mro__:
+        module = sys.modules.get(klass.__module__)
+        path = getattr(module, "__file__", None) or ""
+        if "/sglang/srt/models/" in path.replace(os.sep, "/"):
+            files.add(os.path.abspath(path))
     last = frames[-1]
     statement = (last.line or "").lstrip()
-    return "/sglang/srt/models/" in last.filename.replace(os.sep, "/") and statement.startswith(("raise", "assert"))
+    return os.path.abspath(last.filename) in files and statement.startswith(("raise", "assert"))
 
 
 def _explicit_model_config(model_config_cls: Any, args: Any) -> Any:
@@ -954,9 +978,10 @@ def _dp_attention_initialized(args: Any, target: Any) -> Iterator[None]:
     """SGLang's own ``initialize_dp_attention``, as ``init_torch_distributed`` runs it once the groups exist:
     0.5.9 … 0.5.20 keep the attention-DP ranks and sizes as module globals whose getters assert ("dp attention
     not initialized!"), which building a model reads. The module's plain globals and its gathered-buffer
-    metadata are put back afterwards. Where it needs more than the stood-in groups (0.5.1 … 0.5.8 build an
-    attention-TP group of their own; 0.4.x take other arguments), it is left unrun, and a read ends a stage as
-    before."""
+    metadata are put back afterwards, and so is what 0.5.20's writes into the runtime context for good
+    (``get_parallel().override_permanently``: its ``_derived`` widths). 0.5.1 … 0.5.8 run it until it builds an
+    attention-TP group of its own (a device step), which ends it half-way; what it set is put back afterwards too.
+    0.4.x take other arguments and 0.5.21+ derive it from the published context: there it is not run."""
     module = sys.modules.get("sglang.srt.layers.dp_attention")
     initialize = getattr(module, "initialize_dp_attention", None)
     if initialize is None or not {"server_args", "model_config"} <= (_accepted(initialize) or set()):
@@ -967,9 +992,13 @@ def _dp_attention_initialized(args: Any, target: Any) -> Iterator[None]:
     wrapper = getattr(module, "_DpGatheredBufferWrapper", None)
     wrapper_saved = dict(vars(wrapper)) if isinstance(wrapper, type) else {}
     flags = _attribute(("sglang.srt.runtime_context",), "get_flags")
-    dp_flags = None
+    parallel = _attribute(("sglang.srt.runtime_context",), "get_parallel")
+    dp_flags = derived = None
     with contextlib.suppress(Exception):
         dp_flags = flags().dp if flags is not None else None  # 0.5.17+ write the DP flags there too
+    with contextlib.suppress(Exception):
+        derived = getattr(parallel(), "_derived", None) if parallel is not None else None
+    derived_saved = dict(derived) if isinstance(derived, dict) else None
     try:
         with _saved_state(dp_flags):
             with contextlib.suppress(Exception, _NotLoaded):
@@ -978,6 +1007,9 @@ def _dp_attention_initialized(args: Any, target: Any) -> Iterator[None]:
     finally:
         for name, value in saved.items():
             setattr(module, name, value)
+        if isinstance(derived, dict) and derived_saved is not None:
+            derived.clear()
+            derived.update(derived_saved)
         if isinstance(wrapper, type):
             for name in set(vars(wrapper)) - set(wrapper_saved):
                 delattr(wrapper, name)

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import subprocess
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -19,6 +21,7 @@ from bisect_spec import api
 from bisect_spec.model.flags import Config
 from bisect_spec.model.outcome import Status
 from bisect_spec.reduce.shrink import Budget
+from bisect_spec.runtime import environments
 from bisect_spec.runtime.session import Session
 from tests.conftest import require_release, shared_session
 
@@ -399,6 +402,7 @@ def test_a_two_layer_eagle3_head_is_refused_by_its_own_class_when_the_draft_is_b
     if not refused:
         assert outcome.status is Status.PASSED, outcome.headline
         assert outcome.record["stage"] == "draft_model"
+        assert "draft_model" not in (outcome.record.get("needs_gpu") or {}), outcome.record.get("needs_gpu")  # built
         return
     assert outcome.status is Status.FAILED, outcome.headline
     assert (outcome.exception["type"], outcome.exception["message"]) == (
@@ -425,3 +429,39 @@ def test_a_nextn_draft_is_built_on_the_attention_dp_sglang_initialises_after_the
                                                            "--speculative-num-steps": "2", "--speculative-eagle-topk": "1",
                                                            "--speculative-num-draft-tokens": "3"})))
     assert again.status is Status.PASSED and "draft_model" not in (again.record.get("needs_gpu") or {}), again.record
+
+
+
+DP_STATE_SCRIPT = textwrap.dedent('''
+    import json, sys
+    sys.path.insert(0, {root!r})
+    from bisect_spec.inside.evaluator import Evaluator
+
+    spec = json.loads({spec!r})
+    evaluator = Evaluator(spec["hardware"], spec["gpus"])
+    found = []
+    for argv in spec["argvs"]:
+        record = evaluator.evaluate(argv)
+        from sglang.srt.runtime_context import get_parallel
+        found.append({{"status": record["status"], "stage": record.get("stage"), "derived": dict(get_parallel()._derived)}})
+    print(json.dumps(found))
+''')
+
+
+def test_the_attention_dp_width_sglang_writes_for_good_is_put_back_after_the_evaluation(tmp_path: Path) -> None:
+    # 0.5.20's initialize_dp_attention (run on the stood-in groups) writes the attention-DP width into the runtime
+    # context with override_permanently; the worker's next evaluation must not inherit it
+    require_release("0.5.20")
+    session = shared_session("0.5.20", model="deepseek-v3", draft="nextn", hardware="b200")
+    configs = [{"--tp-size": "8", "--speculative-algorithm": "EAGLE", "--enable-dp-attention": None, "--dp-size": "8"},
+               {"--tp-size": "8", "--speculative-algorithm": "EAGLE"}]
+    spec = {"hardware": session.target.hardware.record, "gpus": session.target.hardware.gpus,
+            "argvs": [session.argv(session.with_draft(Config.of(c))) for c in configs]}
+    script = tmp_path / "dp_state.py"
+    script.write_text(DP_STATE_SCRIPT.format(root=str(Path(__file__).resolve().parents[2]), spec=json.dumps(spec)))
+    python = environments.get("0.5.20").interpreter()
+    done = subprocess.run([python, str(script)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert [(f["status"], f["stage"]) for f in found] == [("passed", "draft_model")] * 2, found
+    assert [f["derived"] for f in found] == [{}, {}], found

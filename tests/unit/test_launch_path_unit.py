@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import importlib
 import sys
 import types
 from pathlib import Path
@@ -56,3 +57,57 @@ def test_a_device_call_torch_refuses_is_named_not_taken_for_sglangs_verdict(
         where = launch_path._device_step(exc)
     assert where is not None and where.endswith("needs a GPU") and "test_launch_path_unit.py" in where
     assert launch_path._device_step(AssertionError("Currently HybridAttentionBackend does not support ...")) is None
+
+
+REFUSING_MODELS = {
+    "refusing_eagle_head.py": '''
+from refusing_base_head import Base
+
+
+class Head(Base):
+    def __init__(self, config):
+        if config.layers != 1:
+            raise ValueError("only 1 layer")
+        if config.chained:
+            try:
+                import not_a_module  # noqa: F401
+            except ImportError:
+                raise NotImplementedError("needs a GPU kernel")
+        super().__init__(config)
+''',
+    "refusing_base_head.py": '''
+class Base:
+    def __init__(self, config):
+        assert config.width > 0, "width must be positive"
+        if config.registry:
+            from refusing_registry import refuse
+            refuse()
+''',
+    "refusing_registry.py": '''
+def refuse():
+    raise ValueError("not registered")
+''',
+}
+
+
+def test_a_refusal_counts_only_from_the_draft_class_own_modules_and_unchained(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    models = tmp_path / "sglang" / "srt" / "models"
+    models.mkdir(parents=True)
+    for name, source in REFUSING_MODELS.items():
+        (models / name).write_text(source)
+    monkeypatch.syspath_prepend(str(models))
+    head = importlib.import_module("refusing_eagle_head").Head
+
+    def refused(**config: object) -> bool:
+        values = {"layers": 1, "chained": False, "width": 1, "registry": False, **config}
+        try:
+            head(types.SimpleNamespace(**values))
+        except Exception as exc:
+            return launch_path._refused_by_the_model(exc, head)
+        raise AssertionError("built")
+
+    assert refused(layers=2) is True  # the class's own `raise`
+    assert refused(width=0) is True  # its base's `assert`
+    assert refused(chained=True) is False  # raised while handling another failure (a CPU-only import)
+    assert refused(registry=True) is False  # another module of sglang/srt/models raised it
