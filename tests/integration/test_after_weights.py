@@ -453,8 +453,9 @@ def test_the_attention_dp_width_sglang_writes_for_good_is_put_back_after_the_eva
     # context with override_permanently; the worker's next evaluation must not inherit it
     require_release("0.5.20")
     session = shared_session("0.5.20", model="deepseek-v3", draft="nextn", hardware="b200")
-    configs = [{"--tp-size": "8", "--speculative-algorithm": "EAGLE", "--enable-dp-attention": None, "--dp-size": "8"},
-               {"--tp-size": "8", "--speculative-algorithm": "EAGLE"}]
+    configs: list[dict[str, str | None]] = [
+        {"--tp-size": "8", "--speculative-algorithm": "EAGLE", "--enable-dp-attention": None, "--dp-size": "8"},
+        {"--tp-size": "8", "--speculative-algorithm": "EAGLE"}]
     spec = {"hardware": session.target.hardware.record, "gpus": session.target.hardware.gpus,
             "argvs": [session.argv(session.with_draft(Config.of(c))) for c in configs]}
     script = tmp_path / "dp_state.py"
