@@ -832,8 +832,8 @@ def _draft_built(draft_config: Any, draft_cls: type, progress: Progress) -> None
     except Exception as exc:
         if _refused_by_the_model(exc, draft_cls):
             raise
-        frames = [f for f in traceback.extract_tb(exc.__traceback__) if "/sglang/" in f.filename.replace(os.sep, "/")]
-        where = f" ({_where(frames[-1])})" if frames else ""
+        frame = _sglang_frame(traceback.extract_tb(exc.__traceback__))
+        where = f" ({_where(frame)})" if frame is not None else ""
         progress.needs_gpu["draft_model"] = (f"building {draft_cls.__name__} on meta stopped at "
                                              f"{type(exc).__name__}: {str(exc)[:120]}{where}")
 
@@ -1353,7 +1353,7 @@ def _device_step(exc: BaseException) -> str | None:
         if not frames:
             continue
         if isinstance(link, ModuleNotFoundError) and _GPU_CODE.search(str(link)):
-            caller = next((f for f in reversed(frames) if "/sglang/" in f.filename.replace(os.sep, "/")), frames[-1])
+            caller = _sglang_frame(frames) or frames[-1]
             return f"imports the GPU code of {link.name or link} ({_where(caller)}): needs a GPU install"
         in_torch = os.path.abspath(frames[-1].filename).startswith(root)
         if not (in_torch and re.search(r"cuda|CUDA|device|driver|not compiled", str(link))) \
@@ -1369,7 +1369,7 @@ def _meta_value(exc: BaseException) -> str | None:
     a tensor's placement: it stops the stage (:mod:`meta_device`); or None."""
     for link in _chain(exc):
         frames = traceback.extract_tb(link.__traceback__)
-        caller = next((f for f in reversed(frames) if "/sglang/" in f.filename.replace(os.sep, "/")), None)
+        caller = _sglang_frame(frames)
         if caller is None:
             continue
         if meta_device.reads_a_value(link):
@@ -1399,6 +1399,11 @@ def _unregistered_here(exc: BaseException) -> str | None:
                 return (f"the model registry has no {name} here: {', '.join(defined[name])} does not import on this "
                         "machine (it registers the class on a GPU install)")
     return None
+
+
+def _sglang_frame(frames: list[traceback.FrameSummary]) -> traceback.FrameSummary | None:
+    """The innermost of ``frames`` in SGLang's own code (the statement a stop or a verdict names), or None."""
+    return next((f for f in reversed(frames) if "/sglang/" in f.filename.replace(os.sep, "/")), None)
 
 
 def _where(frame: traceback.FrameSummary) -> str:
