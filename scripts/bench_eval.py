@@ -60,7 +60,7 @@ for argv in argvs:
         failed += 1
 elapsed = time.perf_counter() - started
 # a second pass, not timed as a whole: each launch-path stage's own time (wrapped, so its callees count)
-stages = {name: 0.0 for name in ("_construct", "_tokenizer_manager", "_model_runner", "_target_model",
+stages = {name: 0.0 for name in ("_construct", "_tokenizer_manager", "_model_runner", "_memory_pool", "_target_model",
                                  "_attention_backend", "_draft_worker_config", "_draft_worker", "_draft_model")}
 def timed(name, function):
     def wrapper(*args, **kwargs):
@@ -149,6 +149,7 @@ def main() -> None:
     print(f"ratio isolated/raw: {iso_rate / raw_rate:.2f} (goal >= 0.8)")
     names = {"_construct": "parse + resolve", "_tokenizer_manager": "tokenizer manager",
              "_model_runner": "model runner (to its first device step)",
+             "_memory_pool": "memory pool: weights on meta, SGLang's sizing (after weights)",
              "_attention_backend": "attention-backend choice (after weights)",
              "_draft_worker_config": "draft worker's model config (after weights)",
              "_draft_worker": "draft worker's construction (after weights)",

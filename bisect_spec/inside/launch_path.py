@@ -120,17 +120,18 @@ except ImportError:  # repro.py: this file without its package
 #: Stages in launch order. A failure records the stage it failed in; a PASSED outcome the last
 #: stage it ran (``STAGE_WORDS`` says it in words: "PASSED up to attention-backend selection").
 STAGES = ("parse", "resolve", "check_server_args", "auto_parsers", "tokenizer_manager", "target_model_config",
-          "draft_model_config", "model_runner", "target_model", "attention_backend", "draft_worker_model_config",
-          "draft_worker", "draft_model")
+          "draft_model_config", "model_runner", "memory_pool", "target_model", "attention_backend",
+          "draft_worker_model_config", "draft_worker", "draft_model")
 #: Stages that a real launch runs only after the target's weights are loaded.
-AFTER_WEIGHTS = frozenset({"target_model", "attention_backend", "draft_worker_model_config", "draft_worker",
-                           "draft_model"})
+AFTER_WEIGHTS = frozenset({"memory_pool", "target_model", "attention_backend", "draft_worker_model_config",
+                           "draft_worker", "draft_model"})
 #: Each stage in the words a verdict uses ("PASSED up to ...", "FAILED in ...").
 STAGE_WORDS = {"parse": "argument parsing", "resolve": "argument resolution",
                "check_server_args": "check_server_args", "auto_parsers": "parser detection",
                "tokenizer_manager": "the tokenizer manager's model config",
                "target_model_config": "the target's model config", "draft_model_config": "the draft's model config",
                "model_runner": "the model runner, before the weights load",
+               "memory_pool": "the target's memory pool, sized against the simulated box's memory",
                "target_model": "the target model's class and the speculative calls on it, after the weights load",
                "attention_backend": "attention-backend selection, after the weights load",
                "draft_worker_model_config": "the draft worker's model config, after the weights load",
@@ -180,6 +181,8 @@ class Progress:
         self.model_classes: dict[str, str] = {}
         #: the roles whose class was read from its source (its module does not import on this machine)
         self.classes_from_source: list[str] = []
+        #: the target's memory pool as SGLang sized it (``memory_pool`` stage): bytes, tokens, requests
+        self.memory_pool: dict[str, Any] | None = None
         #: objects a later stage takes from an earlier one (the draft's model config, the worker class);
         #: not recorded
         self.held: dict[str, Any] = {}
@@ -213,6 +216,8 @@ class Progress:
             record["model_classes"] = dict(self.model_classes)
         if self.classes_from_source:
             record["model_classes_from_source"] = list(self.classes_from_source)
+        if self.memory_pool is not None:
+            record["memory_pool"] = dict(self.memory_pool)
         return record
 
 
@@ -426,6 +431,8 @@ def _after_the_device_step(args: Any, target: Any, runner: Any, model_config_cls
         statements = model_classes.aux_capture_statements(type(runner).__mro__[1])
         if statements is not None and model_classes.after_attention_backends(statements, type(runner).__mro__[1]):
             stages.reverse()  # the release's own order: the first failure is the one a launch meets
+        # the runner sizes its pool right after the load, before its attention backends and the capture request
+        stages.insert(0, (_memory_pool, (args, target, runner, progress)))
         for stage, stage_args in stages:
             _up_to_the_device(progress, stage, *stage_args)
     if from_server_args is not None:
@@ -688,6 +695,206 @@ def _target_model(args: Any, runner: Any, progress: Progress) -> None:
         model_classes.run(statements, self=_BuiltRunner(runner), server_args=runner.server_args)
     finally:
         del runner.model
+
+
+#: Bytes in a GiB, as SGLang's ``get_available_gpu_memory`` counts them.
+_GIB = 1 << 30
+
+
+def _memory_pool(args: Any, target: Any, runner: Any, progress: Progress) -> None:
+    """The target's memory pool, sized by SGLang's own runner code against the simulated box's memory, where the
+    runner sizes it in the method that loads the weights (0.4.6 … 0.5.13: :func:`model_classes.memory_pool_statements`).
+
+    SGLang's statements of ``initialize`` from ``self.load_model()`` to ``self.init_memory_pool(...)`` run as
+    written on the runner, with these stood in for:
+
+    * the weights: ``--load-format dummy``, SGLang's own dummy loader, builds the class on ``meta`` (real shapes
+      and dtypes, no storage). Its random values are not drawn. The model's ``post_load_weights`` is not run (it
+      derives tensors from the weights' values: DeepSeek's absorbed MLA matrices, FP8 requantisation; minutes of
+      decomposed arithmetic on ``meta``); it only adds bytes. A quantisation method's post-load processing that
+      reads values is skipped and named (:func:`_with_tolerant_processing`). The barrier after the load returns;
+    * the registry's answer: the class :mod:`model_classes` found, as the draft build does;
+    * the device's free memory: ``get_available_gpu_memory`` answers the simulated GPU's whole memory less the
+      bytes of the built model's tensors, and ``initialize``'s ``min_per_gpu_memory`` is the whole memory.
+
+    A failure of the load is SGLang's verdict only where the model class or ``load_model`` itself refuses
+    (:func:`_loaded_on_meta`); else the stage stops, named. Sound in one direction only: a real box has less
+    free memory (the CUDA context, communication buffers, what ``post_load_weights`` adds), so what the
+    simulation leaves for the KV cache is an upper bound, and SGLang's "Not enough memory" here means not enough
+    there. A pool sized here is not a promise; the outcome records the figures (``memory_pool``). The runner's
+    own attributes are put back afterwards, so the stages after it see the runner they saw before; what the
+    sizing wrote into the server arguments (the draft's cache size) stays, as on a real box.
+    """
+    runner_cls: Any = type(runner).__mro__[1]
+    statements = model_classes.memory_pool_statements(runner_cls)
+    if statements is None:
+        return
+    progress.enter("memory_pool")
+    architectures = _target_architectures(progress, target)
+    cls = model_classes.model_class(architectures)
+    if cls is None or model_classes.FROM_SOURCE in vars(cls):
+        what = "does not import here" if cls is not None else "defines none of them"
+        progress.needs_gpu["memory_pool"] = (f"building {', '.join(architectures) or 'the target'} on meta: its "
+                                             f"module of sglang.srt.models {what}")
+        return
+    import torch
+
+    total = int(torch.cuda.get_device_properties(getattr(runner, "gpu_id", 0) or 0).total_memory)
+
+    counted: dict[int, int] = {}  # the built model's bytes, counted once (SGLang asks before and after the load)
+
+    def available(*_args: Any, **_kwargs: Any) -> float:  # the simulated GPU's free memory, in GiB
+        model = vars(runner).get("model")
+        if id(model) not in counted:
+            counted[id(model)] = _device_bytes(model)
+        return (total - counted[id(model)]) / _GIB
+
+    loader = sys.modules.get("sglang.srt.model_loader.loader")
+    served = (lambda *_args, **_kwargs: (cls, cls.__name__))  # noqa: E731 - the registry's answer
+    saved = dict(vars(runner))
+    runner.load_model = functools.partial(_loaded_on_meta, runner, runner_cls, cls)
+    try:
+        with contextlib.ExitStack() as stack:
+            for module in [m for name, m in list(sys.modules.items())
+                           if name.startswith("sglang.srt.model_executor") and m is not None]:
+                stack.enter_context(_replaced(module, "get_available_gpu_memory", available))
+            stack.enter_context(_replaced(loader, "get_model_architecture", served))
+            stack.enter_context(_replaced(loader, "initialize_dummy_weights", _no_values))
+            stack.enter_context(_replaced(loader, "post_load_weights", _no_values))
+            skipped: list[str] = []
+            initialize = getattr(loader, "_initialize_model", None)
+            if initialize is not None:
+                stack.enter_context(_replaced(loader, "_initialize_model",
+                                              functools.partial(_with_tolerant_processing, initialize, skipped)))
+            for barrier in ("barrier", "monitored_barrier"):  # every simulated rank finishes its load
+                stack.enter_context(_replaced(torch.distributed, barrier, _no_values))
+            stack.enter_context(_attribute_set(args, "load_format", "dummy"))
+            stack.enter_context(_environment_kept())
+            stack.enter_context(version_shims.import_window(["vllm._custom_ops"]))
+            try:
+                model_classes.run(statements, self=runner, **{p: total / _GIB for p in statements.parameters})
+            except Exception:
+                unsized = sorted(set(skipped) - _SIZE_NEUTRAL)
+                if unsized:  # the weights' bytes are not the ones SGLang would have counted: not a verdict
+                    raise _NotLoaded(f"sizing with the post-load processing of {', '.join(unsized)} not run (it "
+                                     "reads the weights' values)") from None
+                raise
+    finally:  # what SGLang sized, also where building the pools stopped after the sizing (a warm-up on the device)
+        sized = vars(runner).get("max_total_num_tokens")
+        if isinstance(sized, int):
+            model = vars(runner).get("model")
+            progress.memory_pool = {"total_bytes": total,
+                                    "weights_bytes": counted.get(id(model)) or _device_bytes(model),
+                                    "mem_fraction_static": getattr(runner, "mem_fraction_static", None),
+                                    "max_total_num_tokens": sized,
+                                    "request_slots": _request_slots(runner, args)}
+        vars(runner).clear()
+        vars(runner).update(saved)
+
+
+def _loaded_on_meta(runner: Any, runner_cls: Any, cls: type) -> None:
+    """SGLang's own ``load_model`` on the runner (the dummy loader, on ``meta``). A refusal of the model's own
+    modules (:func:`_refused_by_the_model`) or of ``load_model``'s own ``raise``/``assert`` is SGLang's verdict; any
+    other failure of the load (a layer's platform check: a vision tower's "only available for cuda" on this CPU
+    build of torch; a value only real weights hold) ends the stage, never a verdict."""
+    try:
+        runner_cls.load_model(runner)
+    except Exception as exc:
+        frames = traceback.extract_tb(exc.__traceback__)
+        last = frames[-1] if frames else None
+        own = (last is not None and last.name == "load_model" and exc.__cause__ is None and exc.__context__ is None
+               and os.path.abspath(last.filename) == os.path.abspath(inspect.getfile(runner_cls))
+               and (last.line or "").lstrip().startswith(("raise", "assert")))
+        if own or _refused_by_the_model(exc, cls):
+            raise
+        where = _device_step(exc) or _meta_value(exc)
+        if where is None:
+            frame = _sglang_frame(frames)
+            where = f"{type(exc).__name__}: {str(exc)[:120]}" + (f" ({_where(frame)})" if frame is not None else "")
+        raise _NotLoaded(f"loading {cls.__name__} on meta stopped at {where}") from None
+
+
+#: Post-load processing that reads the weights' values and changes no tensor's size: the KV-cache scales of an FP8
+#: checkpoint's attention layers (``BaseKVCacheMethod``, read from SGLang's ``quantization/kv_cache.py``).
+_SIZE_NEUTRAL = frozenset({"BaseKVCacheMethod", "Fp8KVCacheMethod", "ModelOptFp8KVCacheMethod",
+                           "CompressedTensorsKVCacheMethod"})
+
+
+def _with_tolerant_processing(initialize: Callable[..., Any], skipped: list[str], *args: Any, **kwargs: Any) -> Any:
+    """SGLang's ``_initialize_model``, with each quantization method's ``process_weights_after_loading`` on the
+    built model allowed to read values it cannot on ``meta``: that module's processing is then not run, and its
+    method's class is listed in ``skipped`` (the sizing after it is a verdict only where every such class changes
+    no tensor's size, :data:`_SIZE_NEUTRAL`)."""
+    model = initialize(*args, **kwargs)
+    for module in getattr(model, "modules", lambda: [])():
+        method: Any = getattr(module, "quant_method", None)
+        process = getattr(method, "process_weights_after_loading", None)
+        if process is None or getattr(process, "_bisect_spec_tolerant", False):
+            continue
+
+        def tolerant(layer: Any, *more: Any, _process: Any = process, _name: str = type(method).__name__,
+                     **options: Any) -> Any:
+            try:
+                return _process(layer, *more, **options)
+            except Exception as exc:
+                if _meta_value(exc) is None:
+                    raise
+                skipped.append(_name)
+                return None
+
+        tolerant._bisect_spec_tolerant = True  # type: ignore[attr-defined]
+        with contextlib.suppress(AttributeError, TypeError):
+            method.process_weights_after_loading = tolerant
+    return model
+
+
+def _request_slots(runner: Any, args: Any) -> int | None:
+    """The request slots SGLang sized the pool for: the request pool's size, or (where building the pools stopped
+    before it) what the sizing wrote into the server arguments for the draft (``max_num_reqs``)."""
+    size = getattr(vars(runner).get("req_to_token_pool"), "size", None)
+    if not isinstance(size, int):
+        size = getattr(args, "max_num_reqs", None)
+    return size if isinstance(size, int) else None
+
+
+def _no_values(*_args: Any, **_kwargs: Any) -> None:
+    """The dummy loader's random values, not drawn: a ``meta`` tensor holds none."""
+
+
+def _device_bytes(model: Any) -> int:
+    """The bytes of a built model's tensors (parameters and buffers, each once): what its weights take on the device."""
+    if model is None or not callable(getattr(model, "parameters", None)):
+        return 0
+    seen: set[int] = set()
+    total = 0
+    for tensor in [*model.parameters(), *model.buffers()]:
+        if id(tensor) not in seen:
+            seen.add(id(tensor))
+            total += tensor.numel() * tensor.element_size()
+    return total
+
+
+@contextlib.contextmanager
+def _attribute_set(target: Any, name: str, value: Any) -> Iterator[None]:
+    """``target.name`` is ``value`` while it lasts, then what it was."""
+    original = getattr(target, name)
+    object.__setattr__(target, name, value)
+    try:
+        yield
+    finally:
+        object.__setattr__(target, name, original)
+
+
+@contextlib.contextmanager
+def _environment_kept() -> Iterator[None]:
+    """The process environment put back as it was (the load sets ``TORCH_CUDA_ARCH_LIST`` from the box)."""
+    saved = dict(os.environ)
+    try:
+        yield
+    finally:
+        for name in set(os.environ) - set(saved):
+            del os.environ[name]
+        os.environ.update(saved)
 
 
 class _Shell:

@@ -514,10 +514,13 @@ class _Written:
 class Statements:
     """Statements of one SGLang function, to run out of it: its file, the function's name, the nodes."""
 
-    def __init__(self, filename: str, function: str, nodes: list[ast.stmt], module: str, owner: str = "") -> None:
+    def __init__(self, filename: str, function: str, nodes: list[ast.stmt], module: str, owner: str = "",
+                 parameters: tuple[str, ...] = ()) -> None:
         self.filename, self.function, self.nodes, self.module = filename, function, nodes, module
         #: the class whose method holds them (its other methods are the ones ``self`` calls)
         self.owner = owner
+        #: the method's own parameters (after ``self``), which the statements may read
+        self.parameters = parameters
 
     @property
     def where(self) -> str:
@@ -631,6 +634,37 @@ def after_attention_backends(statements: Statements, runner_cls: type) -> bool:
         return any(isinstance(n, ast.Call) and _called(n) in ("init_attention_backend", "init_attention_backends")
                    and n.lineno < statements.nodes[0].lineno for n in ast.walk(method))
     return False
+
+
+@functools.cache
+def memory_pool_statements(runner_cls: type) -> Statements | None:
+    """Where the target ``ModelRunner`` loads its weights and sizes its memory pool: the statements of its method
+    that calls ``load_model()`` and then ``init_memory_pool(...)`` (``initialize``, 0.4.6 … 0.5.13), from the load
+    to the one that sizes the pool (and the memory-saver adapter's assignment before them, which the load uses),
+    with the method's own plain assignments of the locals they read before them. None where the runner does not
+    size its pool in the method that loads (0.5.14+: the scheduler sizes every worker's pool after the draft's
+    weights load, through ``alloc_memory_pool``). The method's parameters (``min_per_gpu_memory``) are in
+    ``Statements.parameters``.
+    """
+    for klass in runner_cls.__mro__[:-1]:
+        found = _class_def(klass)
+        if found is None:
+            continue
+        filename, class_def = found
+        for method in (n for n in class_def.body if isinstance(n, ast.FunctionDef)):
+            body = method.body
+            loads = [i for i, s in enumerate(body) if any(_called(n) == "load_model" for n in ast.walk(s))]
+            pools = [i for i, s in enumerate(body) if any(_called(n) == "init_memory_pool" for n in ast.walk(s))]
+            if not loads or not pools or pools[0] <= loads[0]:
+                continue
+            # the load itself, and what ``initialize`` sets before it that the load uses (its memory saver)
+            before = [s for s in body[:loads[0]] if isinstance(s, ast.Assign) and any(
+                isinstance(t, ast.Attribute) and t.attr == "memory_saver_adapter" for t in s.targets)]
+            nodes = before + body[loads[0]:pools[0] + 1]
+            parameters = tuple(a.arg for a in method.args.args[1:])
+            return Statements(filename, method.name, _locals_before(body, nodes), klass.__module__, class_def.name,
+                              parameters)
+    return None
 
 
 @functools.cache
