@@ -752,6 +752,7 @@ def _memory_pool(args: Any, target: Any, runner: Any, progress: Progress) -> Non
     loader = sys.modules.get("sglang.srt.model_loader.loader")
     served = (lambda *_args, **_kwargs: (cls, cls.__name__))  # noqa: E731 - the registry's answer
     saved = dict(vars(runner))
+    skipped: list[str] = []  # quantisation methods whose post-load processing read values (not run)
     runner.load_model = functools.partial(_loaded_on_meta, runner, runner_cls, cls)
     try:
         with contextlib.ExitStack() as stack:
@@ -761,7 +762,6 @@ def _memory_pool(args: Any, target: Any, runner: Any, progress: Progress) -> Non
             stack.enter_context(_replaced(loader, "get_model_architecture", served))
             stack.enter_context(_replaced(loader, "initialize_dummy_weights", _no_values))
             stack.enter_context(_replaced(loader, "post_load_weights", _no_values))
-            skipped: list[str] = []
             initialize = getattr(loader, "_initialize_model", None)
             if initialize is not None:
                 stack.enter_context(_replaced(loader, "_initialize_model",
@@ -788,6 +788,8 @@ def _memory_pool(args: Any, target: Any, runner: Any, progress: Progress) -> Non
                                     "mem_fraction_static": getattr(runner, "mem_fraction_static", None),
                                     "max_total_num_tokens": sized,
                                     "request_slots": _request_slots(runner, args)}
+            if skipped:
+                progress.memory_pool["processing_skipped"] = sorted(set(skipped))
         vars(runner).clear()
         vars(runner).update(saved)
 

@@ -72,6 +72,27 @@ class OtherWorker:
         self.draft.set_embed_and_head(embed * scale, head)
 
 
+class Runner:
+    def initialize(self, min_per_gpu_memory):
+        server_args = self.server_args
+        self.memory_saver_adapter = "saver"
+        self.expert_location = "not run: before the load"
+        self.load_model()
+        self.layers = self.model.layers
+        if server_args.fits:
+            self.init_memory_pool(min_per_gpu_memory)
+        self.attention_backend = "not run: after the pool"
+
+    def load_model(self):
+        self.model = server_args_holder
+
+class SchedulerSizedRunner:
+    def initialize(self):
+        self.load_model()
+
+    def alloc_memory_pool(self):
+        self.init_memory_pool(0)
+
 class StepWorker:
     def init_lm_head(self):
         scale = 2
@@ -236,3 +257,23 @@ def test_init_decides_from_the_config_alone_what_it_can() -> None:
     assert built.load_lm_head_from_target is False
     with pytest.raises(model_classes.NotLoaded):
         bool(built.hot_token_id)
+
+
+def test_the_load_and_the_pool_sizing_run_as_sglang_wrote_them_with_the_methods_parameter(
+        fake_sglang: ModuleType) -> None:
+    # 0.4.6 ... 0.5.13: initialize() loads, then sizes the pool; the stage runs the load through the sizing
+    statements = model_classes.memory_pool_statements(fake_sglang.Runner)
+    assert statements is not None
+    assert statements.parameters == ("min_per_gpu_memory",)
+    sized: list[float] = []
+    runner = _Holder(server_args=_Holder(fits=True), load_model=lambda: setattr(runner, "model", _Holder(layers=3)),
+                     init_memory_pool=sized.append)
+    model_classes.run(statements, self=runner, min_per_gpu_memory=139.8)
+    assert sized == [139.8]
+    assert (runner.memory_saver_adapter, runner.layers) == ("saver", 3)
+    assert not hasattr(runner, "expert_location") and not hasattr(runner, "attention_backend")
+
+
+def test_a_runner_whose_pool_is_sized_elsewhere_has_no_such_statements(fake_sglang: ModuleType) -> None:
+    # 0.5.14+: the scheduler sizes every worker's pool after the draft's weights load
+    assert model_classes.memory_pool_statements(fake_sglang.SchedulerSizedRunner) is None

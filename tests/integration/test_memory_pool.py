@@ -1,0 +1,112 @@
+"""The ``memory_pool`` stage on real SGLang releases: SGLang's own ``load_model`` (its dummy loader, on ``meta``)
+and ``initialize``'s statements up to ``init_memory_pool``, against the simulated box's memory.
+
+Oracles we did not write: the parameter count of Llama-3.1-8B follows from its public ``config.json`` alone
+(the arithmetic below, 8,030,261,248 parameters, the model card's "8B"; bf16 = 2 bytes each), and SGLang's own
+``RuntimeError`` and its statement. What the stage adds to the parameters (rotary caches) must stay small.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bisect_spec.model.flags import Config
+from bisect_spec.model.outcome import Status
+from tests.conftest import shared_session
+
+pytestmark = pytest.mark.sglang
+
+EAGLE3 = {"--speculative-algorithm": "EAGLE3", "--speculative-num-steps": "3", "--speculative-eagle-topk": "1",
+          "--speculative-num-draft-tokens": "4"}
+PROFILES = Path(__file__).resolve().parents[2] / "bisect_spec" / "data" / "models"
+
+
+def _llama_parameters(tp: int) -> int:
+    """Llama-3.1-8B's parameters on one of ``tp`` ranks, from its config.json: embedding and head split by
+    vocabulary, attention and MLP by heads and columns, norms whole."""
+    config = json.loads((PROFILES / "llama-3.1-8b" / "config.json").read_text())
+    hidden, layers, inter = config["hidden_size"], config["num_hidden_layers"], config["intermediate_size"]
+    head_dim = hidden // config["num_attention_heads"]
+    kv = config["num_key_value_heads"] * head_dim
+    vocab = config["vocab_size"]
+    per_layer = hidden * (hidden + 2 * kv) // tp + hidden * hidden // tp + 3 * hidden * inter // tp + 2 * hidden
+    head = 0 if config.get("tie_word_embeddings") else vocab * hidden // tp
+    return vocab * hidden // tp + head + layers * per_layer + hidden
+
+
+def test_the_parameter_arithmetic_is_the_model_cards() -> None:
+    assert _llama_parameters(1) == 8_030_261_248
+
+
+@pytest.mark.parametrize("release", ["0.5.9", "0.5.12"])
+@pytest.mark.parametrize("tp", [1, 2])
+def test_the_weights_sglang_builds_on_meta_are_the_checkpoints_parameters(release: str, tp: int) -> None:
+    session = shared_session(release, model="llama-3.1-8b", draft="eagle3", hardware="h200")
+    outcome = session.evaluate(session.with_draft(Config.of({"--tp-size": str(tp), **EAGLE3})))
+    assert outcome.status is Status.PASSED, outcome.headline
+    assert "memory_pool" in outcome.record["stages_passed"]
+    pool = outcome.record["memory_pool"]
+    parameters = 2 * _llama_parameters(tp)  # bf16
+    assert parameters <= pool["weights_bytes"] < parameters + 64 * 2**20  # plus the rotary caches (buffers)
+    assert pool["total_bytes"] == 143155 * 2**20  # the H200 profile's memory, as torch reports it
+    # what SGLang sized with it: tokens, then the request slots the draft's pool takes
+    assert pool["max_total_num_tokens"] > 0
+    assert pool["request_slots"] == outcome.record["resolved"]["max_running_requests"]
+
+
+def test_too_small_a_memory_fraction_fails_with_sglangs_own_error_and_the_users_value() -> None:
+    session = shared_session("0.5.9", model="llama-3.1-8b", draft="eagle3", hardware="h200")
+    outcome = session.evaluate(session.with_draft(Config.of({"--mem-fraction-static": "0.1", **EAGLE3})))
+    assert outcome.status is Status.FAILED, outcome.headline
+    assert outcome.record["stage"] == "memory_pool"
+    assert outcome.record["after_weights"] is True
+    assert outcome.exception["type"] == "RuntimeError"
+    assert outcome.exception["message"].startswith("Not enough memory. Please try to increase --mem-fraction-static.")
+    assert "mem_fraction_static=0.1" in outcome.exception["message"]
+    frame = outcome.record["frame"]
+    assert frame["function"] == "init_memory_pool"
+    assert frame["file"].startswith("srt/model_executor/")
+    assert outcome.record["memory_pool"]["max_total_num_tokens"] <= 0
+
+
+def test_a_failed_sizing_leaves_the_next_evaluation_as_a_fresh_worker_sees_it() -> None:
+    session = shared_session("0.5.9", model="llama-3.1-8b", draft="eagle3", hardware="h200")
+    config = session.with_draft(Config.of(EAGLE3))
+    before = session.evaluate(config)
+    session.evaluate(session.with_draft(Config.of({"--mem-fraction-static": "0.1", **EAGLE3})))
+    after = session.evaluate(config)
+    assert before.status is after.status is Status.PASSED
+    for key in ("memory_pool", "stages_passed", "attention_backends", "needs_gpu"):
+        assert before.record.get(key) == after.record.get(key), key
+
+
+def test_deepseek_v3_at_tp_8_takes_its_fp8_weights_and_its_kv_scale_processing_is_skipped_by_name() -> None:
+    # the FP8 checkpoint's per-rank weights: ~79.3 GiB (an Intel Gaudi report of DeepSeek-R1 on 8 ranks
+    # measured 79.41 GiB: HabanaAI/vllm-fork#809); the KV-cache scales' processing reads values and changes
+    # no size, so the sizing is still SGLang's
+    session = shared_session("0.5.9", model="deepseek-v3", draft="nextn", hardware="h200")
+    outcome = session.evaluate(session.with_draft(Config.of({"--tp-size": "8", "--speculative-algorithm": "EAGLE"})))
+    assert outcome.status is Status.PASSED, outcome.headline
+    assert "memory_pool" not in (outcome.record.get("needs_gpu") or {})
+    pool = outcome.record["memory_pool"]
+    assert 78.5 * 2**30 < pool["weights_bytes"] < 80 * 2**30
+    assert pool["processing_skipped"] and all("KVCacheMethod" in name for name in pool["processing_skipped"])
+
+
+def test_a_release_whose_model_module_does_not_import_here_names_the_stop() -> None:
+    session = shared_session("0.5.1.post3", model="llama-3.1-8b", draft="eagle3", hardware="h200")
+    outcome = session.evaluate(session.with_draft(Config.of(EAGLE3)))
+    assert outcome.status is Status.PASSED, outcome.headline
+    assert "does not import here" in outcome.record["needs_gpu"]["memory_pool"]
+    assert "memory_pool" not in outcome.record
+
+
+def test_where_the_scheduler_sizes_the_pools_the_stage_is_not_claimed() -> None:
+    session = shared_session("0.5.23", model="llama-3.1-8b", draft="eagle3", hardware="h200")
+    outcome = session.evaluate(session.with_draft(Config.of(EAGLE3)))
+    assert outcome.status is Status.PASSED, outcome.headline
+    assert "memory_pool" not in outcome.record["stages_passed"]
+    assert outcome.record["stage"] != "memory_pool"
