@@ -732,6 +732,10 @@ def _memory_pool(args: Any, target: Any, runner: Any, progress: Progress) -> Non
     progress.enter("memory_pool")
     architectures = _target_architectures(progress, target)
     cls = model_classes.model_class(architectures)
+    unsimulated = _unsimulated_memory(_view(args))
+    if unsimulated is not None:
+        progress.needs_gpu["memory_pool"] = unsimulated
+        return
     if cls is None or model_classes.FROM_SOURCE in vars(cls):
         what = "does not import here" if cls is not None else "defines none of them"
         progress.needs_gpu["memory_pool"] = (f"building {', '.join(architectures) or 'the target'} on meta: its "
@@ -741,19 +745,16 @@ def _memory_pool(args: Any, target: Any, runner: Any, progress: Progress) -> Non
 
     total = int(torch.cuda.get_device_properties(getattr(runner, "gpu_id", 0) or 0).total_memory)
 
-    counted: dict[int, int] = {}  # the built model's bytes, counted once (SGLang asks before and after the load)
-
-    def available(*_args: Any, **_kwargs: Any) -> float:  # the simulated GPU's free memory, in GiB
-        model = vars(runner).get("model")
-        if id(model) not in counted:
-            counted[id(model)] = _device_bytes(model)
-        return (total - counted[id(model)]) / _GIB
+    def available(*_args: Any, **_kwargs: Any) -> float:  # the simulated GPU's free memory, in GiB, now
+        return (total - _device_bytes(vars(runner).get("model"))) / _GIB
 
     loader = sys.modules.get("sglang.srt.model_loader.loader")
     served = (lambda *_args, **_kwargs: (cls, cls.__name__))  # noqa: E731 - the registry's answer
     saved = dict(vars(runner))
-    skipped: list[str] = []  # quantisation methods whose post-load processing read values (not run)
-    runner.load_model = functools.partial(_loaded_on_meta, runner, runner_cls, cls)
+    skipped: list[tuple[str, bool]] = []  # quantisation methods whose post-load processing read values (not run)
+    refusals: list[BaseException] = []  # the load's failures that are SGLang's verdict (:func:`_loaded_on_meta`)
+    runner.load_model = functools.partial(_loaded_on_meta, runner, runner_cls, cls, refusals)
+    verdict = True
     try:
         with contextlib.ExitStack() as stack:
             for module in [m for name, m in list(sys.modules.items())
@@ -768,33 +769,119 @@ def _memory_pool(args: Any, target: Any, runner: Any, progress: Progress) -> Non
                                               functools.partial(_with_tolerant_processing, initialize, skipped)))
             for barrier in ("barrier", "monitored_barrier"):  # every simulated rank finishes its load
                 stack.enter_context(_replaced(torch.distributed, barrier, _no_values))
+            stack.enter_context(_replaced(_batch_invariant_ops(_view(args)), "enable_batch_invariant_mode", _no_values))
             stack.enter_context(_attribute_set(args, "load_format", "dummy"))
-            stack.enter_context(_environment_kept())
+            stack.enter_context(_process_state_kept(torch))
             stack.enter_context(version_shims.import_window(["vllm._custom_ops"]))
             try:
                 model_classes.run(statements, self=runner, **{p: total / _GIB for p in statements.parameters})
-            except Exception:
-                unsized = sorted(set(skipped) - _SIZE_NEUTRAL)
+            except Exception as exc:
+                if any(link is exc for link in refusals):
+                    raise
+                unsized = sorted({name for name, neutral in skipped if not neutral})
                 if unsized:  # the weights' bytes are not the ones SGLang would have counted: not a verdict
+                    verdict = False
                     raise _NotLoaded(f"sizing with the post-load processing of {', '.join(unsized)} not run (it "
                                      "reads the weights' values)") from None
+                if not _sized_by_sglang(exc, statements):
+                    verdict = False
+                    raise _NotLoaded(f"the statements after the load stopped at {_stop_words(exc)}") from None
                 raise
     finally:  # what SGLang sized, also where building the pools stopped after the sizing (a warm-up on the device)
         sized = vars(runner).get("max_total_num_tokens")
-        if isinstance(sized, int):
-            model = vars(runner).get("model")
-            progress.memory_pool = {"total_bytes": total,
-                                    "weights_bytes": counted.get(id(model)) or _device_bytes(model),
+        if isinstance(sized, int) and verdict:
+            progress.memory_pool = {"total_bytes": total, "weights_bytes": _device_bytes(vars(runner).get("model")),
                                     "mem_fraction_static": getattr(runner, "mem_fraction_static", None),
                                     "max_total_num_tokens": sized,
                                     "request_slots": _request_slots(runner, args)}
             if skipped:
-                progress.memory_pool["processing_skipped"] = sorted(set(skipped))
+                progress.memory_pool["processing_skipped"] = sorted({name for name, _ in skipped})
         vars(runner).clear()
         vars(runner).update(saved)
 
 
-def _loaded_on_meta(runner: Any, runner_cls: Any, cls: type) -> None:
+def _unsimulated_memory(view: Any) -> str | None:
+    """What moves the weights' memory in a way the simulated box does not follow, named; None when nothing does.
+    CPU offload: the offloader the device step would set (``set_offloader``, after ``init_torch_distributed``) is
+    not set here, so every weight would count as on the GPU; a model implementation other than SGLang's own: the
+    class built here is SGLang's."""
+    if (getattr(view, "cpu_offload_gb", 0) or 0) > 0 or (getattr(view, "offload_group_size", -1) or -1) > 0:
+        return "CPU offload (--cpu-offload-gb, --offload-group-size): the offloader the device step sets is not set here"
+    impl = str(getattr(view, "model_impl", None) or "auto").lower()
+    if impl not in ("auto", "sglang"):
+        return f"--model-impl {impl}: the class built here is SGLang's own"
+    return None
+
+
+def _batch_invariant_ops(view: Any) -> types.ModuleType | None:
+    """SGLang's batch-invariant kernels' module, where ``--enable-deterministic-inference`` has ``initialize`` switch
+    them on: it replaces torch's own operators process-wide (kernel choice; it sizes nothing), so the switch is not
+    run here. None where the flag is off or the module does not import."""
+    if not getattr(view, "enable_deterministic_inference", False):
+        return None
+    try:
+        return importlib.import_module("sglang.srt.batch_invariant_ops")
+    except Exception:
+        return None
+
+
+#: Where SGLang sizes the pool (the functions a sizing failure is raised under).
+_SIZING_FUNCTIONS = frozenset({"init_memory_pool", "profile_max_num_token", "handle_max_mamba_cache"})
+
+
+def _sized_by_sglang(exc: BaseException, statements: Any) -> bool:
+    """True for SGLang's own refusal in the sizing: an unchained ``raise``/``assert`` (never an import) in the
+    pool's sizing functions or their callees (``MemoryPoolConfig``), or in the statements of ``initialize`` run
+    here ("PP is not compatible with MTP models."). What else fails between the load and the pool (a package this
+    machine lacks: ``torch_memory_saver``, ``torchao``; a LoRA adapter's files) is not the box's answer."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if (not frames or isinstance(exc, ImportError) or exc.__cause__ is not None or exc.__context__ is not None
+            or not (frames[-1].line or "").lstrip().startswith(("raise", "assert"))):
+        return False
+    own = frames[-1].name == statements.function and os.path.abspath(frames[-1].filename) == os.path.abspath(
+        statements.filename)
+    return own or any(frame.name in _SIZING_FUNCTIONS for frame in frames)
+
+
+def _stop_words(exc: BaseException) -> str:
+    """``exc`` in a stop's words: SGLang's statement where one is named, else the exception and where it rose."""
+    where = _device_step(exc) or _meta_value(exc)
+    if where is None:
+        frame = _sglang_frame(traceback.extract_tb(exc.__traceback__))
+        where = f"{type(exc).__name__}: {str(exc)[:120]}" + (f" ({_where(frame)})" if frame is not None else "")
+    return where
+
+
+#: Module-level caches the build fills: a rotary module cached by its arguments is handed to the next build,
+#: and the load grows its tables in place (``reserve_rope_cache_for_long_sequences``), so the next evaluation
+#: would count another's bytes. Emptied for the stage and put back after it.
+_BUILD_CACHES = (("sglang.srt.layers.rotary_embedding", "_ROPE_DICT"),
+                 ("sglang.srt.layers.rotary_embedding.factory", "_ROPE_DICT"))
+
+
+@contextlib.contextmanager
+def _process_state_kept(torch: Any) -> Iterator[None]:
+    """What the load writes process-wide, put back: the environment (``set_cuda_arch``), torch's thread count
+    (``torch.set_num_threads(1)``), the build's caches (:data:`_BUILD_CACHES`)."""
+    environment = dict(os.environ)
+    threads = torch.get_num_threads()
+    caches = [(cache, dict(cache)) for module_name, name in _BUILD_CACHES
+              for cache in [getattr(sys.modules.get(module_name), name, None)] if isinstance(cache, dict)]
+    for cache, _ in caches:
+        cache.clear()
+    try:
+        yield
+    finally:
+        for name in set(os.environ) - set(environment):
+            del os.environ[name]
+        os.environ.update(environment)
+        torch.set_num_threads(threads)
+        for cache, contents in caches:
+            cache.clear()
+            cache.update(contents)
+
+
+def _loaded_on_meta(runner: Any, runner_cls: Any, cls: type, refusals: list[BaseException]) -> None:
     """SGLang's own ``load_model`` on the runner (the dummy loader, on ``meta``). A refusal of the model's own
     modules (:func:`_refused_by_the_model`) or of ``load_model``'s own ``raise``/``assert`` is SGLang's verdict; any
     other failure of the load (a layer's platform check: a vision tower's "only available for cuda" on this CPU
@@ -808,25 +895,28 @@ def _loaded_on_meta(runner: Any, runner_cls: Any, cls: type) -> None:
                and os.path.abspath(last.filename) == os.path.abspath(inspect.getfile(runner_cls))
                and (last.line or "").lstrip().startswith(("raise", "assert")))
         if own or _refused_by_the_model(exc, cls):
+            refusals.append(exc)
             raise
-        where = _device_step(exc) or _meta_value(exc)
-        if where is None:
-            frame = _sglang_frame(frames)
-            where = f"{type(exc).__name__}: {str(exc)[:120]}" + (f" ({_where(frame)})" if frame is not None else "")
-        raise _NotLoaded(f"loading {cls.__name__} on meta stopped at {where}") from None
+        raise _NotLoaded(f"loading {cls.__name__} on meta stopped at {_stop_words(exc)}") from None
 
 
-#: Post-load processing that reads the weights' values and changes no tensor's size: the KV-cache scales of an FP8
-#: checkpoint's attention layers (``BaseKVCacheMethod``, read from SGLang's ``quantization/kv_cache.py``).
-_SIZE_NEUTRAL = frozenset({"BaseKVCacheMethod", "Fp8KVCacheMethod", "ModelOptFp8KVCacheMethod",
-                           "CompressedTensorsKVCacheMethod"})
+def _size_neutral(method: Any) -> bool:
+    """Whether ``method``'s post-load processing changes no tensor's size: the KV-cache scales of a quantised
+    checkpoint's attention layers, SGLang's ``BaseKVCacheMethod.process_weights_after_loading`` not overridden
+    (it copies two scalars: ``quantization/kv_cache.py``, 0.4.6 … 0.5.13)."""
+    base: Any = _attribute(("sglang.srt.layers.quantization.kv_cache",), "BaseKVCacheMethod")
+    if not isinstance(base, type) or not isinstance(method, base):
+        return False
+    inherited: Any = base
+    return getattr(type(method), "process_weights_after_loading", None) is inherited.process_weights_after_loading
 
 
-def _with_tolerant_processing(initialize: Callable[..., Any], skipped: list[str], *args: Any, **kwargs: Any) -> Any:
+def _with_tolerant_processing(initialize: Callable[..., Any], skipped: list[tuple[str, bool]], *args: Any,
+                              **kwargs: Any) -> Any:
     """SGLang's ``_initialize_model``, with each quantization method's ``process_weights_after_loading`` on the
     built model allowed to read values it cannot on ``meta``: that module's processing is then not run, and its
-    method's class is listed in ``skipped`` (the sizing after it is a verdict only where every such class changes
-    no tensor's size, :data:`_SIZE_NEUTRAL`)."""
+    method's class is listed in ``skipped`` with whether it changes no size (:func:`_size_neutral`; the sizing
+    after it is a verdict only where every such method is)."""
     model = initialize(*args, **kwargs)
     for module in getattr(model, "modules", lambda: [])():
         method: Any = getattr(module, "quant_method", None)
@@ -834,14 +924,14 @@ def _with_tolerant_processing(initialize: Callable[..., Any], skipped: list[str]
         if process is None or getattr(process, "_bisect_spec_tolerant", False):
             continue
 
-        def tolerant(layer: Any, *more: Any, _process: Any = process, _name: str = type(method).__name__,
-                     **options: Any) -> Any:
+        def tolerant(layer: Any, *more: Any, _process: Any = process,
+                     _skip: tuple[str, bool] = (type(method).__name__, _size_neutral(method)), **options: Any) -> Any:
             try:
                 return _process(layer, *more, **options)
             except Exception as exc:
                 if _meta_value(exc) is None:
                     raise
-                skipped.append(_name)
+                skipped.append(_skip)
                 return None
 
         tolerant._bisect_spec_tolerant = True  # type: ignore[attr-defined]
@@ -870,7 +960,7 @@ def _device_bytes(model: Any) -> int:
     seen: set[int] = set()
     total = 0
     for tensor in [*model.parameters(), *model.buffers()]:
-        if id(tensor) not in seen:
+        if id(tensor) not in seen and tensor.device.type == "meta":  # on the GPU here; a CPU tensor is not
             seen.add(id(tensor))
             total += tensor.numel() * tensor.element_size()
     return total
@@ -885,18 +975,6 @@ def _attribute_set(target: Any, name: str, value: Any) -> Iterator[None]:
         yield
     finally:
         object.__setattr__(target, name, original)
-
-
-@contextlib.contextmanager
-def _environment_kept() -> Iterator[None]:
-    """The process environment put back as it was (the load sets ``TORCH_CUDA_ARCH_LIST`` from the box)."""
-    saved = dict(os.environ)
-    try:
-        yield
-    finally:
-        for name in set(os.environ) - set(saved):
-            del os.environ[name]
-        os.environ.update(saved)
 
 
 class _Shell:

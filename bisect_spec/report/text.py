@@ -49,6 +49,21 @@ def source_block(frame: dict[str, Any]) -> str:
 #: What a PASSED verdict never covers: the steps after the stages, which need the weights on a GPU.
 NOT_CHECKED = ("not checked: the weights, the KV memory pool's size and CUDA-graph capture (they need the loaded "
                "weights on a GPU: bisect-spec launch runs a real one)")
+#: The same, where SGLang sized the pool on the simulated box (stage ``memory_pool``).
+NOT_CHECKED_AFTER_SIZING = ("not checked: the weights' values, the memory the box itself takes (CUDA context, "
+                            "communication buffers) and CUDA-graph capture (bisect-spec launch runs a real one)")
+
+
+def memory_pool_line(pool: dict[str, Any], *, failed: bool = False) -> str:
+    """What SGLang sized on the simulated box, in its own units (GiB, tokens), and how far to trust it."""
+    gib = 1 << 30
+    line = (f"memory pool SGLang sized on the simulated box: weights {pool['weights_bytes'] / gib:.2f} GiB per GPU "
+            f"of {pool['total_bytes'] / gib:.2f} GiB, mem_fraction_static {pool.get('mem_fraction_static')}, "
+            f"KV cache {pool.get('max_total_num_tokens')} tokens")
+    if pool.get("processing_skipped"):
+        line += f" (post-load processing not run: {', '.join(pool['processing_skipped'])})"
+    return line + ("; a real box has less free memory, so it fails there too" if failed
+                   else "; a real box has less free memory, so this is an upper bound")
 
 
 def outcome_text(outcome: Outcome) -> str:
@@ -65,7 +80,10 @@ def outcome_text(outcome: Outcome) -> str:
         if outcome.record.get("draft_attention_backends"):
             lines.append("          the draft's attention backends: "
                          f"{', '.join(outcome.record['draft_attention_backends'])}")
-        lines.append(f"          {NOT_CHECKED}")
+        pool = outcome.record.get("memory_pool")
+        if pool:
+            lines.append(f"          {memory_pool_line(pool)}")
+        lines.append(f"          {NOT_CHECKED_AFTER_SIZING if pool else NOT_CHECKED}")
         resolved = outcome.resolved
         keys = [k for k in ("speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk",
                             "speculative_num_draft_tokens", "attention_backend", "prefill_attention_backend",
@@ -80,6 +98,9 @@ def outcome_text(outcome: Outcome) -> str:
     lines.append(f"verdict:  {outcome.status.value.upper()}  {outcome.headline}")
     if outcome.record.get("stage") and outcome.tool_fault is None:
         lines.append(f"stage:    {outcome.reached}")
+        if (outcome.record.get("stage") == "memory_pool" and outcome.record.get("memory_pool")
+                and "memory" in str((outcome.exception or {}).get("message", "")).lower()):
+            lines.append(f"          {memory_pool_line(outcome.record['memory_pool'], failed=True)}")
     if outcome.signature is not None:
         sig = outcome.signature
         lines.append(f"signature: {sig.id}  (cross-release key {sig.cross_release_key})")
