@@ -788,11 +788,11 @@ def _memory_pool(args: Any, target: Any, runner: Any, progress: Progress) -> Non
                     raise _NotLoaded(f"the statements after the load stopped at {_stop_words(exc)}") from None
                 raise
     finally:  # what SGLang sized, also where building the pools stopped after the sizing (a warm-up on the device)
-        sized = vars(runner).get("max_total_num_tokens")
-        if isinstance(sized, int) and verdict:
+        sized = vars(runner).get("max_total_num_tokens")  # unset where SGLang refused before it (0.5.10+)
+        if vars(runner).get("model") is not None and verdict:
             progress.memory_pool = {"total_bytes": total, "weights_bytes": _device_bytes(vars(runner).get("model")),
                                     "mem_fraction_static": getattr(runner, "mem_fraction_static", None),
-                                    "max_total_num_tokens": sized,
+                                    "max_total_num_tokens": sized if isinstance(sized, int) else None,
                                     "request_slots": _request_slots(runner, args)}
             if skipped:
                 progress.memory_pool["processing_skipped"] = sorted({name for name, _ in skipped})

@@ -58,8 +58,9 @@ def memory_pool_line(pool: dict[str, Any], *, failed: bool = False) -> str:
     """What SGLang sized on the simulated box, in its own units (GiB, tokens), and how far to trust it."""
     gib = 1 << 30
     line = (f"memory pool SGLang sized on the simulated box: weights {pool['weights_bytes'] / gib:.2f} GiB per GPU "
-            f"of {pool['total_bytes'] / gib:.2f} GiB, mem_fraction_static {pool.get('mem_fraction_static')}, "
-            f"KV cache {pool.get('max_total_num_tokens')} tokens")
+            f"of {pool['total_bytes'] / gib:.2f} GiB, mem_fraction_static {pool.get('mem_fraction_static')}")
+    if pool.get("max_total_num_tokens") is not None:
+        line += f", KV cache {pool['max_total_num_tokens']} tokens"
     if pool.get("processing_skipped"):
         line += f" (post-load processing not run: {', '.join(pool['processing_skipped'])})"
     return line + ("; a real box has less free memory, so it fails there too" if failed
