@@ -199,7 +199,8 @@ def _changes(model: dict[str, Any]) -> str:
     if not model["changes"]:
         return heading + el("p", "None: the same failures as the baseline.")
     words = {"new": ("regression", "b-new"), "vanished": ("fixed", "b-vanished"),
-             "message-changed": ("message changed", "b-changed"), "location-moved": ("location moved", "b-changed")}
+             "message-changed": ("message changed", "b-changed"), "location-moved": ("location moved", "b-changed"),
+             "not-checked": ("not checked there", "b-changed"), "masked": ("new behind a stage not run", "b-changed")}
     order = {"new": 0, "vanished": 1}
     rows = []
     for change in sorted(model["changes"], key=lambda c: (order.get(str(c.get("change")), 2), str(c.get("cell")))):

@@ -303,7 +303,7 @@ def to_markdown(data: ReportInput) -> str:
 
 
 CHANGE_WORDS = {"new": "**regression**", "vanished": "fixed", "message-changed": "message changed",
-                "location-moved": "location moved"}
+                "location-moved": "location moved", "not-checked": "not checked there", "masked": "new behind a stage not run"}
 
 
 def _md_changes(model: dict[str, Any]) -> list[str]:

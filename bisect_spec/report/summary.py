@@ -28,8 +28,11 @@ def summarise(outcomes: Sequence[Outcome], space: FlagSpace | None, target: dict
     finding_groups: dict[Signature, list[tuple[Outcome, dict[str, Any]]]] = {}
     tool_faults: dict[str, dict[str, Any]] = {}
     stages: dict[str, dict[str, int]] = {"passed": {}, "failed": {}}
+    stages_run: set[str] = set()  # every stage some evaluation entered: what this release's launch path covers
     for outcome in outcomes:
         counts[outcome.status.value] = counts.get(outcome.status.value, 0) + 1
+        if outcome.record.get("stage"):
+            stages_run.update([*outcome.record.get("stages_passed", []), outcome.record["stage"]])
         if outcome.status.value in stages and outcome.record.get("stage"):
             by_stage = stages[outcome.status.value]
             by_stage[outcome.record["stage"]] = by_stage.get(outcome.record["stage"], 0) + 1
@@ -63,7 +66,7 @@ def summarise(outcomes: Sequence[Outcome], space: FlagSpace | None, target: dict
             by_algorithm.setdefault(value[0].upper() if value else NO_ALGORITHM, []).append(member.config)
         signatures.append({
             **sig.to_dict(), "title": sig.title, "count": len(members), "smallest": best.argv(),
-            "headline": example.headline,
+            "headline": example.headline, "stage": example.record.get("stage"),
             # what a person reads: SGLang's own words, as the smallest configuration raised them (a shrink
             # replaces them with the minimal reproducer's); ``message`` is the normal form that groups
             "sglang_message": str(example.exception.get("message") or ""), "sglang_message_from": best.argv(),
@@ -87,7 +90,8 @@ def summarise(outcomes: Sequence[Outcome], space: FlagSpace | None, target: dict
         entry["speculative"] = speculative_reason(entry)
     return {"schema": "bisect-spec/summary/1", "target": target, "strategy": strategy, "seed": seed,
             "evaluated": len(outcomes), "counts": dict(sorted(counts.items())),
-            "stages": {kind: dict(sorted(by.items())) for kind, by in stages.items()}, "signatures": signatures,
+            "stages": {kind: dict(sorted(by.items())) for kind, by in stages.items()},
+            "stages_run": sorted(stages_run), "signatures": signatures,
             "findings": findings,
             "tool_faults": sorted(tool_faults.values(), key=lambda f: (-f["count"], f["step"]))}
 

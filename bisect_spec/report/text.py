@@ -10,6 +10,7 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from bisect_spec.model.outcome import AFTER_WEIGHTS, STAGE_ORDER
 from bisect_spec.report.bug_report import reason_heading
 from bisect_spec.report.summary import shown_message, users_failures
 
@@ -408,16 +409,6 @@ def fitted(headers: Sequence[str], rows: Sequence[Sequence[Any]], width: int, *,
     return "\n".join(line.rstrip() for line in out.getvalue().rstrip("\n").splitlines())
 
 
-#: Stages in launch order, for the per-stage counts (``inside/launch_path.STAGES``; stages of an
-#: older or newer tool version sort last, in name order).
-STAGE_ORDER = ("parse", "resolve", "check_server_args", "auto_parsers", "tokenizer_manager", "target_model_config",
-               "draft_model_config", "model_runner", "memory_pool", "target_model", "attention_backend",
-               "draft_worker_model_config", "draft_worker", "draft_model")
-#: Stages a real launch runs only after the target's weights load (``inside/launch_path.AFTER_WEIGHTS``).
-AFTER_WEIGHTS = frozenset({"memory_pool", "target_model", "attention_backend", "draft_worker_model_config",
-                           "draft_worker", "draft_model"})
-
-
 def stages_line(stages: dict[str, dict[str, int]]) -> str:
     """How far configurations got along ``launch_server``'s path: passed ones by the last stage that
     ran, failed ones by the stage that raised; stages after the weights marked ``+w``."""
@@ -592,7 +583,10 @@ def bisect_text(report: Any) -> str:
     return "\n".join(out)
 
 
-_CHANGE_WORDS = {"new": "NEW (regression)", "vanished": "vanished (fixed)", "location-moved": "moved",
+_CHANGE_WORDS = {"new": "NEW (regression)", "vanished": "vanished (fixed)",
+                 "not-checked": "not checked there (its stage does not run on that release)",
+                 "masked": "new here (there, an earlier failure in a stage this release does not run came first)",
+                 "location-moved": "moved",
                  "message-changed": "message changed"}
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from bisect_spec.errors import BisectSpecError, ExecutorError, StoreError, UsageError
+from bisect_spec.model.outcome import STAGE_ORDER
 from bisect_spec.model.signature import normalise_message
 from bisect_spec.runtime import environments
 from bisect_spec.runtime.store import _atomic_write, list_runs, read_json
@@ -88,7 +89,9 @@ def pick_baseline(out: Path, name: str, baseline: str | None, exclude: str) -> d
 def compare(before: dict[str, Any] | None, after: dict[str, Any]) -> list[dict[str, Any]]:
     """Changes per cell against the baseline nightly, matched by cross-release key.
 
-    ``new`` (a regression), ``vanished`` (fixed), ``location-moved``, ``message-changed``.
+    ``new`` (a regression), ``vanished`` (fixed), ``not-checked`` (gone from a stage the newer cell's release
+    does not run), ``masked`` (new, where the older cell failed earlier in such a stage), ``location-moved``,
+    ``message-changed``.
     A cell the baseline had is compared with itself. A cell it did not have (a release
     that came out since) is compared with the same model/draft/hardware on the newest
     older release of this nightly, so a new release's new failures are regressions too;
@@ -128,8 +131,25 @@ def _cell_changes(old: dict[str, Any], cell: dict[str, Any]) -> list[dict[str, A
                 "signature": sig["id"], "title": sig.get("title"), "before": brief(a) if a else None,
                 "after": brief(b) if b else None}
 
-    out = [change("new", key, None, now[key]) for key in sorted(now.keys() - was.keys())]
-    out += [change("vanished", key, was[key], None) for key in sorted(was.keys() - now.keys())]
+    # a failure of a stage the newer cell's launch path never ran there was not checked, not fixed (0.5.14+ do not
+    # size the memory pool yet: a pool that did not fit on 0.5.13 would otherwise read "vanished (fixed)")
+    covered = cell.get("stages_run")
+
+    def gone(sig: dict[str, Any]) -> str:
+        return "not-checked" if covered is not None and sig.get("stage") and sig["stage"] not in covered else "vanished"
+
+    unchecked = [was[key]["stage"] for key in was.keys() - now.keys() if gone(was[key]) == "not-checked"]
+
+    def arrived(sig: dict[str, Any]) -> str:
+        # new here, where the older cell failed earlier in a stage this release does not run: the same
+        # configurations may have met it there too, behind that failure, so it is not counted as a regression
+        stage = sig.get("stage")
+        later = stage in STAGE_ORDER and any(STAGE_ORDER.index(stage) > STAGE_ORDER.index(u)
+                                             for u in unchecked if u in STAGE_ORDER)
+        return "masked" if later else "new"
+
+    out = [change(arrived(now[key]), key, None, now[key]) for key in sorted(now.keys() - was.keys())]
+    out += [change(gone(was[key]), key, was[key], None) for key in sorted(was.keys() - now.keys())]
     for key in sorted(was.keys() & now.keys()):
         a, b = was[key], now[key]
         if a.get("location") != b.get("location"):
@@ -214,7 +234,8 @@ def run_nightly(matrix_file: str | Path, *, out: Path = Path("nightlies"), resum
             continue
         assert summary is not None
         record.update(status="done", run=f"runs/{cell.slug}/{run_id}", evaluated=summary["evaluated"],
-                      counts=summary["counts"], signatures=[_signature_entry(s) for s in summary["signatures"]])
+                      counts=summary["counts"], signatures=[_signature_entry(s) for s in summary["signatures"]],
+                      stages_run=summary.get("stages_run"))
         save()
     chosen = pick_baseline(out, matrix.name, baseline, exclude=data["id"])
     data["baseline"] = chosen["id"] if chosen else None
@@ -290,7 +311,7 @@ def commit_summary(report: dict[str, Any]) -> dict[str, Any]:
 
 def _signature_entry(signature: dict[str, Any]) -> dict[str, Any]:
     keep = ("id", "cross_release_key", "kind", "exc_type", "location", "statement", "expression", "message", "title",
-            "count", "smallest", "sglang_message", "example_frame")
+            "count", "smallest", "sglang_message", "example_frame", "stage")
     entry = {k: signature.get(k) for k in keep}
     # shown to people: the statement in the source's own words, not the signature's normal form (``_.``)
     entry["statement"] = (signature.get("example_frame") or {}).get("statement") or signature.get("statement")
