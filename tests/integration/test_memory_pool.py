@@ -30,7 +30,7 @@ PROFILES = Path(__file__).resolve().parents[2] / "bisect_spec" / "data" / "model
 def _llama_parameters(tp: int) -> int:
     """Llama-3.1-8B's parameters on one of ``tp`` ranks, from its config.json: embedding and head split by
     vocabulary, attention and MLP by heads and columns, norms whole."""
-    config = json.loads((PROFILES / "llama-3.1-8b" / "config.json").read_text())
+    config: dict[str, int] = json.loads((PROFILES / "llama-3.1-8b" / "config.json").read_text())
     hidden, layers, inter = config["hidden_size"], config["num_hidden_layers"], config["intermediate_size"]
     head_dim = hidden // config["num_attention_heads"]
     kv = config["num_key_value_heads"] * head_dim

@@ -11,12 +11,13 @@ from pathlib import Path
 import pytest
 
 from bisect_spec.inside import launch_path
+from bisect_spec.model import outcome
 from bisect_spec.report import text
 
 
 def test_the_report_layer_orders_stages_as_the_launch_path_runs_them() -> None:
-    assert text.STAGE_ORDER == launch_path.STAGES
-    assert text.AFTER_WEIGHTS == launch_path.AFTER_WEIGHTS
+    assert outcome.STAGE_ORDER == launch_path.STAGES
+    assert outcome.AFTER_WEIGHTS == launch_path.AFTER_WEIGHTS
     assert set(launch_path.STAGE_WORDS) == set(launch_path.STAGES)
 
 

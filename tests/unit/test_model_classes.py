@@ -15,6 +15,7 @@ import traceback
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -266,8 +267,8 @@ def test_the_load_and_the_pool_sizing_run_as_sglang_wrote_them_with_the_methods_
     assert statements is not None
     assert statements.parameters == ("min_per_gpu_memory",)
     sized: list[float] = []
-    runner = _Holder(server_args=_Holder(fits=True), load_model=lambda: setattr(runner, "model", _Holder(layers=3)),
-                     init_memory_pool=sized.append)
+    runner: Any = _Holder(server_args=_Holder(fits=True), init_memory_pool=sized.append)
+    runner.load_model = lambda: setattr(runner, "model", _Holder(layers=3))
     model_classes.run(statements, self=runner, min_per_gpu_memory=139.8)
     assert sized == [139.8]
     assert (runner.memory_saver_adapter, runner.layers) == ("saver", 3)

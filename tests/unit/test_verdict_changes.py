@@ -151,3 +151,21 @@ def test_a_configuration_failing_on_both_sides_in_two_known_ways_is_replaced_and
     assert [g.kind for g in changes.groups] == ["replaced"]
     assert changes.groups[0].configs == [Config.from_argv(C)]
     assert changes.gating() == []  # it failed before too: not a configuration that stopped working
+
+
+def _staged(outcome: Outcome, stage: str, passed: list[str]) -> Outcome:
+    outcome.record.update(stage=stage, stages_passed=passed)
+    return outcome
+
+
+def test_a_failure_of_a_stage_the_other_release_does_not_run_is_not_compared() -> None:
+    # 0.5.13 sizes the memory pool; 0.5.14 does not yet, and its configuration went past where it would
+    old = _by_key(_staged(_outcome(A, "failed", message="Not enough memory.", exc="RuntimeError"), "memory_pool",
+                          ["parse", "model_runner"]))
+    new = _by_key(_staged(_outcome(A, release="new"), "draft_model", ["parse", "model_runner", "target_model"]))
+    changes = compare(old, new)
+    assert changes.groups == []
+    assert changes.not_compared == {"old failed in stage memory_pool, which new's release does not run": 1}
+    # where the other side stopped before that stage, the failures compare as before
+    early = _by_key(_staged(_outcome(A, "failed", release="new", line=3), "parse", []))
+    assert [g.kind for g in compare(old, early).groups] == ["new", "fixed"]
