@@ -753,7 +753,7 @@ def _memory_pool(args: Any, target: Any, runner: Any, progress: Progress) -> Non
     saved = dict(vars(runner))
     skipped: list[tuple[str, bool]] = []  # quantisation methods whose post-load processing read values (not run)
     refusals: list[BaseException] = []  # the load's failures that are SGLang's verdict (:func:`_loaded_on_meta`)
-    runner.load_model = functools.partial(_loaded_on_meta, runner, runner_cls, cls, refusals)
+    runner.load_model = functools.partial(_loaded_on_meta, runner, runner_cls, cls, refusals, total)
     verdict = True
     try:
         with contextlib.ExitStack() as stack:
@@ -770,11 +770,17 @@ def _memory_pool(args: Any, target: Any, runner: Any, progress: Progress) -> Non
             for barrier in ("barrier", "monitored_barrier"):  # every simulated rank finishes its load
                 stack.enter_context(_replaced(torch.distributed, barrier, _no_values))
             stack.enter_context(_replaced(_batch_invariant_ops(_view(args)), "enable_batch_invariant_mode", _no_values))
+            if not getattr(_view(args), "torchao_config", None):  # SGLang's answer without one, past its import
+                stack.enter_context(_replaced(sys.modules.get(runner_cls.__module__), "apply_torchao_config_to_model",
+                                              _model_unchanged))
             stack.enter_context(_attribute_set(args, "load_format", "dummy"))
             stack.enter_context(_process_state_kept(torch))
             stack.enter_context(version_shims.import_window(["vllm._custom_ops"]))
             try:
                 model_classes.run(statements, self=runner, **{p: total / _GIB for p in statements.parameters})
+            except _NotLoaded:
+                verdict = False  # a stop: nothing SGLang sized is recorded
+                raise
             except Exception as exc:
                 if any(link is exc for link in refusals):
                     raise
@@ -881,7 +887,18 @@ def _process_state_kept(torch: Any) -> Iterator[None]:
             cache.update(contents)
 
 
-def _loaded_on_meta(runner: Any, runner_cls: Any, cls: type, refusals: list[BaseException]) -> None:
+#: What a GPU takes before any weight: the CUDA context and the allocator's first blocks (about 0.5–1 GiB seen on
+#: H100/H200). Weights within this of the whole memory may run out of memory while they load, on a real box.
+_CONTEXT_BYTES = 2 << 30
+
+
+def _model_unchanged(model: Any, *_args: Any, **_kwargs: Any) -> Any:
+    """``apply_torchao_config_to_model`` without a torchao config: SGLang returns the model as it is (0.5.8 imports
+    ``torchao`` first, a dependency a GPU install has and this machine lacks)."""
+    return model
+
+
+def _loaded_on_meta(runner: Any, runner_cls: Any, cls: type, refusals: list[BaseException], total: int) -> None:
     """SGLang's own ``load_model`` on the runner (the dummy loader, on ``meta``). A refusal of the model's own
     modules (:func:`_refused_by_the_model`) or of ``load_model``'s own ``raise``/``assert`` is SGLang's verdict; any
     other failure of the load (a layer's platform check: a vision tower's "only available for cuda" on this CPU
@@ -898,6 +915,11 @@ def _loaded_on_meta(runner: Any, runner_cls: Any, cls: type, refusals: list[Base
             refusals.append(exc)
             raise
         raise _NotLoaded(f"loading {cls.__name__} on meta stopped at {_stop_words(exc)}") from None
+    weights = _device_bytes(vars(runner).get("model"))
+    if weights > total - _CONTEXT_BYTES:  # a real load runs out of device memory first, in torch's words, not SGLang's
+        raise _NotLoaded(f"the weights take {weights / _GIB:.2f} GiB per GPU of its {total / _GIB:.2f} GiB, more than "
+                         f"it leaves after the CUDA context (about {_CONTEXT_BYTES / _GIB:.0f} GiB): a real load runs "
+                         "out of device memory (CUDA out of memory) before SGLang sizes the pool")
 
 
 def _size_neutral(method: Any) -> bool:

@@ -143,3 +143,13 @@ def test_where_the_scheduler_sizes_the_pools_the_stage_is_not_claimed() -> None:
     assert outcome.status is Status.PASSED, outcome.headline
     assert "memory_pool" not in outcome.record["stages_passed"]
     assert outcome.record["stage"] != "memory_pool"
+
+
+def test_weights_that_do_not_fit_the_gpu_stop_the_stage_rather_than_claim_sglangs_message() -> None:
+    # DeepSeek-V3 on one H200 (tp 1): 627 GiB of weights on a 140 GiB GPU; a real load dies in torch's allocator
+    # (CUDA out of memory) while loading, before SGLang sizes anything, so its "Not enough memory" would be ours
+    session = shared_session("0.5.9", model="deepseek-v3", draft="nextn", hardware="h200")
+    outcome = session.evaluate(session.with_draft(Config.of({"--speculative-algorithm": "EAGLE"})))
+    assert outcome.status is Status.PASSED, outcome.headline
+    assert "CUDA out of memory" in outcome.record["needs_gpu"]["memory_pool"]
+    assert "memory_pool" not in outcome.record
