@@ -85,7 +85,7 @@ def test_evaluations_before_leave_the_sizing_as_a_fresh_worker_sees_it() -> None
     # the load grows cached rotary tables in place (long contexts, many draft tokens): a worker that kept them
     # counted another evaluation's bytes (found by a review: 16,094,076,928 -> 16,096,239,616 B)
     target = TargetSpec(release="0.5.9", model="llama-3.1-8b", draft="eagle3", hardware="h200").resolve()
-    fresh = Session(target, jobs=1, timeout=120)
+    fresh = Session(target, jobs=1, timeout=120, warm="own")  # its own worker, never the shared warm one
     fresh.start()
     try:
         first = fresh.evaluate(fresh.with_draft(Config.of(EAGLE3)))
