@@ -732,7 +732,8 @@ def _memory_pool(args: Any, target: Any, runner: Any, progress: Progress) -> Non
     progress.enter("memory_pool")
     architectures = _target_architectures(progress, target)
     cls = model_classes.model_class(architectures)
-    unsimulated = _unsimulated_memory(_view(args))
+    view = _view(args)
+    unsimulated = _unsimulated_memory(view)
     if unsimulated is not None:
         progress.needs_gpu["memory_pool"] = unsimulated
         return
@@ -769,8 +770,8 @@ def _memory_pool(args: Any, target: Any, runner: Any, progress: Progress) -> Non
                                               functools.partial(_with_tolerant_processing, initialize, skipped)))
             for barrier in ("barrier", "monitored_barrier"):  # every simulated rank finishes its load
                 stack.enter_context(_replaced(torch.distributed, barrier, _no_values))
-            stack.enter_context(_replaced(_batch_invariant_ops(_view(args)), "enable_batch_invariant_mode", _no_values))
-            if not getattr(_view(args), "torchao_config", None):  # SGLang's answer without one, past its import
+            stack.enter_context(_replaced(_batch_invariant_ops(view), "enable_batch_invariant_mode", _no_values))
+            if not getattr(view, "torchao_config", None):  # SGLang's answer without one, past its import
                 stack.enter_context(_replaced(sys.modules.get(runner_cls.__module__), "apply_torchao_config_to_model",
                                               _model_unchanged))
             stack.enter_context(_attribute_set(args, "load_format", "dummy"))
@@ -840,13 +841,11 @@ def _sized_by_sglang(exc: BaseException, statements: Any) -> bool:
     pool's sizing functions or their callees (``MemoryPoolConfig``), or in the statements of ``initialize`` run
     here ("PP is not compatible with MTP models."). What else fails between the load and the pool (a package this
     machine lacks: ``torch_memory_saver``, ``torchao``; a LoRA adapter's files) is not the box's answer."""
-    frames = traceback.extract_tb(exc.__traceback__)
-    if (not frames or isinstance(exc, ImportError) or exc.__cause__ is not None or exc.__context__ is not None
-            or not (frames[-1].line or "").lstrip().startswith(("raise", "assert"))):
+    last = _refusing_statement(exc)
+    if last is None or isinstance(exc, ImportError):
         return False
-    own = frames[-1].name == statements.function and os.path.abspath(frames[-1].filename) == os.path.abspath(
-        statements.filename)
-    return own or any(frame.name in _SIZING_FUNCTIONS for frame in frames)
+    own = last.name == statements.function and os.path.abspath(last.filename) == os.path.abspath(statements.filename)
+    return own or any(frame.name in _SIZING_FUNCTIONS for frame in traceback.extract_tb(exc.__traceback__))
 
 
 def _stop_words(exc: BaseException) -> str:
@@ -906,11 +905,9 @@ def _loaded_on_meta(runner: Any, runner_cls: Any, cls: type, refusals: list[Base
     try:
         runner_cls.load_model(runner)
     except Exception as exc:
-        frames = traceback.extract_tb(exc.__traceback__)
-        last = frames[-1] if frames else None
-        own = (last is not None and last.name == "load_model" and exc.__cause__ is None and exc.__context__ is None
-               and os.path.abspath(last.filename) == os.path.abspath(inspect.getfile(runner_cls))
-               and (last.line or "").lstrip().startswith(("raise", "assert")))
+        last = _refusing_statement(exc)
+        own = (last is not None and last.name == "load_model"
+               and os.path.abspath(last.filename) == os.path.abspath(inspect.getfile(runner_cls)))
         if own or _refused_by_the_model(exc, cls):
             refusals.append(exc)
             raise
@@ -1150,11 +1147,20 @@ def _draft_built(draft_config: Any, draft_cls: type, progress: Progress) -> None
 _REFUSALS = (ValueError, AssertionError, NotImplementedError)
 
 
+def _refusing_statement(exc: BaseException) -> traceback.FrameSummary | None:
+    """The frame whose own ``raise`` or ``assert`` statement raised ``exc``, unchained (a check refusing, not a
+    failure on the way to one); None otherwise. Whose check it is, each caller decides from the frame."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames or exc.__cause__ is not None or exc.__context__ is not None:
+        return None
+    return frames[-1] if (frames[-1].line or "").lstrip().startswith(("raise", "assert")) else None
+
+
 def _refused_by_the_model(exc: BaseException, cls: type) -> bool:
     """True when ``exc`` was raised, unchained, by a ``raise`` or ``assert`` statement of the module of ``cls`` or of
     one of its bases in ``sglang.srt.models``: the model class refusing its config, as it would on a GPU box."""
-    frames = traceback.extract_tb(exc.__traceback__)
-    if not isinstance(exc, _REFUSALS) or not frames or exc.__cause__ is not None or exc.__context__ is not None:
+    last = _refusing_statement(exc)
+    if not isinstance(exc, _REFUSALS) or last is None:
         return False
     files = set()
     for klass in cls.__mro__:
@@ -1162,9 +1168,7 @@ def _refused_by_the_model(exc: BaseException, cls: type) -> bool:
         path = getattr(module, "__file__", None) or ""
         if "/sglang/srt/models/" in path.replace(os.sep, "/"):
             files.add(os.path.abspath(path))
-    last = frames[-1]
-    statement = (last.line or "").lstrip()
-    return os.path.abspath(last.filename) in files and statement.startswith(("raise", "assert"))
+    return os.path.abspath(last.filename) in files
 
 
 def _explicit_model_config(model_config_cls: Any, args: Any) -> Any:
