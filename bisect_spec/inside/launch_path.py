@@ -221,13 +221,27 @@ class Progress:
         return record
 
 
+#: Modules the release does not have (``ModuleNotFoundError`` naming the module or a package above it): asked
+#: again thousands of times per evaluation (:func:`_view`, once per quantised layer), each failed import a search
+#: of ``sys.path``. A module that exists but fails to import is tried again every time.
+_ABSENT: set[str] = set()
+
+
 def _attribute(modules: tuple[str, ...], name: str) -> Any:
     """``name`` from the first of ``modules`` that has it, or None (the feature is absent)."""
     for module_name in modules:
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError:
-            continue
+        module = sys.modules.get(module_name)
+        if module is None:
+            if module_name in _ABSENT:
+                continue
+            try:
+                module = importlib.import_module(module_name)
+            except ModuleNotFoundError as exc:
+                if exc.name is not None and (module_name + ".").startswith(exc.name + "."):
+                    _ABSENT.add(module_name)
+                continue
+            except ImportError:
+                continue
         found = getattr(module, name, None)
         if found is not None:
             return found
@@ -753,6 +767,7 @@ def _memory_pool(args: Any, target: Any, runner: Any, progress: Progress) -> Non
     served = (lambda *_args, **_kwargs: (cls, cls.__name__))  # noqa: E731 - the registry's answer
     saved = dict(vars(runner))
     skipped: list[tuple[str, bool]] = []  # quantisation methods whose post-load processing read values (not run)
+    post_load: list[str] = []  # the model's own post_load_weights, not run
     refusals: list[BaseException] = []  # the load's failures that are SGLang's verdict (:func:`_loaded_on_meta`)
     runner.load_model = functools.partial(_loaded_on_meta, runner, runner_cls, cls, refusals, total)
     verdict = True
@@ -763,7 +778,8 @@ def _memory_pool(args: Any, target: Any, runner: Any, progress: Progress) -> Non
                 stack.enter_context(_replaced(module, "get_available_gpu_memory", available))
             stack.enter_context(_replaced(loader, "get_model_architecture", served))
             stack.enter_context(_replaced(loader, "initialize_dummy_weights", _no_values))
-            stack.enter_context(_replaced(loader, "post_load_weights", _no_values))
+            for name in ("post_load_weights", "_post_load_weights"):  # the loader's call of the model's own (0.5.12+: _)
+                stack.enter_context(_replaced(loader, name, functools.partial(_post_load_not_run, post_load)))
             initialize = getattr(loader, "_initialize_model", None)
             if initialize is not None:
                 stack.enter_context(_replaced(loader, "_initialize_model",
@@ -801,8 +817,8 @@ def _memory_pool(args: Any, target: Any, runner: Any, progress: Progress) -> Non
                                     "mem_fraction_static": getattr(runner, "mem_fraction_static", None),
                                     "max_total_num_tokens": sized if isinstance(sized, int) else None,
                                     "request_slots": _request_slots(runner, args)}
-            if skipped:
-                progress.memory_pool["processing_skipped"] = sorted({name for name, _ in skipped})
+            if skipped or post_load:
+                progress.memory_pool["processing_skipped"] = sorted({name for name, _ in skipped} | set(post_load))
         vars(runner).clear()
         vars(runner).update(saved)
 
@@ -968,6 +984,15 @@ def _request_slots(runner: Any, args: Any) -> int | None:
     return size if isinstance(size, int) else None
 
 
+def _post_load_not_run(not_run: list[str], model: Any, *_args: Any, **_kwargs: Any) -> None:
+    """The loader's call of the model's ``post_load_weights`` (``post_load_weights(model, model_config)`` up to
+    0.5.11, ``_post_load_weights(model)`` from 0.5.12), not run: it derives tensors from the weights' values
+    (DeepSeek's absorbed MLA matrices, FP8 requantisation: seconds of decomposed arithmetic per layer on ``meta``).
+    Named in ``not_run`` where the model has one."""
+    if callable(getattr(model, "post_load_weights", None)):
+        not_run.append(f"{type(model).__name__}.post_load_weights")
+
+
 def _no_values(*_args: Any, **_kwargs: Any) -> None:
     """The dummy loader's random values, not drawn: a ``meta`` tensor holds none."""
 
@@ -978,10 +1003,12 @@ def _device_bytes(model: Any) -> int:
         return 0
     seen: set[int] = set()
     total = 0
-    for tensor in [*model.parameters(), *model.buffers()]:
-        if id(tensor) not in seen and tensor.device.type == "meta":  # on the GPU here; a CPU tensor is not
-            seen.add(id(tensor))
-            total += tensor.numel() * tensor.element_size()
+    modules = model.modules() if callable(getattr(model, "modules", None)) else [model]
+    for module in modules:  # each module's own tensors (what ``parameters()`` and ``buffers()`` walk, at a third the cost)
+        for tensor in [*vars(module).get("_parameters", {}).values(), *vars(module).get("_buffers", {}).values()]:
+            if tensor is not None and id(tensor) not in seen and tensor.device.type == "meta":  # a CPU tensor is not on the GPU
+                seen.add(id(tensor))
+                total += tensor.numel() * tensor.element_size()
     return total
 
 

@@ -57,19 +57,23 @@ def _mode() -> Any:
     except ImportError:  # pragma: no cover - every SGLang release needs torch
         return None
 
+    to, cuda = torch.Tensor.to, torch.Tensor.cuda
+
     class _CudaOnMeta(TorchFunctionMode):  # type: ignore[misc]  # torch is not typed here
+        # Every torch call of a build passes here (DeepSeek-V3 on meta: about 17,000 per evaluation): the common
+        # case, no device named and no placement method, returns at once.
         def __torch_function__(self, func: Any, types_: Any, args: Any = (), kwargs: Any = None) -> Any:
-            kwargs = dict(kwargs or {})
-            if _is_gpu(kwargs.get("device")):
-                kwargs["device"] = "meta"
-            if kwargs.get("pin_memory"):
-                kwargs["pin_memory"] = False
-            name = getattr(func, "__name__", "")
-            if name == "cuda" and args and isinstance(args[0], torch.Tensor):
+            if kwargs and (kwargs.get("device") is not None or kwargs.get("pin_memory")):
+                kwargs = dict(kwargs)
+                if _is_gpu(kwargs.get("device")):
+                    kwargs["device"] = "meta"
+                if kwargs.get("pin_memory"):
+                    kwargs["pin_memory"] = False
+            if func is cuda and args and isinstance(args[0], torch.Tensor):
                 return args[0].to("meta")
-            if name == "to" and len(args) > 1 and _is_gpu(args[1]):
+            if func is to and len(args) > 1 and _is_gpu(args[1]):
                 args = (args[0], "meta", *args[2:])
-            return func(*args, **kwargs)
+            return func(*args, **(kwargs or {}))
 
     return _CudaOnMeta
 
