@@ -793,6 +793,7 @@ def _memory_pool(args: Any, target: Any, runner: Any, progress: Progress) -> Non
             stack.enter_context(_attribute_set(args, "load_format", "dummy"))
             stack.enter_context(_process_state_kept(torch))
             stack.enter_context(version_shims.import_window(["vllm._custom_ops"]))
+            failure: Exception | None = None
             try:
                 model_classes.run(statements, self=runner, **{p: total / _GIB for p in statements.parameters})
             except _NotLoaded:
@@ -801,15 +802,24 @@ def _memory_pool(args: Any, target: Any, runner: Any, progress: Progress) -> Non
             except Exception as exc:
                 if any(link is exc for link in refusals):
                     raise
-                unsized = sorted({name for name, neutral in skipped if not neutral})
+                failure = exc
+            unsized = sorted({name for name, neutral in skipped if not neutral})
+            in_sizing = failure is not None and not unsized and _sized_by_sglang(failure, statements)
+            device = failure is not None and bool(_device_step(failure) or _meta_value(failure))
+            if failure is not None and in_sizing and not device:
+                raise failure  # SGLang's own refusal in the sizing ("Not enough memory")
+            if not unsized:  # what the sizing set, checked as the worker checks it (also where the build stopped after)
+                refusal = _requests_refusal(runner, refusals)
+                if refusal is not None:
+                    raise refusal
+            if failure is not None:
+                if in_sizing:  # building the pools stopped past the sizing, at what only the device holds: a stop
+                    raise failure  # (named by _up_to_the_device), with what SGLang sized recorded
+                verdict = False
                 if unsized:  # the weights' bytes are not the ones SGLang would have counted: not a verdict
-                    verdict = False
                     raise _NotLoaded(f"sizing with the post-load processing of {', '.join(unsized)} not run (it "
                                      "reads the weights' values)") from None
-                if not _sized_by_sglang(exc, statements):
-                    verdict = False
-                    raise _NotLoaded(f"the statements after the load stopped at {_stop_words(exc)}") from None
-                raise
+                raise _NotLoaded(f"the statements after the load stopped at {_stop_words(failure)}") from None
     finally:  # what SGLang sized, also where building the pools stopped after the sizing (a warm-up on the device)
         sized = vars(runner).get("max_total_num_tokens")  # unset where SGLang refused before it (0.5.10+)
         if vars(runner).get("model") is not None and verdict:
@@ -817,10 +827,49 @@ def _memory_pool(args: Any, target: Any, runner: Any, progress: Progress) -> Non
                                     "mem_fraction_static": getattr(runner, "mem_fraction_static", None),
                                     "max_total_num_tokens": sized if isinstance(sized, int) else None,
                                     "request_slots": _request_slots(runner, args)}
+            running = vars(runner).get("max_running_requests")  # SGLang's own figure, where it set one
+            if isinstance(running, int) and not isinstance(running, bool):
+                progress.memory_pool["max_running_requests"] = running
             if skipped or post_load:
                 progress.memory_pool["processing_skipped"] = sorted({name for name, _ in skipped} | set(post_load))
         vars(runner).clear()
         vars(runner).update(saved)
+
+
+def _requests_refusal(runner: Any, refusals: list[BaseException]) -> BaseException | None:
+    """The target worker's own check that the runner it built has room for a request (``TpModelWorker.__init__``:
+    ``assert self.max_running_requests > 0, "max_running_request is zero"``), run on the runner once SGLang sized
+    its pool: every launch passes it before it serves (:func:`model_classes.requests_check_statements`).
+
+    What SGLang's sizing set is checked: ``--max-running-requests`` divided by the attention-DP width can leave
+    none (1 // 8 = 0: a public benchmark script records the assert on eight schedulers with ``--dp 8
+    --enable-dp-attention --max-running-requests 1``). Its refusal is SGLang's verdict, sound: a launch that
+    gets past the runner meets it. The runner's steps between the pool and this check on a real box (its
+    attention backends, the CUDA-graph capture, which checks its batch sizes against the same request pool)
+    are not run here and may refuse first, in their own words (``capture_bs``); the verdict is the same. Run
+    where the runner's figure is set: 0.5.10+ in the sizing itself; up to 0.5.9 by the runner's own statements
+    right after it (:func:`model_classes.running_requests_statements`), run here once the request pool exists,
+    also where building the other pools stopped at a value only a GPU holds (a GPU builds them and goes on to
+    those statements). The refusal is returned, and listed in ``refusals``; None where the check passes or is
+    not run."""
+    taken = model_classes.running_requests_statements(type(runner).__mro__[1])
+    if taken is not None and isinstance(getattr(vars(runner).get("req_to_token_pool"), "size", None), int):
+        with contextlib.suppress(Exception, _NotLoaded):  # the runner's own statements after the sizing (0.4.6 … 0.5.9)
+            model_classes.run(taken, self=runner)
+    worker_cls = _attribute(("sglang.srt.managers.tp_worker",), "TpModelWorker")
+    checks = model_classes.requests_check_statements(worker_cls) if isinstance(worker_cls, type) else None
+    running = vars(runner).get("max_running_requests")
+    if checks is None or not isinstance(running, int) or isinstance(running, bool):
+        return None
+    try:
+        model_classes.run(checks, self=_Shell("the target worker", model_runner=runner))
+    except AssertionError as exc:
+        last = _refusing_statement(exc)
+        if last is None or os.path.abspath(last.filename) != os.path.abspath(checks.filename):
+            raise
+        refusals.append(exc)
+        return exc
+    return None
 
 
 def _unsimulated_memory(view: Any) -> str | None:

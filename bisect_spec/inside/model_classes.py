@@ -668,6 +668,61 @@ def memory_pool_statements(runner_cls: type) -> Statements | None:
 
 
 @functools.cache
+def running_requests_statements(runner_cls: type) -> Statements | None:
+    """Where the target ``ModelRunner`` takes its running requests from the pool it sized, right after the sizing:
+    the assignments of ``self.max_running_requests`` that follow ``init_memory_pool(...)`` in the method of
+    :func:`memory_pool_statements` (0.4.6 … 0.5.9), with the method's plain assignments of the locals they read.
+    None where the sizing sets it itself (0.5.10+) or the runner does not size its pool there."""
+    for klass in runner_cls.__mro__[:-1]:
+        found = _class_def(klass)
+        if found is None:
+            continue
+        filename, class_def = found
+        for method in (n for n in class_def.body if isinstance(n, ast.FunctionDef)):
+            body = method.body
+            pools = [i for i, s in enumerate(body) if any(_called(n) == "init_memory_pool" for n in ast.walk(s))]
+            if not pools or not any(_called(n) == "load_model" for s in body[:pools[0]] for n in ast.walk(s)):
+                continue
+            after = pools[0] + 1
+            while after < len(body) and _assigns_self(body[after], "max_running_requests"):
+                after += 1
+            if after == pools[0] + 1:
+                return None
+            return Statements(filename, method.name, _locals_before(body, body[pools[0] + 1:after]), klass.__module__,
+                              class_def.name)
+    return None
+
+
+def _assigns_self(statement: ast.stmt, name: str) -> bool:
+    """Whether ``statement`` is ``self.<name> = ...``."""
+    return isinstance(statement, ast.Assign) and any(
+        isinstance(t, ast.Attribute) and t.attr == name and isinstance(t.value, ast.Name) and t.value.id == "self"
+        for t in statement.targets)
+
+
+@functools.cache
+def requests_check_statements(worker_cls: type) -> Statements | None:
+    """The target worker's check that its runner has room for a request, once the runner is built: in its
+    ``__init__``, the first ``assert`` on ``max_running_requests`` (``"max_running_request is zero"``), with the
+    assignment of ``self.max_running_requests`` before it where there is one (0.5.1 … 0.5.13: from
+    ``self.model_runner.max_running_requests``). None where the class has no such check."""
+    for klass in worker_cls.__mro__[:-1]:
+        found = _class_def(klass)
+        if found is None:
+            continue
+        filename, class_def = found
+        for method in (n for n in class_def.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"):
+            body = method.body
+            checks = [i for i, s in enumerate(body) if isinstance(s, ast.Assert) and any(
+                isinstance(n, ast.Attribute) and n.attr == "max_running_requests" for n in ast.walk(s.test))]
+            if not checks:
+                continue
+            taken = [s for s in body[:checks[0]] if _assigns_self(s, "max_running_requests")]
+            return Statements(filename, method.name, [*taken[-1:], body[checks[0]]], klass.__module__, class_def.name)
+    return None
+
+
+@functools.cache
 def lm_head_statements(worker_cls: type) -> Statements | None:
     """Where the EAGLE family's worker shares the target's embedding and head with the draft: from the
     statement that calls the target's ``get_embed_and_head`` to the last of its siblings that calls the

@@ -55,6 +55,12 @@ NOT_CHECKED_AFTER_SIZING = ("not checked: the weights' values, the memory the bo
                             "communication buffers) and CUDA-graph capture (bisect-spec launch runs a real one)")
 
 
+#: Under a refusal of a pool sized for no running request: what a real launch runs first, not run here.
+NO_REQUEST_ROOM = ("a real launch builds its attention backends and captures CUDA graphs before this check (not run "
+                   "here); the capture checks its batch sizes against the same request pool and may refuse first "
+                   "(capture_bs)")
+
+
 def memory_pool_line(pool: dict[str, Any], *, failed: bool = False) -> str:
     """What SGLang sized on the simulated box, in its own units (GiB, tokens), and how far to trust it."""
     gib = 1 << 30
@@ -62,6 +68,8 @@ def memory_pool_line(pool: dict[str, Any], *, failed: bool = False) -> str:
             f"of {pool['total_bytes'] / gib:.2f} GiB, mem_fraction_static {pool.get('mem_fraction_static')}")
     if pool.get("max_total_num_tokens") is not None:
         line += f", KV cache {pool['max_total_num_tokens']} tokens"
+    if pool.get("max_running_requests") is not None:
+        line += f", {pool['max_running_requests']} running requests"
     if pool.get("processing_skipped"):
         line += f" (post-load processing not run: {', '.join(pool['processing_skipped'])})"
     return line + ("; a real box has less free memory, so it fails there too" if failed
@@ -100,9 +108,11 @@ def outcome_text(outcome: Outcome) -> str:
     lines.append(f"verdict:  {outcome.status.value.upper()}  {outcome.headline}")
     if outcome.record.get("stage") and outcome.tool_fault is None:
         lines.append(f"stage:    {outcome.reached}")
-        if (outcome.record.get("stage") == "memory_pool" and outcome.record.get("memory_pool")
-                and "memory" in str((outcome.exception or {}).get("message", "")).lower()):
-            lines.append(f"          {memory_pool_line(outcome.record['memory_pool'], failed=True)}")
+        pool = outcome.record.get("memory_pool")
+        if outcome.record.get("stage") == "memory_pool" and pool:
+            lines.append(f"          {memory_pool_line(pool, failed=True)}")
+            if pool.get("max_running_requests") == 0:
+                lines.append(f"          {NO_REQUEST_ROOM}")
     if outcome.signature is not None:
         sig = outcome.signature
         lines.append(f"signature: {sig.id}  (cross-release key {sig.cross_release_key})")

@@ -81,6 +81,25 @@ def test_too_small_a_memory_fraction_fails_with_sglangs_own_error(release: str, 
     assert "so it fails there too" in shown
 
 
+@pytest.mark.parametrize("release", ["0.5.9", "0.5.12"])  # the runner takes the slots after the sizing; in it
+def test_a_pool_sized_for_no_running_request_fails_with_the_workers_own_assert(release: str) -> None:
+    # --max-running-requests 1 over 8 attention-DP ranks: 1 // 8 = 0 (a public benchmark script records
+    # "AssertionError: max_running_request is zero" on eight schedulers); 8 leaves each rank one
+    session = shared_session(release, model="llama-3.1-8b", draft="eagle3", hardware="h200")
+    flags = {"--tp-size": "8", "--dp-size": "8", "--enable-dp-attention": None, **EAGLE3}
+    outcome = session.evaluate(session.with_draft(Config.of({**flags, "--max-running-requests": "1"})))
+    assert outcome.status is Status.FAILED, outcome.headline
+    assert outcome.record["stage"] == "memory_pool"
+    assert (outcome.exception["type"], outcome.exception["message"]) == ("AssertionError", "max_running_request is zero")
+    frame = outcome.record["frame"]
+    assert frame["file"] == "srt/managers/tp_worker.py" and frame["function"] == "__init__"
+    assert outcome.record["memory_pool"]["max_running_requests"] == 0
+    assert text.NO_REQUEST_ROOM in text.outcome_text(outcome)
+    room = session.evaluate(session.with_draft(Config.of({**flags, "--max-running-requests": "8"})))
+    assert room.status is Status.PASSED, room.headline
+    assert room.record["memory_pool"]["max_running_requests"] == 1
+
+
 def test_evaluations_before_leave_the_sizing_as_a_fresh_worker_sees_it() -> None:
     # the load grows cached rotary tables in place (long contexts, many draft tokens): a worker that kept them
     # counted another evaluation's bytes (found by a review: 16,094,076,928 -> 16,096,239,616 B)

@@ -87,6 +87,24 @@ class Runner:
     def load_model(self):
         raise RuntimeError("a method body the test replaces")
 
+class SlotsRunner:
+    def initialize(self):
+        server_args = self.server_args
+        self.load_model()
+        self.init_memory_pool()
+        self.max_running_requests = min(server_args.max_running_requests // server_args.dp_size,
+                                        self.req_to_token_pool.size)
+        self.attention_backend = "not run: after the pool"
+
+class TargetWorker:
+    def __init__(self, server_args):
+        self.model_runner = server_args.runner
+        self.max_total_num_tokens = "not run: before the check"
+        self.max_running_requests = self.model_runner.max_running_requests
+        self.max_prefill_tokens = "not run: between"
+        assert self.max_running_requests > 0, "max_running_request is zero"
+        self.after = "not run: after the check"
+
 class SchedulerSizedRunner:
     def initialize(self):
         self.load_model()
@@ -273,6 +291,25 @@ def test_the_load_and_the_pool_sizing_run_as_sglang_wrote_them_with_the_methods_
     assert sized == [139.8]
     assert (runner.memory_saver_adapter, runner.layers) == ("saver", 3)
     assert not hasattr(runner, "expert_location") and not hasattr(runner, "attention_backend")
+
+
+def test_the_runners_running_requests_after_the_sizing_and_the_workers_check_on_them(fake_sglang: ModuleType) -> None:
+    # 0.4.6 ... 0.5.9: initialize() takes the running requests right after the sizing; every release's worker
+    # asserts there is one, once the runner is built
+    assert model_classes.running_requests_statements(fake_sglang.Runner) is None  # nothing follows the sizing
+    taken = model_classes.running_requests_statements(fake_sglang.SlotsRunner)
+    check = model_classes.requests_check_statements(fake_sglang.TargetWorker)
+    assert taken is not None and check is not None
+    runner: Any = _Holder(server_args=_Holder(max_running_requests=1, dp_size=8), req_to_token_pool=_Holder(size=1))
+    model_classes.run(taken, self=runner)
+    assert runner.max_running_requests == 0 and not hasattr(runner, "attention_backend")
+    worker: Any = _Holder(model_runner=runner)
+    with pytest.raises(AssertionError, match="^max_running_request is zero$"):
+        model_classes.run(check, self=worker)
+    assert not hasattr(worker, "max_prefill_tokens") and not hasattr(worker, "after")
+    runner.max_running_requests = 1
+    model_classes.run(check, self=worker)
+    assert worker.max_running_requests == 1
 
 
 def test_a_runner_whose_pool_is_sized_elsewhere_has_no_such_statements(fake_sglang: ModuleType) -> None:
