@@ -120,11 +120,11 @@ except ImportError:  # repro.py: this file without its package
 #: Stages in launch order. A failure records the stage it failed in; a PASSED outcome the last
 #: stage it ran (``STAGE_WORDS`` says it in words: "PASSED up to attention-backend selection").
 STAGES = ("parse", "resolve", "check_server_args", "auto_parsers", "tokenizer_manager", "target_model_config",
-          "draft_model_config", "model_runner", "memory_pool", "target_model", "attention_backend",
-          "draft_worker_model_config", "draft_worker", "draft_model")
+          "draft_model_config", "model_runner", "memory_pool", "cuda_graph_sizes", "target_worker", "target_model",
+          "attention_backend", "draft_worker_model_config", "draft_worker", "draft_model")
 #: Stages that a real launch runs only after the target's weights are loaded.
-AFTER_WEIGHTS = frozenset({"memory_pool", "target_model", "attention_backend", "draft_worker_model_config",
-                           "draft_worker", "draft_model"})
+AFTER_WEIGHTS = frozenset({"memory_pool", "cuda_graph_sizes", "target_worker", "target_model", "attention_backend",
+                           "draft_worker_model_config", "draft_worker", "draft_model"})
 #: Each stage in the words a verdict uses ("PASSED up to ...", "FAILED in ...").
 STAGE_WORDS = {"parse": "argument parsing", "resolve": "argument resolution",
                "check_server_args": "check_server_args", "auto_parsers": "parser detection",
@@ -132,6 +132,8 @@ STAGE_WORDS = {"parse": "argument parsing", "resolve": "argument resolution",
                "target_model_config": "the target's model config", "draft_model_config": "the draft's model config",
                "model_runner": "the model runner, before the weights load",
                "memory_pool": "the target's memory pool, sized against the simulated box's memory",
+               "cuda_graph_sizes": "the batch sizes of the target's CUDA graphs, chosen against its request pool",
+               "target_worker": "the target worker's checks on its built runner",
                "target_model": "the target model's class and the speculative calls on it, after the weights load",
                "attention_backend": "attention-backend selection, after the weights load",
                "draft_worker_model_config": "the draft worker's model config, after the weights load",
@@ -183,6 +185,8 @@ class Progress:
         self.classes_from_source: list[str] = []
         #: the target's memory pool as SGLang sized it (``memory_pool`` stage): bytes, tokens, requests
         self.memory_pool: dict[str, Any] | None = None
+        #: the batch sizes the target's CUDA graphs would be captured for (``cuda_graph_sizes``), or disabled
+        self.cuda_graphs: dict[str, Any] | None = None
         #: objects a later stage takes from an earlier one (the draft's model config, the worker class);
         #: not recorded
         self.held: dict[str, Any] = {}
@@ -218,6 +222,8 @@ class Progress:
             record["model_classes_from_source"] = list(self.classes_from_source)
         if self.memory_pool is not None:
             record["memory_pool"] = dict(self.memory_pool)
+        if self.cuda_graphs is not None:
+            record["cuda_graphs"] = dict(self.cuda_graphs)
         return record
 
 
@@ -432,9 +438,36 @@ def _after_the_target_config(args: Any, target: Any, model_config_cls: Any, from
                              progress: Progress) -> None:
     if from_server_args is not None:
         _draft_model_config(args, target, progress)
-    runner = _model_runner(args, target, progress)
-    with _groups_built(args), _dp_attention_initialized(args, target):
-        _after_the_device_step(args, target, runner, model_config_cls, from_server_args, progress)
+    with _moe_config_initialized(args):
+        runner = _model_runner(args, target, progress)
+        with _groups_built(args), _dp_attention_initialized(args, target):
+            _after_the_device_step(args, target, runner, model_config_cls, from_server_args, progress)
+
+
+@contextlib.contextmanager
+def _moe_config_initialized(args: Any) -> Iterator[None]:
+    """SGLang's own ``initialize_moe_config(server_args)``, as the scheduler runs it before it builds its worker
+    (0.5.3 … 0.5.18): the MoE all-to-all and runner backends, DeepEP's mode, two-batch overlap, as module globals
+    of ``layers/moe/utils`` that building a MoE model and the CUDA graphs' batch sizes read
+    (``require_gathered_buffer``: ``--moe-a2a-backend deepep`` gathers the attention-TP group's tokens). Without
+    it they read the defaults (no all-to-all backend). The module's globals are put back afterwards. 0.5.19+ take
+    no arguments and read the runtime context: there it is not run, as before."""
+    initialize = _attribute(("sglang.srt.layers.moe.utils", "sglang.srt.layers.moe"), "initialize_moe_config")
+    module = sys.modules.get(getattr(initialize, "__module__", "") or "")
+    if initialize is None or module is None or "server_args" not in (_accepted(initialize) or set()):
+        yield
+        return
+    saved = dict(vars(module))
+    try:
+        with contextlib.suppress(Exception):
+            initialize(args)
+        yield
+    finally:
+        for name in set(vars(module)) - set(saved):
+            delattr(module, name)
+        for name, value in saved.items():
+            if vars(module).get(name, saved) is not value:
+                setattr(module, name, value)
 
 
 def _after_the_device_step(args: Any, target: Any, runner: Any, model_config_cls: Any, from_server_args: Any,
@@ -735,7 +768,10 @@ def _memory_pool(args: Any, target: Any, runner: Any, progress: Progress) -> Non
     (:func:`_loaded_on_meta`); else the stage stops, named. Sound in one direction only: a real box has less
     free memory (the CUDA context, communication buffers, what ``post_load_weights`` adds), so what the
     simulation leaves for the KV cache is an upper bound, and SGLang's "Not enough memory" here means not enough
-    there. A pool sized here is not a promise; the outcome records the figures (``memory_pool``). The runner's
+    there. A pool sized here is not a promise; the outcome records the figures (``memory_pool``). Where SGLang
+    sized it (also where building the pools stopped after the sizing, at a value only the device holds), two
+    stages read the sizes as a launch does next: the CUDA graphs' batch sizes (:func:`_capture_sizes`) and the
+    target worker's check on its runner (:func:`_requests_refusal`). The runner's
     own attributes are put back afterwards, so the stages after it see the runner they saw before; what the
     sizing wrote into the server arguments (the draft's cache size) stays, as on a real box.
     """
@@ -805,21 +841,22 @@ def _memory_pool(args: Any, target: Any, runner: Any, progress: Progress) -> Non
                 failure = exc
             unsized = sorted({name for name, neutral in skipped if not neutral})
             in_sizing = failure is not None and not unsized and _sized_by_sglang(failure, statements)
-            device = failure is not None and bool(_device_step(failure) or _meta_value(failure))
-            if failure is not None and in_sizing and not device:
-                raise failure  # SGLang's own refusal in the sizing ("Not enough memory")
-            if not unsized:  # what the sizing set, checked as the worker checks it (also where the build stopped after)
-                refusal = _requests_refusal(runner, refusals)
-                if refusal is not None:
-                    raise refusal
-            if failure is not None:
-                if in_sizing:  # building the pools stopped past the sizing, at what only the device holds: a stop
-                    raise failure  # (named by _up_to_the_device), with what SGLang sized recorded
+            device = (_device_step(failure) or _meta_value(failure)) if failure is not None else None
+            if failure is not None and not (in_sizing and device):
+                if in_sizing:
+                    raise failure  # SGLang's own refusal in the sizing ("Not enough memory")
                 verdict = False
                 if unsized:  # the weights' bytes are not the ones SGLang would have counted: not a verdict
                     raise _NotLoaded(f"sizing with the post-load processing of {', '.join(unsized)} not run (it "
                                      "reads the weights' values)") from None
                 raise _NotLoaded(f"the statements after the load stopped at {_stop_words(failure)}") from None
+            if device:  # building the pools stopped past the sizing, at what only the device holds: a GPU goes on
+                progress.needs_gpu["memory_pool"] = device
+            if not unsized:  # what SGLang sized, as the steps after the pool read it on the way to serving
+                refusal = _capture_sizes(runner, runner_cls, progress, refusals) or _requests_refusal(runner, progress,
+                                                                                                       refusals)
+                if refusal is not None:
+                    raise refusal
     finally:  # what SGLang sized, also where building the pools stopped after the sizing (a warm-up on the device)
         sized = vars(runner).get("max_total_num_tokens")  # unset where SGLang refused before it (0.5.10+)
         if vars(runner).get("model") is not None and verdict:
@@ -836,7 +873,90 @@ def _memory_pool(args: Any, target: Any, runner: Any, progress: Progress) -> Non
         vars(runner).update(saved)
 
 
-def _requests_refusal(runner: Any, refusals: list[BaseException]) -> BaseException | None:
+class _CaptureReached(BaseException):
+    """Ends the target runner's ``init_device_graphs`` once its graph runner chose the batch sizes it captures
+    (the capture runs the model on the device)."""
+
+    def __init__(self, sizes: dict[str, Any]) -> None:
+        super().__init__("the CUDA-graph capture")
+        self.sizes = sizes
+
+
+def _capture_sizes(runner: Any, runner_cls: Any, progress: Progress,
+                   refusals: list[BaseException]) -> BaseException | None:
+    """The batch sizes the target's CUDA-graph runner captures, chosen by SGLang's own code on the runner whose
+    pool it sized (stage ``cuda_graph_sizes``; 0.4.6 … 0.5.13, where the runner sizes its pool itself).
+
+    The runner's own ``init_device_graphs`` runs (SGLang decides whether graphs are captured: not with
+    ``--disable-cuda-graph``); its graph runner's ``__init__`` runs from the start to the statement that calls
+    ``get_batch_sizes_to_capture`` (:func:`model_classes.capture_sizes_statements`): the tokens per request a
+    speculative target captures (``--speculative-num-draft-tokens``), then the sizes kept against the request
+    pool and, with gathered buffers, the attention-TP width (``bs * num_tokens_per_bs % mul_base == 0``). Its
+    ``assert len(capture_bs) > 0 and capture_bs[0] > 0, f"{capture_bs=}"`` is then SGLang's verdict (a public
+    benchmark script records ``capture_bs=[]`` at tp 8 with EP, MTP's six tokens and ``--cuda-graph-max-bs 1``).
+    The capture itself is never run; the attention backends' construction and the kernel warm-up before it on a
+    real box are not run either (they size nothing this reads). The sizes are recorded (``cuda_graphs``). Any
+    other failure on the way stops the stage, named. Returns the refusal (also in ``refusals``), or None."""
+    module = sys.modules.get(runner_cls.__module__)
+    graph_cls = vars(module).get("CudaGraphRunner") if module is not None else None
+    statements = model_classes.capture_sizes_statements(graph_cls) if isinstance(graph_cls, type) else None
+    init_graphs = getattr(runner_cls, "init_device_graphs", None)
+    if graph_cls is None or statements is None or init_graphs is None or not isinstance(
+            getattr(vars(runner).get("req_to_token_pool"), "size", None), int):
+        return None
+    progress.enter("cuda_graph_sizes")
+    defaults = {name: parameter.default for name, parameter in inspect.signature(graph_cls.__init__).parameters.items()
+                if parameter.default is not inspect.Parameter.empty}
+
+    def sized(model_runner: Any, *_args: Any, **_kwargs: Any) -> None:
+        graph_runner = _Shell("the CUDA-graph runner")
+        names = {name: defaults.get(name) for name in statements.parameters}
+        names[statements.parameters[0]] = model_runner
+        model_classes.run(statements, self=graph_runner, **names)
+        chosen = vars(graph_runner)
+        raise _CaptureReached({"capture_bs": [int(b) for b in chosen.get("capture_bs") or []],
+                               "num_tokens_per_bs": chosen.get("num_tokens_per_bs")})
+
+    if "attn_backend" not in vars(runner):  # built after the pool on a real box; kept, not read, by the sizes
+        runner.attn_backend = _Unloaded("the target's attention backend (built after the pool, not here)")
+    steps = model_classes.steps_before_graphs(runner_cls)
+    run_steps: set[str] = set()
+    while True:
+        try:
+            with _replaced(module, "CudaGraphRunner", sized):
+                init_graphs(runner)
+        except _CaptureReached as reached:
+            progress.cuda_graphs = reached.sizes
+            return None
+        except Exception as exc:
+            last = _refusing_statement(exc)
+            if last is not None and os.path.abspath(last.filename) == os.path.abspath(statements.filename):
+                refusals.append(exc)
+                return exc
+            step = _step_that_sets(exc, runner, runner_cls, steps - run_steps)
+            if step is None:
+                raise _NotLoaded(f"the CUDA-graph runner's batch sizes stopped at {_stop_words(exc)}") from None
+        else:
+            progress.cuda_graphs = {"disabled": True}  # SGLang's init_device_graphs built no graph runner
+            return None
+        run_steps.add(step)
+        try:  # the runner's own step before the graphs, which sets what they read (0.5.12: use_ngram_embedding)
+            getattr(runner_cls, step)(runner)
+        except Exception as exc:
+            raise _NotLoaded(f"the runner's {step}, before its CUDA graphs, stopped at {_stop_words(exc)}") from None
+
+
+def _step_that_sets(exc: BaseException, runner: Any, runner_cls: Any, steps: set[str] | frozenset[str]) -> str | None:
+    """The runner's own step before its CUDA graphs (:func:`model_classes.steps_before_graphs`, not yet run) that
+    sets the runner attribute whose absence ``exc`` is, or None."""
+    if not isinstance(exc, AttributeError) or getattr(exc, "obj", None) is not runner or not exc.name:
+        return None
+    owner = model_classes.assigning_method(runner_cls, exc.name)
+    step = owner.rsplit(".", 1)[-1] if owner is not None else None
+    return step if step in steps else None
+
+
+def _requests_refusal(runner: Any, progress: Progress, refusals: list[BaseException]) -> BaseException | None:
     """The target worker's own check that the runner it built has room for a request (``TpModelWorker.__init__``:
     ``assert self.max_running_requests > 0, "max_running_request is zero"``), run on the runner once SGLang sized
     its pool: every launch passes it before it serves (:func:`model_classes.requests_check_statements`).
@@ -844,9 +964,10 @@ def _requests_refusal(runner: Any, refusals: list[BaseException]) -> BaseExcepti
     What SGLang's sizing set is checked: ``--max-running-requests`` divided by the attention-DP width can leave
     none (1 // 8 = 0: a public benchmark script records the assert on eight schedulers with ``--dp 8
     --enable-dp-attention --max-running-requests 1``). Its refusal is SGLang's verdict, sound: a launch that
-    gets past the runner meets it. The runner's steps between the pool and this check on a real box (its
-    attention backends, the CUDA-graph capture, which checks its batch sizes against the same request pool)
-    are not run here and may refuse first, in their own words (``capture_bs``); the verdict is the same. Run
+    gets past the runner meets it (stage ``target_worker``). Before it, in launch order, the CUDA graphs' batch
+    sizes are chosen against the same request pool (:func:`_capture_sizes`: 0.5.10+ size that pool at zero too,
+    and refuse there first, ``capture_bs=[0]``); the attention backends and the kernel warm-up between are not
+    run here. Run
     where the runner's figure is set: 0.5.10+ in the sizing itself; up to 0.5.9 by the runner's own statements
     right after it (:func:`model_classes.running_requests_statements`), run here once the request pool exists,
     also where building the other pools stopped at a value only a GPU holds (a GPU builds them and goes on to
@@ -861,6 +982,7 @@ def _requests_refusal(runner: Any, refusals: list[BaseException]) -> BaseExcepti
     running = vars(runner).get("max_running_requests")
     if checks is None or not isinstance(running, int) or isinstance(running, bool):
         return None
+    progress.enter("target_worker")
     try:
         model_classes.run(checks, self=_Shell("the target worker", model_runner=runner))
     except AssertionError as exc:

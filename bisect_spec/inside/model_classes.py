@@ -693,6 +693,52 @@ def running_requests_statements(runner_cls: type) -> Statements | None:
     return None
 
 
+@functools.cache
+def steps_before_graphs(runner_cls: type) -> frozenset[str]:
+    """The runner's own methods its ``initialize`` calls (``self.<method>()``, a statement of its own) after it
+    sizes the pool and before it captures the CUDA graphs (``init_device_graphs``): 0.5.12's
+    ``maybe_init_ngram_embedding``, which sets what the graph runner reads. Empty where there is no such span."""
+    for klass in runner_cls.__mro__[:-1]:
+        found = _class_def(klass)
+        if found is None:
+            continue
+        for method in (n for n in found[1].body if isinstance(n, ast.FunctionDef)):
+            body = method.body
+            pools = [i for i, s in enumerate(body) if any(_called(n) == "init_memory_pool" for n in ast.walk(s))]
+            graphs = [i for i, s in enumerate(body) if any(_called(n) == "init_device_graphs" for n in ast.walk(s))]
+            if not pools or not graphs or graphs[-1] <= pools[0]:
+                continue
+            return frozenset(
+                name for statement in body[pools[0] + 1:graphs[-1]] if isinstance(statement, ast.Expr)
+                for name in [_called(statement.value)] if name is not None and isinstance(statement.value, ast.Call)
+                and isinstance(statement.value.func, ast.Attribute) and isinstance(statement.value.func.value, ast.Name)
+                and statement.value.func.value.id == "self")
+    return frozenset()
+
+
+@functools.cache
+def capture_sizes_statements(graph_runner_cls: type) -> Statements | None:
+    """Where the target's CUDA-graph runner chooses the batch sizes it captures: its ``__init__`` from the start
+    to the statement that calls ``get_batch_sizes_to_capture`` (0.4.6 … 0.5.13's ``CudaGraphRunner``: the tokens per
+    request it captures, by the speculative algorithm, then SGLang's sizes against the request pool). Its
+    parameters (``model_runner``; 0.5.12+'s keyword-only ``attn_backend``, ...) are in ``Statements.parameters``.
+    None where the class has no such statement."""
+    for klass in graph_runner_cls.__mro__[:-1]:
+        found = _class_def(klass)
+        if found is None:
+            continue
+        filename, class_def = found
+        for method in (n for n in class_def.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"):
+            body = method.body
+            sized = [i for i, s in enumerate(body)
+                     if any(_called(n) == "get_batch_sizes_to_capture" for n in ast.walk(s))]
+            if sized:
+                parameters = tuple(a.arg for a in [*method.args.args[1:], *method.args.kwonlyargs])
+                return Statements(filename, method.name, body[:sized[0] + 1], klass.__module__, class_def.name,
+                                  parameters)
+    return None
+
+
 def _assigns_self(statement: ast.stmt, name: str) -> bool:
     """Whether ``statement`` is ``self.<name> = ...``."""
     return isinstance(statement, ast.Assign) and any(

@@ -36,11 +36,11 @@ from bisect_spec.model.signature import Signature, signature_of
 #: Stages in launch order, for the per-stage counts (``inside/launch_path.STAGES``; stages of an
 #: older or newer tool version sort last, in name order).
 STAGE_ORDER = ("parse", "resolve", "check_server_args", "auto_parsers", "tokenizer_manager", "target_model_config",
-               "draft_model_config", "model_runner", "memory_pool", "target_model", "attention_backend",
-               "draft_worker_model_config", "draft_worker", "draft_model")
+               "draft_model_config", "model_runner", "memory_pool", "cuda_graph_sizes", "target_worker",
+               "target_model", "attention_backend", "draft_worker_model_config", "draft_worker", "draft_model")
 #: Stages a real launch runs only after the target's weights load (``inside/launch_path.AFTER_WEIGHTS``).
-AFTER_WEIGHTS = frozenset({"memory_pool", "target_model", "attention_backend", "draft_worker_model_config",
-                           "draft_worker", "draft_model"})
+AFTER_WEIGHTS = frozenset({"memory_pool", "cuda_graph_sizes", "target_worker", "target_model", "attention_backend",
+                           "draft_worker_model_config", "draft_worker", "draft_model"})
 
 
 

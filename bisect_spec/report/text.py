@@ -55,10 +55,18 @@ NOT_CHECKED_AFTER_SIZING = ("not checked: the weights' values, the memory the bo
                             "communication buffers) and CUDA-graph capture (bisect-spec launch runs a real one)")
 
 
-#: Under a refusal of a pool sized for no running request: what a real launch runs first, not run here.
-NO_REQUEST_ROOM = ("a real launch builds its attention backends and captures CUDA graphs before this check (not run "
-                   "here); the capture checks its batch sizes against the same request pool and may refuse first "
-                   "(capture_bs)")
+#: The stages whose checks read what SGLang sized on the simulated box (a failure there shows the figures).
+SIZED_STAGES = frozenset({"memory_pool", "cuda_graph_sizes", "target_worker"})
+
+
+def cuda_graphs_line(graphs: dict[str, Any]) -> str:
+    """The batch sizes SGLang chose for the target's CUDA graphs (the capture itself not run)."""
+    if graphs.get("disabled"):
+        return "CUDA graphs: none captured (SGLang's init_device_graphs builds no graph runner)"
+    sizes = graphs.get("capture_bs") or []
+    shown = ", ".join(map(str, sizes)) if len(sizes) <= 8 else f"{', '.join(map(str, sizes[:4]))}, …, {sizes[-1]}"
+    return (f"CUDA graphs SGLang would capture: {len(sizes)} batch sizes ({shown}), "
+            f"{graphs.get('num_tokens_per_bs')} tokens per request; the capture itself not run")
 
 
 def memory_pool_line(pool: dict[str, Any], *, failed: bool = False) -> str:
@@ -93,6 +101,9 @@ def outcome_text(outcome: Outcome) -> str:
         pool = outcome.record.get("memory_pool")
         if pool:
             lines.append(f"          {memory_pool_line(pool)}")
+        graphs = outcome.record.get("cuda_graphs")
+        if graphs:
+            lines.append(f"          {cuda_graphs_line(graphs)}")
         lines.append(f"          {NOT_CHECKED_AFTER_SIZING if pool else NOT_CHECKED}")
         resolved = outcome.resolved
         keys = [k for k in ("speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk",
@@ -109,10 +120,8 @@ def outcome_text(outcome: Outcome) -> str:
     if outcome.record.get("stage") and outcome.tool_fault is None:
         lines.append(f"stage:    {outcome.reached}")
         pool = outcome.record.get("memory_pool")
-        if outcome.record.get("stage") == "memory_pool" and pool:
+        if outcome.record.get("stage") in SIZED_STAGES and pool:  # what the failing check read
             lines.append(f"          {memory_pool_line(pool, failed=True)}")
-            if pool.get("max_running_requests") == 0:
-                lines.append(f"          {NO_REQUEST_ROOM}")
     if outcome.signature is not None:
         sig = outcome.signature
         lines.append(f"signature: {sig.id}  (cross-release key {sig.cross_release_key})")

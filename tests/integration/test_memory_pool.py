@@ -81,20 +81,26 @@ def test_too_small_a_memory_fraction_fails_with_sglangs_own_error(release: str, 
     assert "so it fails there too" in shown
 
 
-@pytest.mark.parametrize("release", ["0.5.9", "0.5.12"])  # the runner takes the slots after the sizing; in it
-def test_a_pool_sized_for_no_running_request_fails_with_the_workers_own_assert(release: str) -> None:
-    # --max-running-requests 1 over 8 attention-DP ranks: 1 // 8 = 0 (a public benchmark script records
-    # "AssertionError: max_running_request is zero" on eight schedulers); 8 leaves each rank one
+@pytest.mark.parametrize(("release", "graphs", "stage", "message"), [
+    # 0.5.9's request pool keeps one slot (the capture sizes [1]); the runner then takes 1 // 8 = 0 requests
+    ("0.5.9", {}, "target_worker", "max_running_request is zero"),
+    # 0.5.10+ size the request pool at 1 // 8 = 0: the CUDA graphs' sizes, which a launch chooses first, refuse it
+    ("0.5.12", {}, "cuda_graph_sizes", "capture_bs=[0]"),
+    ("0.5.12", {"--disable-cuda-graph": None}, "target_worker", "max_running_request is zero")])
+def test_a_pool_sized_for_no_running_request_fails_with_sglangs_own_assert_in_launch_order(
+        release: str, graphs: dict[str, str | None], stage: str, message: str) -> None:
+    # --max-running-requests 1 over 8 attention-DP ranks (a public benchmark script records "AssertionError:
+    # max_running_request is zero" on eight schedulers); 8 leaves each rank one
     session = shared_session(release, model="llama-3.1-8b", draft="eagle3", hardware="h200")
-    flags = {"--tp-size": "8", "--dp-size": "8", "--enable-dp-attention": None, **EAGLE3}
+    flags = {"--tp-size": "8", "--dp-size": "8", "--enable-dp-attention": None, **EAGLE3, **graphs}
     outcome = session.evaluate(session.with_draft(Config.of({**flags, "--max-running-requests": "1"})))
     assert outcome.status is Status.FAILED, outcome.headline
-    assert outcome.record["stage"] == "memory_pool"
-    assert (outcome.exception["type"], outcome.exception["message"]) == ("AssertionError", "max_running_request is zero")
-    frame = outcome.record["frame"]
-    assert frame["file"] == "srt/managers/tp_worker.py" and frame["function"] == "__init__"
+    assert outcome.record["stage"] == stage
+    assert (outcome.exception["type"], outcome.exception["message"]) == ("AssertionError", message)
+    file = "srt/managers/tp_worker.py" if stage == "target_worker" else "srt/model_executor/cuda_graph_runner.py"
+    assert outcome.record["frame"]["file"] == file
     assert outcome.record["memory_pool"]["max_running_requests"] == 0
-    assert text.NO_REQUEST_ROOM in text.outcome_text(outcome)
+    assert "0 running requests" in text.outcome_text(outcome)
     room = session.evaluate(session.with_draft(Config.of({**flags, "--max-running-requests": "8"})))
     assert room.status is Status.PASSED, room.headline
     assert room.record["memory_pool"]["max_running_requests"] == 1

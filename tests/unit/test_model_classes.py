@@ -304,7 +304,7 @@ def test_the_runners_running_requests_after_the_sizing_and_the_workers_check_on_
     model_classes.run(taken, self=runner)
     assert runner.max_running_requests == 0 and not hasattr(runner, "attention_backend")
     worker: Any = _Holder(model_runner=runner)
-    with pytest.raises(AssertionError, match="^max_running_request is zero$"):
+    with pytest.raises(AssertionError, match=r"^max_running_request is zero$"):
         model_classes.run(check, self=worker)
     assert not hasattr(worker, "max_prefill_tokens") and not hasattr(worker, "after")
     runner.max_running_requests = 1
