@@ -53,7 +53,7 @@ import inspect
 import os
 import re
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 
@@ -636,6 +636,22 @@ def after_attention_backends(statements: Statements, runner_cls: type) -> bool:
     return False
 
 
+def _methods(cls: type) -> Iterator[tuple[type, str, ast.ClassDef, ast.FunctionDef]]:
+    """Each method of ``cls`` and of its bases, as written: (its class, the file, the class's node, the method's)."""
+    for klass in cls.__mro__[:-1]:
+        found = _class_def(klass)
+        if found is None:
+            continue
+        filename, class_def = found
+        for method in (n for n in class_def.body if isinstance(n, ast.FunctionDef)):
+            yield klass, filename, class_def, method
+
+
+def _calling(body: list[ast.stmt], name: str) -> list[int]:
+    """The indices of the statements of ``body`` that call ``name`` (anywhere inside them)."""
+    return [i for i, s in enumerate(body) if any(_called(n) == name for n in ast.walk(s))]
+
+
 @functools.cache
 def memory_pool_statements(runner_cls: type) -> Statements | None:
     """Where the target ``ModelRunner`` loads its weights and sizes its memory pool: the statements of its method
@@ -646,24 +662,18 @@ def memory_pool_statements(runner_cls: type) -> Statements | None:
     weights load, through ``alloc_memory_pool``). The method's parameters (``min_per_gpu_memory``) are in
     ``Statements.parameters``.
     """
-    for klass in runner_cls.__mro__[:-1]:
-        found = _class_def(klass)
-        if found is None:
+    for klass, filename, class_def, method in _methods(runner_cls):
+        body = method.body
+        loads, pools = _calling(body, "load_model"), _calling(body, "init_memory_pool")
+        if not loads or not pools or pools[0] <= loads[0]:
             continue
-        filename, class_def = found
-        for method in (n for n in class_def.body if isinstance(n, ast.FunctionDef)):
-            body = method.body
-            loads = [i for i, s in enumerate(body) if any(_called(n) == "load_model" for n in ast.walk(s))]
-            pools = [i for i, s in enumerate(body) if any(_called(n) == "init_memory_pool" for n in ast.walk(s))]
-            if not loads or not pools or pools[0] <= loads[0]:
-                continue
-            # the load itself, and what ``initialize`` sets before it that the load uses (its memory saver)
-            before = [s for s in body[:loads[0]] if isinstance(s, ast.Assign) and any(
-                isinstance(t, ast.Attribute) and t.attr == "memory_saver_adapter" for t in s.targets)]
-            nodes = before + body[loads[0]:pools[0] + 1]
-            parameters = tuple(a.arg for a in method.args.args[1:])
-            return Statements(filename, method.name, _locals_before(body, nodes), klass.__module__, class_def.name,
-                              parameters)
+        # the load itself, and what ``initialize`` sets before it that the load uses (its memory saver)
+        before = [s for s in body[:loads[0]] if isinstance(s, ast.Assign) and any(
+            isinstance(t, ast.Attribute) and t.attr == "memory_saver_adapter" for t in s.targets)]
+        nodes = before + body[loads[0]:pools[0] + 1]
+        parameters = tuple(a.arg for a in method.args.args[1:])
+        return Statements(filename, method.name, _locals_before(body, nodes), klass.__module__, class_def.name,
+                          parameters)
     return None
 
 
@@ -673,23 +683,18 @@ def running_requests_statements(runner_cls: type) -> Statements | None:
     the assignments of ``self.max_running_requests`` that follow ``init_memory_pool(...)`` in the method of
     :func:`memory_pool_statements` (0.4.6 … 0.5.9), with the method's plain assignments of the locals they read.
     None where the sizing sets it itself (0.5.10+) or the runner does not size its pool there."""
-    for klass in runner_cls.__mro__[:-1]:
-        found = _class_def(klass)
-        if found is None:
+    for klass, filename, class_def, method in _methods(runner_cls):
+        body = method.body
+        pools = _calling(body, "init_memory_pool")
+        if not pools or not _calling(body[:pools[0]], "load_model"):
             continue
-        filename, class_def = found
-        for method in (n for n in class_def.body if isinstance(n, ast.FunctionDef)):
-            body = method.body
-            pools = [i for i, s in enumerate(body) if any(_called(n) == "init_memory_pool" for n in ast.walk(s))]
-            if not pools or not any(_called(n) == "load_model" for s in body[:pools[0]] for n in ast.walk(s)):
-                continue
-            after = pools[0] + 1
-            while after < len(body) and _assigns_self(body[after], "max_running_requests"):
-                after += 1
-            if after == pools[0] + 1:
-                return None
-            return Statements(filename, method.name, _locals_before(body, body[pools[0] + 1:after]), klass.__module__,
-                              class_def.name)
+        after = pools[0] + 1
+        while after < len(body) and _assigns_self(body[after], "max_running_requests"):
+            after += 1
+        if after == pools[0] + 1:
+            return None
+        return Statements(filename, method.name, _locals_before(body, body[pools[0] + 1:after]), klass.__module__,
+                          class_def.name)
     return None
 
 
@@ -698,21 +703,16 @@ def steps_before_graphs(runner_cls: type) -> frozenset[str]:
     """The runner's own methods its ``initialize`` calls (``self.<method>()``, a statement of its own) after it
     sizes the pool and before it captures the CUDA graphs (``init_device_graphs``): 0.5.12's
     ``maybe_init_ngram_embedding``, which sets what the graph runner reads. Empty where there is no such span."""
-    for klass in runner_cls.__mro__[:-1]:
-        found = _class_def(klass)
-        if found is None:
+    for _, _, _, method in _methods(runner_cls):
+        body = method.body
+        pools, graphs = _calling(body, "init_memory_pool"), _calling(body, "init_device_graphs")
+        if not pools or not graphs or graphs[-1] <= pools[0]:
             continue
-        for method in (n for n in found[1].body if isinstance(n, ast.FunctionDef)):
-            body = method.body
-            pools = [i for i, s in enumerate(body) if any(_called(n) == "init_memory_pool" for n in ast.walk(s))]
-            graphs = [i for i, s in enumerate(body) if any(_called(n) == "init_device_graphs" for n in ast.walk(s))]
-            if not pools or not graphs or graphs[-1] <= pools[0]:
-                continue
-            return frozenset(
-                name for statement in body[pools[0] + 1:graphs[-1]] if isinstance(statement, ast.Expr)
-                for name in [_called(statement.value)] if name is not None and isinstance(statement.value, ast.Call)
-                and isinstance(statement.value.func, ast.Attribute) and isinstance(statement.value.func.value, ast.Name)
-                and statement.value.func.value.id == "self")
+        return frozenset(
+            name for statement in body[pools[0] + 1:graphs[-1]] if isinstance(statement, ast.Expr)
+            for name in [_called(statement.value)] if name is not None and isinstance(statement.value, ast.Call)
+            and isinstance(statement.value.func, ast.Attribute) and isinstance(statement.value.func.value, ast.Name)
+            and statement.value.func.value.id == "self")
     return frozenset()
 
 
@@ -723,19 +723,12 @@ def capture_sizes_statements(graph_runner_cls: type) -> Statements | None:
     request it captures, by the speculative algorithm, then SGLang's sizes against the request pool). Its
     parameters (``model_runner``; 0.5.12+'s keyword-only ``attn_backend``, ...) are in ``Statements.parameters``.
     None where the class has no such statement."""
-    for klass in graph_runner_cls.__mro__[:-1]:
-        found = _class_def(klass)
-        if found is None:
-            continue
-        filename, class_def = found
-        for method in (n for n in class_def.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"):
-            body = method.body
-            sized = [i for i, s in enumerate(body)
-                     if any(_called(n) == "get_batch_sizes_to_capture" for n in ast.walk(s))]
-            if sized:
-                parameters = tuple(a.arg for a in [*method.args.args[1:], *method.args.kwonlyargs])
-                return Statements(filename, method.name, body[:sized[0] + 1], klass.__module__, class_def.name,
-                                  parameters)
+    for klass, filename, class_def, method in _methods(graph_runner_cls):
+        sized = _calling(method.body, "get_batch_sizes_to_capture") if method.name == "__init__" else []
+        if sized:
+            parameters = tuple(a.arg for a in [*method.args.args[1:], *method.args.kwonlyargs])
+            return Statements(filename, method.name, method.body[:sized[0] + 1], klass.__module__, class_def.name,
+                              parameters)
     return None
 
 
@@ -752,17 +745,11 @@ def requests_check_statements(worker_cls: type) -> Statements | None:
     ``__init__``, the first ``assert`` on ``max_running_requests`` (``"max_running_request is zero"``), with the
     assignment of ``self.max_running_requests`` before it where there is one (0.5.1 … 0.5.13: from
     ``self.model_runner.max_running_requests``). None where the class has no such check."""
-    for klass in worker_cls.__mro__[:-1]:
-        found = _class_def(klass)
-        if found is None:
-            continue
-        filename, class_def = found
-        for method in (n for n in class_def.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"):
-            body = method.body
-            checks = [i for i, s in enumerate(body) if isinstance(s, ast.Assert) and any(
-                isinstance(n, ast.Attribute) and n.attr == "max_running_requests" for n in ast.walk(s.test))]
-            if not checks:
-                continue
+    for klass, filename, class_def, method in _methods(worker_cls):
+        body = method.body
+        checks = [i for i, s in enumerate(body) if method.name == "__init__" and isinstance(s, ast.Assert) and any(
+            isinstance(n, ast.Attribute) and n.attr == "max_running_requests" for n in ast.walk(s.test))]
+        if checks:
             taken = [s for s in body[:checks[0]] if _assigns_self(s, "max_running_requests")]
             return Statements(filename, method.name, [*taken[-1:], body[checks[0]]], klass.__module__, class_def.name)
     return None
