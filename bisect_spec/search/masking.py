@@ -244,7 +244,10 @@ class Rounds:
                 if frozenset((p, projected[p]) for p in named) not in self.minimal[key]:
                     absent = [Config.of({self.space.specs[p].flag: self.space.specs[p].values[self.fill[p]]})
                               for p in sorted(named) if not projected[p]]
-                    out.setdefault((key, projected), (tuple(given), absent))
+                    # a reproducer that needs several flags absent is known as one variant per flag: the
+                    # projection needs them all, as its reproducer did (one alone, given, defuses nothing)
+                    _, known_absent = out.setdefault((key, projected), (tuple(given), []))
+                    known_absent.extend(a for a in absent if a not in known_absent)
         return [(key, projected, given, absent) for (key, projected), (given, absent) in out.items()]
 
     def explained(self, row: Sequence[int], key: Key) -> bool:
@@ -327,16 +330,26 @@ def _learn_projections(state: Rounds, space: FlagSpace, rows: Sequence[tuple[int
     if not candidates:
         return 0
 
+    def defused(config: Config, absent: list[Config]) -> Config:  # the projection with its absences given
+        for companion in absent:
+            for flag, value in companion.items:
+                config = config.with_(flag, value)
+        return space.complete(config.as_dict())
+
     trials = [(key, space.config_of(projected),
                [space.config_of(tuple(0 if q == p else v for q, v in enumerate(projected))) for p in given], absent)
               for key, projected, given, absent in candidates]
-    batch = list(dict.fromkeys(c for _, config, removals, _ in trials for c in (config, *removals)))
+    batch = list(dict.fromkeys(c for key, config, removals, absent in trials
+                               for c in (config, *removals, *([defused(config, absent)] if absent else []))))
     outcome = dict(zip(batch, evaluate(batch), strict=True))
     learnt = 0
     for key, config, removals, absent in trials:
         if outcome[config] != key or any(outcome[r] == key for r in removals):
             continue
-        if state.learn(key, config, absent):
+        # the absences its reproducer needed hold for the row's values only where, given, they defuse it too
+        # (``--f0 1`` needed ``--f2`` absent to keep an earlier check quiet; ``--f0 2`` never wakes that check)
+        needed = absent if absent and outcome[defused(config, absent)] != key else []
+        if state.learn(key, config, needed):
             learnt += 1
     return learnt
 
