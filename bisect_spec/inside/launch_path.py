@@ -901,8 +901,7 @@ def _capture_sizes(runner: Any, runner_cls: Any, progress: Progress,
     graph_cls = vars(module).get("CudaGraphRunner") if module is not None else None
     statements = model_classes.capture_sizes_statements(graph_cls) if isinstance(graph_cls, type) else None
     init_graphs = getattr(runner_cls, "init_device_graphs", None)
-    if graph_cls is None or statements is None or init_graphs is None or not isinstance(
-            getattr(vars(runner).get("req_to_token_pool"), "size", None), int):
+    if graph_cls is None or statements is None or init_graphs is None or _request_pool_size(runner) is None:
         return None
     progress.enter("cuda_graph_sizes")
     defaults = {name: parameter.default for name, parameter in inspect.signature(graph_cls.__init__).parameters.items()
@@ -929,8 +928,7 @@ def _capture_sizes(runner: Any, runner_cls: Any, progress: Progress,
             progress.cuda_graphs = reached.sizes
             return None
         except Exception as exc:
-            last = _refusing_statement(exc)
-            if last is not None and os.path.abspath(last.filename) == os.path.abspath(statements.filename):
+            if _refused_in(exc, statements.filename):
                 refusals.append(exc)
                 return exc
             step = _step_that_sets(exc, runner, runner_cls, steps - run_steps)
@@ -967,14 +965,13 @@ def _requests_refusal(runner: Any, progress: Progress, refusals: list[BaseExcept
     gets past the runner meets it (stage ``target_worker``). Before it, in launch order, the CUDA graphs' batch
     sizes are chosen against the same request pool (:func:`_capture_sizes`: 0.5.10+ size that pool at zero too,
     and refuse there first, ``capture_bs=[0]``); the attention backends and the kernel warm-up between are not
-    run here. Run
-    where the runner's figure is set: 0.5.10+ in the sizing itself; up to 0.5.9 by the runner's own statements
-    right after it (:func:`model_classes.running_requests_statements`), run here once the request pool exists,
-    also where building the other pools stopped at a value only a GPU holds (a GPU builds them and goes on to
-    those statements). The refusal is returned, and listed in ``refusals``; None where the check passes or is
-    not run."""
+    run here. Run where the runner's figure is set: 0.5.10+ in the sizing itself; up to 0.5.9 by the runner's
+    own statements right after it (:func:`model_classes.running_requests_statements`), run here once the request
+    pool exists, also where building the other pools stopped at a value only a GPU holds (a GPU builds them and
+    goes on to those statements). The refusal is returned, and listed in ``refusals``; None where the check
+    passes or is not run."""
     taken = model_classes.running_requests_statements(type(runner).__mro__[1])
-    if taken is not None and isinstance(getattr(vars(runner).get("req_to_token_pool"), "size", None), int):
+    if taken is not None and _request_pool_size(runner) is not None:
         with contextlib.suppress(Exception, _NotLoaded):  # the runner's own statements after the sizing (0.4.6 … 0.5.9)
             model_classes.run(taken, self=runner)
     worker_cls = _attribute(("sglang.srt.managers.tp_worker",), "TpModelWorker")
@@ -986,12 +983,17 @@ def _requests_refusal(runner: Any, progress: Progress, refusals: list[BaseExcept
     try:
         model_classes.run(checks, self=_Shell("the target worker", model_runner=runner))
     except AssertionError as exc:
-        last = _refusing_statement(exc)
-        if last is None or os.path.abspath(last.filename) != os.path.abspath(checks.filename):
+        if not _refused_in(exc, checks.filename):
             raise
         refusals.append(exc)
         return exc
     return None
+
+
+def _refused_in(exc: BaseException, filename: str) -> bool:
+    """Whether ``exc`` is a refusal (:func:`_refusing_statement`) by a statement of SGLang's file ``filename``."""
+    last = _refusing_statement(exc)
+    return last is not None and os.path.abspath(last.filename) == os.path.abspath(filename)
 
 
 def _unsimulated_memory(view: Any) -> str | None:
@@ -1149,9 +1151,15 @@ def _with_tolerant_processing(initialize: Callable[..., Any], skipped: list[tupl
 def _request_slots(runner: Any, args: Any) -> int | None:
     """The request slots SGLang sized the pool for: the request pool's size, or (where building the pools stopped
     before it) what the sizing wrote into the server arguments for the draft (``max_num_reqs``)."""
-    size = getattr(vars(runner).get("req_to_token_pool"), "size", None)
-    if not isinstance(size, int):
+    size = _request_pool_size(runner)
+    if size is None:
         size = getattr(args, "max_num_reqs", None)
+    return size if isinstance(size, int) else None
+
+
+def _request_pool_size(runner: Any) -> int | None:
+    """The size of the request pool the runner built, or None before it exists."""
+    size = getattr(vars(runner).get("req_to_token_pool"), "size", None)
     return size if isinstance(size, int) else None
 
 

@@ -336,19 +336,20 @@ def _learn_projections(state: Rounds, space: FlagSpace, rows: Sequence[tuple[int
                 config = config.with_(flag, value)
         return space.complete(config.as_dict())
 
-    trials = [(key, space.config_of(projected),
-               [space.config_of(tuple(0 if q == p else v for q, v in enumerate(projected))) for p in given], absent)
-              for key, projected, given, absent in candidates]
-    batch = list(dict.fromkeys(c for key, config, removals, absent in trials
-                               for c in (config, *removals, *([defused(config, absent)] if absent else []))))
+    trials = [(key, config,
+               [space.config_of(tuple(0 if q == p else v for q, v in enumerate(projected))) for p in given], absent,
+               defused(config, absent) if absent else None)
+              for key, projected, given, absent in candidates for config in [space.config_of(projected)]]
+    batch = list(dict.fromkeys(c for _, config, removals, _, given_all in trials
+                               for c in (config, *removals, *([given_all] if given_all is not None else []))))
     outcome = dict(zip(batch, evaluate(batch), strict=True))
     learnt = 0
-    for key, config, removals, absent in trials:
+    for key, config, removals, absent, given_all in trials:
         if outcome[config] != key or any(outcome[r] == key for r in removals):
             continue
         # the absences its reproducer needed hold for the row's values only where, given, they defuse it too
         # (``--f0 1`` needed ``--f2`` absent to keep an earlier check quiet; ``--f0 2`` never wakes that check)
-        needed = absent if absent and outcome[defused(config, absent)] != key else []
+        needed = absent if given_all is not None and outcome[given_all] != key else []
         if state.learn(key, config, needed):
             learnt += 1
     return learnt
