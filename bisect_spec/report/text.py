@@ -69,8 +69,10 @@ def cuda_graphs_line(graphs: dict[str, Any]) -> str:
             f"{graphs.get('num_tokens_per_bs')} tokens per request; the capture itself not run")
 
 
-def memory_pool_line(pool: dict[str, Any], *, failed: bool = False) -> str:
-    """What SGLang sized on the simulated box, in its own units (GiB, tokens), and how far to trust it."""
+def memory_pool_line(pool: dict[str, Any], *, failed: bool | None = False) -> str:
+    """What SGLang sized on the simulated box, in its own units (GiB, tokens), and how far to trust it: a pass is
+    an upper bound, a failure of the sizing holds on a real box; ``failed=None`` (a later check failed on the
+    figures, not on the memory) gives the figures alone."""
     gib = 1 << 30
     line = (f"memory pool SGLang sized on the simulated box: weights {pool['weights_bytes'] / gib:.2f} GiB per GPU "
             f"of {pool['total_bytes'] / gib:.2f} GiB, mem_fraction_static {pool.get('mem_fraction_static')}")
@@ -80,6 +82,8 @@ def memory_pool_line(pool: dict[str, Any], *, failed: bool = False) -> str:
         line += f", {pool['max_running_requests']} running requests"
     if pool.get("processing_skipped"):
         line += f" (post-load processing not run: {', '.join(pool['processing_skipped'])})"
+    if failed is None:
+        return line
     return line + ("; a real box has less free memory, so it fails there too" if failed
                    else "; a real box has less free memory, so this is an upper bound")
 
@@ -121,7 +125,8 @@ def outcome_text(outcome: Outcome) -> str:
         lines.append(f"stage:    {outcome.reached}")
         pool = outcome.record.get("memory_pool")
         if outcome.record.get("stage") in SIZED_STAGES and pool:  # what the failing check read
-            lines.append(f"          {memory_pool_line(pool, failed=True)}")
+            sizing = outcome.record["stage"] == "memory_pool"
+            lines.append(f"          {memory_pool_line(pool, failed=True if sizing else None)}")
     if outcome.signature is not None:
         sig = outcome.signature
         lines.append(f"signature: {sig.id}  (cross-release key {sig.cross_release_key})")

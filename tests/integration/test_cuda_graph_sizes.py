@@ -36,6 +36,8 @@ def test_no_batch_size_whose_tokens_divide_by_the_attention_tp_width_fails_with_
     assert (outcome.exception["type"], outcome.exception["message"]) == ("AssertionError", "capture_bs=[]")
     frame = outcome.record["frame"]
     assert (frame["file"], frame["function"]) == ("srt/model_executor/cuda_graph_runner.py", "get_batch_sizes_to_capture")
+    shown = text.outcome_text(outcome)  # the figures the check read, with no claim about memory it did not make
+    assert "memory pool SGLang sized on the simulated box" in shown and "less free memory" not in shown
     # two requests of six tokens divide by 4: SGLang keeps that size
     room = session.evaluate(session.with_draft(Config.of({**GATHERED, **SIX_TOKENS, "--cuda-graph-max-bs": "2"})))
     assert room.status is Status.PASSED, room.headline
