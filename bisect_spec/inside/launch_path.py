@@ -472,14 +472,20 @@ def _moe_config_initialized(args: Any) -> Iterator[None]:
 
 def _after_the_device_step(args: Any, target: Any, runner: Any, model_config_cls: Any, from_server_args: Any,
                            progress: Progress) -> None:
+    # 0.5.14+: the scheduler sizes the pools once the target and the draft are built, then builds the attention
+    # backends; up to 0.5.13 the runner sizes its pool right after its load and builds its backends, and the draft
+    # is built afterwards. Each release's own order: the first failure is the one a launch meets.
+    apart = runner is not None and model_classes.pools_sized_apart(type(runner).__mro__[1])
     if runner is not None:
         stages: list[tuple[Callable[..., None], tuple[Any, ...]]] = [
             (_target_model, (args, runner, progress)), (_attention_backend, (runner, progress))]
         statements = model_classes.aux_capture_statements(type(runner).__mro__[1])
         if statements is not None and model_classes.after_attention_backends(statements, type(runner).__mro__[1]):
             stages.reverse()  # the release's own order: the first failure is the one a launch meets
-        # the runner sizes its pool right after the load, before its attention backends and the capture request
-        stages.insert(0, (_memory_pool, (args, target, runner, progress)))
+        if apart:
+            stages.remove((_attention_backend, (runner, progress)))
+        else:
+            stages.insert(0, (_memory_pool, (args, target, runner, progress)))
         for stage, stage_args in stages:
             _up_to_the_device(progress, stage, *stage_args)
     if from_server_args is not None:
@@ -487,13 +493,16 @@ def _after_the_device_step(args: Any, target: Any, runner: Any, model_config_cls
     if runner is not None:
         _up_to_the_device(progress, _draft_worker, args, target, runner, progress)
         _up_to_the_device(progress, _draft_model, args, target, progress)
+        if apart:
+            _up_to_the_device(progress, _memory_pool, args, target, runner, progress)
+            _up_to_the_device(progress, _attention_backend, runner, progress)
 
 
 def _up_to_the_device(progress: Progress, stage: Callable[..., None], *args: Any) -> None:
     """Run a stage after the weights; a device call only a GPU answers ends it, and is recorded, as is
     a read of what only a loaded server has (:class:`_NotLoaded`)."""
     try:
-        with meta_device.cuda_on_meta():
+        with meta_device.cuda_on_meta(), _kernel_choices_declined():
             stage(*args)
     except _NotLoaded as stop:
         progress.needs_gpu[progress.stage] = str(stop)
@@ -503,6 +512,25 @@ def _up_to_the_device(progress: Progress, stage: Callable[..., None], *args: Any
         if where is None or _import_retried_first(exc):
             raise
         progress.needs_gpu[progress.stage] = where
+
+
+#: A layer's choice of a fused kernel, made while the model is built: (module, class, method, SGLang's own answer
+#: where the kernel is not used). On a GPU install the choice imports the kernel's GPU libraries (0.5.23's
+#: ``DualGemm._select_mode``: CuTe DSL, ``cuda.bindings``), which this machine does not have; the choice sizes
+#: no tensor (a dispatch at run time, and the largest batch it takes), so it is declined, as a box without the
+#: kernel declines it, and the build goes on.
+_KERNEL_CHOICES = (("sglang.srt.layers.dual_gemm", "DualGemm", "_select_mode", None),)
+
+
+@contextlib.contextmanager
+def _kernel_choices_declined() -> Iterator[None]:
+    """Each of :data:`_KERNEL_CHOICES` the release has answers "no fused kernel" while it lasts."""
+    with contextlib.ExitStack() as stack:
+        for module_name, class_name, method, answer in _KERNEL_CHOICES:
+            owner = getattr(sys.modules.get(module_name), class_name, None)
+            if isinstance(owner, type) and method in vars(owner):
+                stack.enter_context(_replaced(owner, method, lambda *_args, _answer=answer, **_kwargs: _answer))
+        yield
 
 
 #: SGLang modules whose import failed on GPU code once: the evaluator then imports each on the CPU
@@ -799,18 +827,27 @@ def _memory_pool(args: Any, target: Any, runner: Any, progress: Progress) -> Non
     def available(*_args: Any, **_kwargs: Any) -> float:  # the simulated GPU's free memory, in GiB, now
         return (total - _device_bytes(vars(runner).get("model"))) / _GIB
 
+    apart = model_classes.pools_sized_apart(runner_cls)
+    if apart:  # what the device step sets that the sizing reads: the memory free before the load, the groups
+        vars(runner).setdefault("pre_model_load_memory", total / _GIB)
+        device_step = model_classes.device_step_assignments(runner_cls)
+        if device_step is not None:  # from the parallel state, whose groups are stood in for (:func:`_groups_built`)
+            model_classes.run(device_step, self=runner)
+        _groups_on_runner(runner, runner_cls)
+        vars(runner).setdefault("forward_stream", _Unloaded("the runner's forward stream (a CUDA stream)"))
     loader = sys.modules.get("sglang.srt.model_loader.loader")
     served = (lambda *_args, **_kwargs: (cls, cls.__name__))  # noqa: E731 - the registry's answer
     saved = dict(vars(runner))
     skipped: list[tuple[str, bool]] = []  # quantisation methods whose post-load processing read values (not run)
     post_load: list[str] = []  # the model's own post_load_weights, not run
     refusals: list[BaseException] = []  # the load's failures that are SGLang's verdict (:func:`_loaded_on_meta`)
-    runner.load_model = functools.partial(_loaded_on_meta, runner, runner_cls, cls, refusals, total)
+    runner.load_model = functools.partial(_loaded_on_meta, runner, runner_cls, cls, refusals, total,
+                                          _platform_flags_of_the_box(torch))
     verdict = True
     try:
         with contextlib.ExitStack() as stack:
-            for module in [m for name, m in list(sys.modules.items())
-                           if name.startswith("sglang.srt.model_executor") and m is not None]:
+            for module in [m for name, m in list(sys.modules.items()) if m is not None and name.startswith(
+                    ("sglang.srt.model_executor", "sglang.srt.mem_cache"))]:
                 stack.enter_context(_replaced(module, "get_available_gpu_memory", available))
             stack.enter_context(_replaced(loader, "get_model_architecture", served))
             stack.enter_context(_replaced(loader, "initialize_dummy_weights", _no_values))
@@ -820,18 +857,22 @@ def _memory_pool(args: Any, target: Any, runner: Any, progress: Progress) -> Non
             if initialize is not None:
                 stack.enter_context(_replaced(loader, "_initialize_model",
                                               functools.partial(_with_tolerant_processing, initialize, skipped)))
+            derived: list[Any] = []  # the pool sizes SGLang derived (0.5.16+'s KVCacheConfigurator), as they come
+            stack.enter_context(_derived_sizes_kept(derived))
             for barrier in ("barrier", "monitored_barrier"):  # every simulated rank finishes its load
                 stack.enter_context(_replaced(torch.distributed, barrier, _no_values))
             stack.enter_context(_replaced(_batch_invariant_ops(view), "enable_batch_invariant_mode", _no_values))
             if not getattr(view, "torchao_config", None):  # SGLang's answer without one, past its import
                 stack.enter_context(_replaced(sys.modules.get(runner_cls.__module__), "apply_torchao_config_to_model",
                                               _model_unchanged))
-            stack.enter_context(_attribute_set(args, "load_format", "dummy"))
+            stack.enter_context(_dummy_load_format(args))
             stack.enter_context(_process_state_kept(torch))
             stack.enter_context(version_shims.import_window(["vllm._custom_ops"]))
             failure: Exception | None = None
             try:
                 model_classes.run(statements, self=runner, **{p: total / _GIB for p in statements.parameters})
+                if apart:  # what the target worker's alloc_memory_pool asks its runner, after the draft's load
+                    runner_cls.alloc_memory_pool(runner)
             except _NotLoaded:
                 verdict = False  # a stop: nothing SGLang sized is recorded
                 raise
@@ -852,6 +893,11 @@ def _memory_pool(args: Any, target: Any, runner: Any, progress: Progress) -> Non
                 raise _NotLoaded(f"the statements after the load stopped at {_stop_words(failure)}") from None
             if device:  # building the pools stopped past the sizing, at what only the device holds: a GPU goes on
                 progress.needs_gpu["memory_pool"] = device
+                _sizes_on_runner(runner, derived)
+            elif unsized:  # sized, but on weights whose post-load processing did not run: figures, not a check
+                progress.needs_gpu["memory_pool"] = (f"sized without the post-load processing of {', '.join(unsized)} "
+                                                     "(it reads the weights' values or builds GPU kernels), which can "
+                                                     "change the weights' bytes")
             if not unsized:  # what SGLang sized, as the steps after the pool read it on the way to serving
                 refusal = _capture_sizes(runner, runner_cls, progress, refusals) or _requests_refusal(runner, progress,
                                                                                                        refusals)
@@ -871,6 +917,62 @@ def _memory_pool(args: Any, target: Any, runner: Any, progress: Progress) -> Non
                 progress.memory_pool["processing_skipped"] = sorted({name for name, _ in skipped} | set(post_load))
         vars(runner).clear()
         vars(runner).update(saved)
+
+
+@contextlib.contextmanager
+def _derived_sizes_kept(derived: list[Any]) -> Iterator[None]:
+    """Each pool sizing SGLang derives while it lasts, appended to ``derived``: 0.5.16+'s
+    ``KVCacheConfigurator._derive_pool_sizes``, whose result the runner takes only once every pool is built
+    (:func:`_sizes_on_runner`)."""
+    configurator = _attribute(("sglang.srt.mem_cache.kv_cache_configurator",), "KVCacheConfigurator")
+    derive = vars(configurator).get("_derive_pool_sizes") if isinstance(configurator, type) else None
+    if derive is None:
+        yield
+        return
+
+    def kept(self: Any, *args: Any, **kwargs: Any) -> Any:
+        sizes = derive(self, *args, **kwargs)
+        derived.append(sizes)
+        return sizes
+
+    with _replaced(configurator, "_derive_pool_sizes", kept):
+        yield
+
+
+#: What the runner's ``alloc_memory_pool`` takes from the configurator's sizes once the pools are built (0.5.16+).
+_SIZES_TAKEN = ("max_total_num_tokens", "max_running_requests")
+
+
+def _sizes_on_runner(runner: Any, derived: list[Any]) -> None:
+    """Where building the pools stopped at a device value after SGLang derived their sizes (0.5.16+), the runner's
+    figures as ``alloc_memory_pool`` takes them from the sizes (:data:`_SIZES_TAKEN`): the steps after it read
+    them on a GPU, which goes on."""
+    if not derived:
+        return
+    for name in _SIZES_TAKEN:
+        value = getattr(derived[-1], name, None)
+        if name not in vars(runner) and isinstance(value, int) and not isinstance(value, bool):
+            setattr(runner, name, value)
+
+
+#: The runner's attributes for its parallel groups that ``init_torch_distributed`` sets from what building the
+#: process group returned (0.5.18's ``self.pp_group = result.pp_group``), by the ``parallel_state`` global whose
+#: stand-in they are given (:data:`_GROUPS`).
+_RUNNER_GROUPS = {"tp_group": "_TP", "pp_group": "_PP", "attention_tp_group": "_ATTN_TP"}
+
+
+def _groups_on_runner(runner: Any, runner_cls: type) -> None:
+    """The group attributes the runner's device step sets (:data:`_RUNNER_GROUPS`, where its source sets them and
+    :func:`model_classes.device_step_assignments` did not), given the groups' stand-ins (:func:`_groups_built`)."""
+    state = sys.modules.get("sglang.srt.distributed.parallel_state")
+    try:
+        source = inspect.getsource(runner_cls.init_torch_distributed)  # type: ignore[attr-defined]
+    except (OSError, TypeError, AttributeError):
+        return
+    for name, global_name in _RUNNER_GROUPS.items():
+        group = vars(state).get(global_name) if state is not None else None
+        if f"self.{name} =" in source and name not in vars(runner) and group is not None:
+            setattr(runner, name, group)
 
 
 class _CaptureReached(BaseException):
@@ -981,12 +1083,16 @@ def _requests_refusal(runner: Any, progress: Progress, refusals: list[BaseExcept
         return None
     progress.enter("target_worker")
     try:
-        model_classes.run(checks, self=_Shell("the target worker", model_runner=runner))
+        held = {name: vars(runner)[name] for name in ("model_config", "ps") if name in vars(runner)}  # the worker's too
+        model_classes.run(checks, self=_Shell("the target worker", model_runner=runner, **held))
     except AssertionError as exc:
         if not _refused_in(exc, checks.filename):
             raise
         refusals.append(exc)
         return exc
+    except Exception as exc:  # 0.5.14+'s second check reads the pool's length, which a stop before it leaves unset
+        raise _NotLoaded(f"the target worker's checks read what building the pools did not reach: {_stop_words(exc)}"
+                         ) from None
     return None
 
 
@@ -1022,7 +1128,8 @@ def _batch_invariant_ops(view: Any) -> types.ModuleType | None:
 
 
 #: Where SGLang sizes the pool (the functions a sizing failure is raised under).
-_SIZING_FUNCTIONS = frozenset({"init_memory_pool", "profile_max_num_token", "handle_max_mamba_cache"})
+_SIZING_FUNCTIONS = frozenset({"init_memory_pool", "profile_max_num_token", "handle_max_mamba_cache",
+                               "_resolve_memory_pool_config", "_profile_available_bytes", "_init_pools"})
 
 
 def _sized_by_sglang(exc: BaseException, statements: Any) -> bool:
@@ -1086,13 +1193,40 @@ def _model_unchanged(model: Any, *_args: Any, **_kwargs: Any) -> Any:
     return model
 
 
-def _loaded_on_meta(runner: Any, runner_cls: Any, cls: type, refusals: list[BaseException], total: int) -> None:
+@contextlib.contextmanager
+def _platform_flags_of_the_box_now(torch: Any) -> Iterator[None]:
+    """SGLang modules' ``_is_cuda`` as the simulated box answers it (True) while it lasts, where the module holds
+    False: a module imported on the CPU (the evaluator imports a module whose import needs GPU code with the GPU
+    hidden, :data:`_IMPORTS_RETRIED`) computed its flag then, and a layer's own platform check reads it when the
+    model is built (0.5.23's ``VisionFlash3Attention``: "only available for cuda or musa"; a GPU box builds it).
+    What the module skipped at its import (a kernel imported under the flag) stays absent: a build that reaches it
+    stops there, named. Put back afterwards."""
+    flipped = []
+    if torch.cuda.is_available() and torch.version.cuda is not None:
+        flipped = [module for name, module in list(sys.modules.items())
+                   if module is not None and name.startswith("sglang.") and vars(module).get("_is_cuda") is False]
+    for module in flipped:
+        vars(module)["_is_cuda"] = True
+    try:
+        yield
+    finally:
+        for module in flipped:
+            vars(module)["_is_cuda"] = False
+
+
+def _platform_flags_of_the_box(torch: Any) -> Callable[[], Any]:
+    return functools.partial(_platform_flags_of_the_box_now, torch)
+
+
+def _loaded_on_meta(runner: Any, runner_cls: Any, cls: type, refusals: list[BaseException], total: int,
+                    platform: Callable[[], Any] = contextlib.nullcontext) -> None:
     """SGLang's own ``load_model`` on the runner (the dummy loader, on ``meta``). A refusal of the model's own
     modules (:func:`_refused_by_the_model`) or of ``load_model``'s own ``raise``/``assert`` is SGLang's verdict; any
     other failure of the load (a layer's platform check: a vision tower's "only available for cuda" on this CPU
     build of torch; a value only real weights hold) ends the stage, never a verdict."""
     try:
-        runner_cls.load_model(runner)
+        with platform():
+            runner_cls.load_model(runner)
     except Exception as exc:
         last = _refusing_statement(exc)
         own = (last is not None and last.name == "load_model"
@@ -1137,7 +1271,7 @@ def _with_tolerant_processing(initialize: Callable[..., Any], skipped: list[tupl
             try:
                 return _process(layer, *more, **options)
             except Exception as exc:
-                if _meta_value(exc) is None:
+                if _meta_value(exc) is None and _device_step(exc) is None:  # a value, or a kernel only a GPU has
                     raise
                 skipped.append(_skip)
                 return None
@@ -1192,14 +1326,42 @@ def _device_bytes(model: Any) -> int:
 
 
 @contextlib.contextmanager
+def _dummy_load_format(args: Any) -> Iterator[None]:
+    """``--load-format dummy`` while the stage loads: in the server arguments, and (0.5.18+) in the runtime context's
+    model bag, which the load reads there (``get_model().load_format``), through SGLang's own ``override``."""
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(_attribute_set(args, "load_format", "dummy"))
+        bag_of: Any = _attribute(("sglang.srt.runtime_context",), "get_model")
+        with contextlib.suppress(Exception):  # no published context, or a bag without the field: the arguments hold it
+            stack.enter_context(bag_of().override(load_format="dummy"))
+        yield
+
+
+def _set_past_guards(target: Any, name: str, value: Any) -> None:
+    """``target.name = value`` past the class's own guard: ``object.__setattr__``, or for a struct whose fields it
+    does not reach (0.5.20+'s ``msgspec.Struct`` server arguments, sealed after resolution) its base's setter."""
+    try:
+        object.__setattr__(target, name, value)
+        return
+    except TypeError:
+        pass
+    for base in type(target).__mro__[1:]:
+        setter = vars(base).get("__setattr__")
+        if setter is not None and base is not object:
+            setter(target, name, value)
+            return
+    raise TypeError(f"cannot set {name} on {type(target).__name__}")
+
+
+@contextlib.contextmanager
 def _attribute_set(target: Any, name: str, value: Any) -> Iterator[None]:
     """``target.name`` is ``value`` while it lasts, then what it was."""
     original = getattr(target, name)
-    object.__setattr__(target, name, value)
+    _set_past_guards(target, name, value)
     try:
         yield
     finally:
-        object.__setattr__(target, name, original)
+        _set_past_guards(target, name, original)
 
 
 class _Shell:
@@ -1861,6 +2023,8 @@ def _replaced(module: Any, name: str, value: Any) -> Iterator[None]:
 _CUDA_KERNEL = re.compile(r"with arguments from the 'CUDA' backend|Torch not compiled with CUDA|no NVIDIA driver")
 #: The simulated box's refusal to import a GPU package's code (``simulated_gpu``).
 _GPU_CODE = re.compile(r"on the simulated box but bisect-spec never imports GPU code")
+#: The simulated box's refusal to build GPU code (``simulated_gpu.BUILD_REFUSED``: a kernel's JIT build).
+_GPU_BUILD = re.compile(r"on the simulated box but bisect-spec never builds GPU code")
 
 
 def _device_step(exc: BaseException) -> str | None:
@@ -1874,6 +2038,9 @@ def _device_step(exc: BaseException) -> str | None:
         if isinstance(link, ModuleNotFoundError) and _GPU_CODE.search(str(link)):
             caller = _sglang_frame(frames) or frames[-1]
             return f"imports the GPU code of {link.name or link} ({_where(caller)}): needs a GPU install"
+        if _GPU_BUILD.search(str(link)):
+            caller = _sglang_frame(frames) or frames[-1]
+            return f"builds SGLang's GPU kernels ({_where(caller)}): needs a GPU install"
         in_torch = os.path.abspath(frames[-1].filename).startswith(root)
         if not (in_torch and re.search(r"cuda|CUDA|device|driver|not compiled", str(link))) \
                 and not _CUDA_KERNEL.search(str(link)):

@@ -652,28 +652,85 @@ def _calling(body: list[ast.stmt], name: str) -> list[int]:
     return [i for i, s in enumerate(body) if any(_called(n) == name for n in ast.walk(s))]
 
 
+#: What the runner's ``initialize`` sets before the load that what follows reads, as steps of its own (0.5.16+) or
+#: inline: the memory saver (the load uses it), the token oracle (the canary installed once the pool is built).
+_SET_BEFORE_THE_LOAD = frozenset({"init_memory_saver_adapter", "init_token_oracle",  # 0.5.16+'s steps, and what
+                                  "memory_saver_adapter", "_token_oracle_manager"})  # they set (earlier, inline)
+
+
+@functools.cache
+def pools_sized_apart(runner_cls: type) -> bool:
+    """Whether the target ``ModelRunner`` sizes its memory pool in a method of its own, ``alloc_memory_pool``, which
+    the scheduler calls on every worker once the target's and the draft's weights are loaded (0.5.14+), rather
+    than in ``initialize`` right after the load (0.4.6 … 0.5.13)."""
+    return any(method.name == "alloc_memory_pool" for _, _, _, method in _methods(runner_cls))
+
+
 @functools.cache
 def memory_pool_statements(runner_cls: type) -> Statements | None:
     """Where the target ``ModelRunner`` loads its weights and sizes its memory pool: the statements of its method
     that calls ``load_model()`` and then ``init_memory_pool(...)`` (``initialize``, 0.4.6 … 0.5.13), from the load
     to the one that sizes the pool (and the memory-saver adapter's assignment before them, which the load uses),
-    with the method's own plain assignments of the locals they read before them. None where the runner does not
-    size its pool in the method that loads (0.5.14+: the scheduler sizes every worker's pool after the draft's
-    weights load, through ``alloc_memory_pool``). The method's parameters (``min_per_gpu_memory``) are in
-    ``Statements.parameters``.
+    with the method's own plain assignments of the locals they read before them. Where the runner sizes its pool
+    apart (:func:`pools_sized_apart`, 0.5.14+: the scheduler sizes every worker's pool after the draft's weights
+    load, through ``alloc_memory_pool``), from the load to the method's end: what ``initialize`` does after the
+    load (the KV cache's dtype, ...), which the sizing reads. The method's parameters (``min_per_gpu_memory``) are
+    in ``Statements.parameters``.
     """
+    apart = pools_sized_apart(runner_cls)
     for klass, filename, class_def, method in _methods(runner_cls):
         body = method.body
         loads, pools = _calling(body, "load_model"), _calling(body, "init_memory_pool")
-        if not loads or not pools or pools[0] <= loads[0]:
+        if not loads or (method.name != "initialize" if apart else (not pools or pools[0] <= loads[0])):
             continue
         # the load itself, and what ``initialize`` sets before it that the load uses (its memory saver)
-        before = [s for s in body[:loads[0]] if isinstance(s, ast.Assign) and any(
-            isinstance(t, ast.Attribute) and t.attr == "memory_saver_adapter" for t in s.targets)]
-        nodes = before + body[loads[0]:pools[0] + 1]
+        before = [s for s in body[:loads[0]] if (isinstance(s, ast.Assign) and any(
+            isinstance(t, ast.Attribute) and t.attr in _SET_BEFORE_THE_LOAD for t in s.targets)) or (
+            isinstance(s, ast.Expr) and _called(s.value) in _SET_BEFORE_THE_LOAD)]
+        nodes = before + (body[loads[0]:] if apart else body[loads[0]:pools[0] + 1])
         parameters = tuple(a.arg for a in method.args.args[1:])
         return Statements(filename, method.name, _locals_before(body, nodes), klass.__module__, class_def.name,
                           parameters)
+    return None
+
+
+def _plain_value(node: ast.AST) -> bool:
+    """A name, an attribute chain on one, or a call of one with no arguments (``get_parallel()``, ``get_tp_group()``)."""
+    if isinstance(node, ast.Call):
+        return not node.args and not node.keywords and _plain_value(node.func)
+    if isinstance(node, ast.Attribute):
+        return _plain_value(node.value)
+    return isinstance(node, ast.Name)
+
+
+def _on_its_own(statement: ast.stmt) -> ast.stmt:
+    """``statement`` in a ``try`` that lets the next run when it fails (``except Exception: pass``)."""
+    handler = ast.ExceptHandler(type=ast.Name(id="Exception", ctx=ast.Load()), name=None, body=[ast.Pass()])
+    guarded = ast.Try(body=[statement], handlers=[handler], orelse=[], finalbody=[])
+    for node in ast.walk(guarded):
+        if node is not statement and isinstance(node, (ast.stmt, ast.expr, ast.excepthandler)):
+            ast.copy_location(node, statement)
+    return guarded
+
+
+@functools.cache
+def device_step_assignments(runner_cls: type) -> Statements | None:
+    """What the runner's device step (``init_torch_distributed``) sets from the parallel state once the process
+    group exists: its assignments of a plain value (:func:`_plain_value`) to ``self.<name>`` or to a local
+    (0.5.21's ``parallel = get_parallel()``, ``self.tp_rank = parallel.tp_rank``; 0.5.14's ``self.tp_group =
+    get_tp_group()``), in order, each on its own (:func:`_on_its_own`: one that reads the device work's result
+    leaves its name unset). Its other statements (the memory measured, the process group built) are device
+    work. None where the runner has no such method or assignment."""
+    for klass, filename, class_def, method in _methods(runner_cls):
+        if method.name != "init_torch_distributed":
+            continue
+        taken = [statement for statement in ast.walk(method) if isinstance(statement, ast.Assign)
+                 and len(statement.targets) == 1 and _plain_value(statement.value)
+                 and (isinstance(statement.targets[0], ast.Name) or _self_target(statement) is not None)]
+        taken.sort(key=lambda statement: (statement.lineno, statement.col_offset))
+        if taken:
+            return Statements(filename, method.name, [_on_its_own(statement) for statement in taken], klass.__module__,
+                              class_def.name)
     return None
 
 
@@ -744,11 +801,16 @@ def requests_check_statements(worker_cls: type) -> Statements | None:
     """The target worker's check that its runner has room for a request, once the runner is built: in its
     ``__init__``, the first ``assert`` on ``max_running_requests`` (``"max_running_request is zero"``), with the
     assignment of ``self.max_running_requests`` before it where there is one (0.5.1 … 0.5.13: from
-    ``self.model_runner.max_running_requests``). None where the class has no such check."""
+    ``self.model_runner.max_running_requests``). 0.5.14+ check in ``alloc_memory_pool``, once the scheduler sized the
+    pools: there the statements run from the check to the method's end (the next, "Memory pool size is too small",
+    reads the request length the pool leaves). None where the class has no such check."""
     for klass, filename, class_def, method in _methods(worker_cls):
         body = method.body
-        checks = [i for i, s in enumerate(body) if method.name == "__init__" and isinstance(s, ast.Assert) and any(
+        checks = [i for i, s in enumerate(body) if method.name in ("__init__", "alloc_memory_pool")
+                  and isinstance(s, ast.Assert) and any(
             isinstance(n, ast.Attribute) and n.attr == "max_running_requests" for n in ast.walk(s.test))]
+        if checks and method.name == "alloc_memory_pool":  # 0.5.14+: the worker's validation, to the method's end
+            return Statements(filename, method.name, body[checks[0]:], klass.__module__, class_def.name)
         if checks:
             taken = [s for s in body[:checks[0]] if _assigns_self(s, "max_running_requests")]
             return Statements(filename, method.name, [*taken[-1:], body[checks[0]]], klass.__module__, class_def.name)

@@ -35,6 +35,7 @@ import importlib.abc
 import importlib.machinery
 import importlib.metadata
 import importlib.util
+import os
 import re
 import shutil
 import subprocess
@@ -84,6 +85,28 @@ def _nvidia_smi_answer(argv: list[str], profile: dict[str, Any], count: int) -> 
     if "topo" in argv:
         return "GPU0\tX\n"
     return None
+
+
+#: Build tools SGLang's kernel JIT runs (0.5.20+: ``ninja`` in ``kernels/jit/utils/compile``): compiling GPU code,
+#: minutes on a box with a CUDA toolchain; never run by an evaluation.
+KERNEL_BUILDERS = frozenset({"ninja", "nvcc", "cmake", "make"})
+
+#: The words of the refusal to build GPU code (``launch_path`` names a stage's stop by them).
+BUILD_REFUSED = "on the simulated box but bisect-spec never builds GPU code"
+
+
+def _kernel_build(cmd: Any) -> str | None:
+    """The build tool ``cmd`` runs (:data:`KERNEL_BUILDERS`), unless it only asks its version; else None."""
+    argv = [str(c) for c in cmd] if isinstance(cmd, (list, tuple)) else str(cmd).split()
+    if not argv or os.path.basename(argv[0]) not in KERNEL_BUILDERS or "--version" in argv[1:] or "-V" in argv[1:]:
+        return None
+    return os.path.basename(argv[0])
+
+
+def _refuse_builds(cmd: Any) -> None:
+    tool = _kernel_build(cmd)
+    if tool is not None:
+        raise RuntimeError(f"{tool} (a build of SGLang's GPU kernels) is {BUILD_REFUSED}; a GPU install builds it")
 
 
 def _is_nvidia_smi(cmd: Any) -> list[str] | None:
@@ -290,6 +313,7 @@ def install(profile: dict[str, Any], count: int) -> None:
     real_check_output = subprocess.check_output
 
     def fake_run(cmd: Any, *args: Any, **kwargs: Any) -> Any:
+        _refuse_builds(cmd)
         argv = _is_nvidia_smi(cmd)
         if argv is not None:
             text = _nvidia_smi_answer(argv, profile, count)
@@ -299,6 +323,7 @@ def install(profile: dict[str, Any], count: int) -> None:
         return real_run(cmd, *args, **kwargs)
 
     def fake_check_output(cmd: Any, *args: Any, **kwargs: Any) -> Any:
+        _refuse_builds(cmd)
         argv = _is_nvidia_smi(cmd)
         if argv is not None:
             text = _nvidia_smi_answer(argv, profile, count)

@@ -8,6 +8,7 @@ in tests/integration/test_after_weights.py.
 
 from __future__ import annotations
 
+import ast
 import importlib
 import sys
 import textwrap
@@ -105,9 +106,25 @@ class TargetWorker:
         assert self.max_running_requests > 0, "max_running_request is zero"
         self.after = "not run: after the check"
 
+class PoolWorker:
+    def alloc_memory_pool(self, memory_pool_config=None):
+        self.model_runner.alloc_memory_pool(memory_pool_config)
+        # Validation
+        assert self.model_runner.max_running_requests > 0, "max_running_request is zero"
+        max_req_len = min(self.model_config.context_len - 1, self.model_runner.max_token_pool_size - 1)
+        assert max_req_len > 0, "Memory pool size is too small"
+
 class SchedulerSizedRunner:
     def initialize(self):
+        self.init_memory_saver_adapter()
+        self.sampler = "not run: before the load"
+        self._token_oracle_manager = "set before the load"
         self.load_model()
+        self.configure_kv_cache_dtype()
+
+    def reload(self):
+        self.load_model()
+        self.reloaded = True
 
     def alloc_memory_pool(self):
         self.init_memory_pool(0)
@@ -312,6 +329,30 @@ def test_the_runners_running_requests_after_the_sizing_and_the_workers_check_on_
     assert worker.max_running_requests == 1
 
 
-def test_a_runner_whose_pool_is_sized_elsewhere_has_no_such_statements(fake_sglang: ModuleType) -> None:
-    # 0.5.14+: the scheduler sizes every worker's pool after the draft's weights load
-    assert model_classes.memory_pool_statements(fake_sglang.SchedulerSizedRunner) is None
+def test_a_runner_whose_pool_is_sized_apart_loads_in_initialize_to_its_end(fake_sglang: ModuleType) -> None:
+    # 0.5.14+: the scheduler sizes every worker's pool after the draft's weights load (alloc_memory_pool); what
+    # initialize does after the load (the KV cache's dtype) is read by the sizing, and what it sets before it that
+    # follows (memory saver, token oracle) is taken; another method that loads (a reload) is not the start-up
+    runner = fake_sglang.SchedulerSizedRunner
+    assert model_classes.pools_sized_apart(runner)
+    assert not model_classes.pools_sized_apart(fake_sglang.Runner)
+    statements = model_classes.memory_pool_statements(runner)
+    assert statements is not None and statements.function == "initialize"
+    assert [ast.unparse(n) for n in statements.nodes] == [
+        "self.init_memory_saver_adapter()", "self._token_oracle_manager = 'set before the load'", "self.load_model()",
+        "self.configure_kv_cache_dtype()"]
+
+
+def test_where_the_worker_checks_in_alloc_memory_pool_its_checks_run_to_the_methods_end(fake_sglang: ModuleType) -> None:
+    # 0.5.14+: TpModelWorker.alloc_memory_pool sizes through its runner, then checks; the allocation is not taken
+    check = model_classes.requests_check_statements(fake_sglang.PoolWorker)
+    assert check is not None and check.function == "alloc_memory_pool"
+    runner: Any = _Holder(max_running_requests=0, max_token_pool_size=1)
+    worker: Any = _Holder(model_runner=runner, model_config=_Holder(context_len=4096))
+    with pytest.raises(AssertionError, match=r"^max_running_request is zero$"):
+        model_classes.run(check, self=worker)
+    runner.max_running_requests = 1
+    with pytest.raises(AssertionError, match=r"^Memory pool size is too small$"):
+        model_classes.run(check, self=worker)
+    runner.max_token_pool_size = 2
+    model_classes.run(check, self=worker)
