@@ -1082,6 +1082,10 @@ def _requests_refusal(runner: Any, progress: Progress, refusals: list[BaseExcept
     if checks is None or not isinstance(running, int) or isinstance(running, bool):
         return None
     progress.enter("target_worker")
+    unbuilt = len(checks.nodes) > 1 and vars(runner).get("req_to_token_pool") is None
+    if unbuilt:  # 0.5.16+'s pools stopped before the runner took them: the checks after the first read them
+        checks = model_classes.Statements(checks.filename, checks.function, checks.nodes[:1], checks.module,
+                                          checks.owner)
     try:
         held = {name: vars(runner)[name] for name in ("model_config", "ps") if name in vars(runner)}  # the worker's too
         model_classes.run(checks, self=_Shell("the target worker", model_runner=runner, **held))
@@ -1090,9 +1094,11 @@ def _requests_refusal(runner: Any, progress: Progress, refusals: list[BaseExcept
             raise
         refusals.append(exc)
         return exc
-    except Exception as exc:  # 0.5.14+'s second check reads the pool's length, which a stop before it leaves unset
-        raise _NotLoaded(f"the target worker's checks read what building the pools did not reach: {_stop_words(exc)}"
-                         ) from None
+    except Exception as exc:
+        raise _NotLoaded(f"the target worker's checks stopped at {_stop_words(exc)}") from None
+    if unbuilt:
+        progress.needs_gpu["target_worker"] = ("its checks after the first read the request pool, which building the "
+                                               "pools did not reach here (the memory pool's stop)")
     return None
 
 
