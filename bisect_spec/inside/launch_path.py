@@ -472,9 +472,12 @@ def _moe_config_initialized(args: Any) -> Iterator[None]:
 
 def _after_the_device_step(args: Any, target: Any, runner: Any, model_config_cls: Any, from_server_args: Any,
                            progress: Progress) -> None:
-    # 0.5.14+: the scheduler sizes the pools once the target and the draft are built, then builds the attention
-    # backends; up to 0.5.13 the runner sizes its pool right after its load and builds its backends, and the draft
-    # is built afterwards. Each release's own order: the first failure is the one a launch meets.
+    # Up to 0.5.13 the runner sizes its pool right after its load, then builds its backends; the draft is built
+    # afterwards. 0.5.14+'s scheduler builds the target, then the draft worker, then sizes every pool, then builds
+    # the target's and the draft's backends: there the pool runs after the draft (a draft that fails is what a
+    # launch meets first). The target's backends keep their place before the draft worker, whose stage also
+    # chooses the draft's backends, as a launch chooses the target's first; a configuration that fails both the
+    # pool and a backend choice is shown the backend's refusal, where a 0.5.14+ launch meets the pool's first.
     apart = runner is not None and model_classes.pools_sized_apart(type(runner).__mro__[1])
     if runner is not None:
         stages: list[tuple[Callable[..., None], tuple[Any, ...]]] = [
@@ -482,9 +485,7 @@ def _after_the_device_step(args: Any, target: Any, runner: Any, model_config_cls
         statements = model_classes.aux_capture_statements(type(runner).__mro__[1])
         if statements is not None and model_classes.after_attention_backends(statements, type(runner).__mro__[1]):
             stages.reverse()  # the release's own order: the first failure is the one a launch meets
-        if apart:
-            stages.remove((_attention_backend, (runner, progress)))
-        else:
+        if not apart:
             stages.insert(0, (_memory_pool, (args, target, runner, progress)))
         for stage, stage_args in stages:
             _up_to_the_device(progress, stage, *stage_args)
@@ -495,7 +496,6 @@ def _after_the_device_step(args: Any, target: Any, runner: Any, model_config_cls
         _up_to_the_device(progress, _draft_model, args, target, progress)
         if apart:
             _up_to_the_device(progress, _memory_pool, args, target, runner, progress)
-            _up_to_the_device(progress, _attention_backend, runner, progress)
 
 
 def _up_to_the_device(progress: Progress, stage: Callable[..., None], *args: Any) -> None:
@@ -1224,6 +1224,45 @@ def _platform_flags_of_the_box(torch: Any) -> Callable[[], Any]:
     return functools.partial(_platform_flags_of_the_box_now, torch)
 
 
+class _OverTheGpu(BaseException):
+    """Ends a model's construction on ``meta`` once its registered tensors exceed the GPU's whole memory (a
+    ``BaseException``: SGLang's ``except Exception`` around a layer does not swallow it)."""
+
+    def __init__(self, built: int) -> None:
+        super().__init__("the weights outgrew the GPU")
+        self.built = built
+
+
+@contextlib.contextmanager
+def _construction_within(total: int) -> Iterator[None]:
+    """While it lasts, every parameter and buffer a module registers on ``meta`` is counted (by module and name: a
+    re-registration replaces), and the construction ends (:class:`_OverTheGpu`) as soon as they exceed ``total``,
+    the GPU's whole memory: a real box allocates each as the model is built, and runs out of memory there
+    (DeepSeek-V3 or Kimi-K2.6 at tp 1, 600+ GiB, on one GPU: the build stops after a sixth of its layers, not
+    at its end). Over-counting (a tensor registered, then dropped) can only end a build early into a named stop,
+    never a verdict; the check after the load counts what the model holds."""
+    import torch.nn.modules.module as module_hooks
+
+    held: dict[tuple[int, str], int] = {}
+    built = 0
+
+    def registered(module: Any, name: str, tensor: Any) -> None:
+        nonlocal built
+        size = tensor.numel() * tensor.element_size() if tensor is not None and tensor.device.type == "meta" else 0
+        built += size - held.get((id(module), name), 0)
+        held[(id(module), name)] = size
+        if built > total:
+            raise _OverTheGpu(built)
+
+    handles = [module_hooks.register_module_parameter_registration_hook(registered),
+               module_hooks.register_module_buffer_registration_hook(registered)]
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
 def _loaded_on_meta(runner: Any, runner_cls: Any, cls: type, refusals: list[BaseException], total: int,
                     platform: Callable[[], Any] = contextlib.nullcontext) -> None:
     """SGLang's own ``load_model`` on the runner (the dummy loader, on ``meta``). A refusal of the model's own
@@ -1231,8 +1270,12 @@ def _loaded_on_meta(runner: Any, runner_cls: Any, cls: type, refusals: list[Base
     other failure of the load (a layer's platform check: a vision tower's "only available for cuda" on this CPU
     build of torch; a value only real weights hold) ends the stage, never a verdict."""
     try:
-        with platform():
+        with platform(), _construction_within(total):
             runner_cls.load_model(runner)
+    except _OverTheGpu as over:
+        raise _NotLoaded(f"the weights built so far take {over.built / _GIB:.2f} GiB per GPU, more than its "
+                         f"{total / _GIB:.2f} GiB: a real load runs out of device memory (CUDA out of memory) while "
+                         "it builds the model, before SGLang sizes the pool") from None
     except Exception as exc:
         last = _refusing_statement(exc)
         own = (last is not None and last.name == "load_model"

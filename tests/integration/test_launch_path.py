@@ -51,7 +51,7 @@ def test_eagle_with_the_same_lora_flags_passes_up_to_the_draft_worker() -> None:
     session = shared_session("0.5.23", model="llama-3.1-8b", draft="eagle3", hardware="h100")
     outcome = session.evaluate(session.with_draft(Config.of({"--speculative-algorithm": "EAGLE", **LORA})))
     assert outcome.status is Status.PASSED, outcome.exception
-    assert outcome.record["stage"] == "draft_model"
+    assert "draft_model" in [*outcome.record["stages_passed"], outcome.record["stage"]]
     assert outcome.record["after_weights"] is True
     passed = outcome.record["stages_passed"]
     for stage in ("resolve", "check_server_args", "target_model_config", "draft_model_config", "model_runner",

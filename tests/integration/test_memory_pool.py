@@ -170,13 +170,13 @@ def test_a_release_whose_model_module_does_not_import_here_names_the_stop() -> N
 
 @pytest.mark.parametrize("release", ["0.5.18", "0.5.20", "0.5.23"])
 def test_where_the_scheduler_sizes_the_pools_it_does_so_after_the_draft_as_a_launch_does(release: str) -> None:
-    # 0.5.14+: the scheduler builds the target and the draft, then sizes every pool (TpModelWorker.alloc_memory_pool),
-    # then builds the attention backends; the sizing counts the weights as 0.5.13 did
+    # 0.5.14+: the scheduler builds the target and the draft, then sizes every pool (TpModelWorker.alloc_memory_pool);
+    # the sizing counts the weights as 0.5.13 did
     session = shared_session(release, model="llama-3.1-8b", draft="eagle3", hardware="h200")
     outcome = session.evaluate(session.with_draft(Config.of(EAGLE3)))
     assert outcome.status is Status.PASSED, outcome.headline
     stages = [*outcome.record["stages_passed"], outcome.record["stage"]]
-    assert stages.index("draft_model") < stages.index("memory_pool") < stages.index("attention_backend")
+    assert stages.index("attention_backend") < stages.index("draft_model") < stages.index("memory_pool")
     pool = outcome.record["memory_pool"]
     parameters = 2 * _llama_parameters(1)  # bf16
     assert parameters <= pool["weights_bytes"] < parameters + ROTARY_CACHES
@@ -198,8 +198,7 @@ def test_too_small_a_memory_fraction_after_the_drafts_load_fails_with_sglangs_ow
         "Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=0.1. Raise "
         "--mem-fraction-static above 0.108")
     assert outcome.record["frame"]["function"] == "_profile_available_bytes"
-    passed = outcome.record["stages_passed"]
-    assert "draft_model" in passed and "attention_backend" not in passed
+    assert "draft_model" in outcome.record["stages_passed"]
 
 
 @pytest.mark.parametrize(("release", "running"), [("0.5.18", 0), ("0.5.20", 0), ("0.5.23", 1)])
@@ -244,4 +243,16 @@ def test_weights_that_do_not_fit_the_gpu_stop_the_stage_rather_than_claim_sglang
     outcome = session.evaluate(session.with_draft(Config.of({"--speculative-algorithm": "EAGLE"})))
     assert outcome.status is Status.PASSED, outcome.headline
     assert "CUDA out of memory" in outcome.record["needs_gpu"]["memory_pool"]
+    assert "memory_pool" not in outcome.record
+
+
+def test_weights_that_outgrow_the_gpu_while_they_are_built_stop_the_build_there() -> None:
+    # Kimi-K2.6 at tp 1 (about 570 GiB) on one 96 GB GPU: a real box runs out of memory while it builds the model;
+    # the build on meta ends as soon as its tensors pass the GPU's memory, a sixth of the way through its layers
+    session = shared_session("0.5.23", model="kimi-k2.6", draft="eagle3", hardware="rtx-pro-6000")
+    outcome = session.evaluate(session.with_draft(Config.of(EAGLE3)))
+    assert outcome.status is Status.PASSED, outcome.headline
+    stop = outcome.record["needs_gpu"]["memory_pool"]
+    assert stop.startswith("the weights built so far take 95.") and "more than its 95.59 GiB" in stop, stop
+    assert "CUDA out of memory" in stop and "while it builds the model" in stop
     assert "memory_pool" not in outcome.record

@@ -71,7 +71,7 @@ def test_a_plain_configuration_passes_up_to_the_attention_backend(model: str) ->
     with _session(model) as session:
         outcome = session.evaluate(Config.of({"--tp-size": str(tp)}))
     assert outcome.status is Status.PASSED, f"{model} --tp-size {tp}: {outcome.headline}"
-    assert outcome.record["stage"] == "attention_backend"
+    assert "attention_backend" in [*outcome.record["stages_passed"], outcome.record["stage"]]  # 0.5.23: then the pool
     assert outcome.record["attention_backends"], outcome.record
     assert outcome.hardware == f"simulated:h200x{tp}"
 
@@ -106,7 +106,8 @@ def test_a_published_draft_passes_up_to_its_draft_worker_with_its_target(draft: 
     with _session(model, draft) as session:
         outcome = session.evaluate(session.with_draft(_eagle3(tp, extra)))
     assert outcome.status is Status.PASSED, f"{model} + {draft} --tp-size {tp}: {outcome.headline}"
-    assert outcome.record["stage"] == "draft_model"
+    # 0.5.14+ size the pools after the draft: the last stage is the pool's
+    assert "draft_model" in [*outcome.record["stages_passed"], outcome.record["stage"]]
     assert "draft_worker_model_config" in outcome.record["stages_passed"]
     assert outcome.record["model_classes"]["draft"] == "LlamaForCausalLMEagle3"
     assert "draft_model_config" in outcome.record["stages_passed"]

@@ -156,7 +156,10 @@ def test_sglang_unit_case(case: Case, sessions: _Sessions) -> None:
         if "stage" in outcome.record:
             assert outcome.record["stage"] == case.stage, f"failed at stage {outcome.record['stage']}\n{where}"
         return
-    assert outcome.status is Status.PASSED, f"expected to pass\n{where}"
+    # SGLang's unit test decides at case.stage; a launch goes on past it, where SGLang may refuse the configuration
+    # for another reason (0.5.23's pools refuse --enable-unified-memory on a model without hybrid layers)
+    beyond = outcome.status is Status.FAILED and case.stage in outcome.record.get("stages_passed", [])
+    assert outcome.status is Status.PASSED or beyond, f"expected to pass\n{where}"
     for name, value in (case.expect.get("resolved") or {}).items():
         assert name in outcome.resolved, f"the evaluator does not report resolved field {name}\n{where}"
         assert outcome.resolved[name] == value, f"resolved {name}={outcome.resolved[name]!r}, expected {value!r}\n{where}"
