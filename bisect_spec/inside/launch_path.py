@@ -527,7 +527,7 @@ def _kernel_choices_declined() -> Iterator[None]:
     """Each of :data:`_KERNEL_CHOICES` the release has answers "no fused kernel" while it lasts."""
     with contextlib.ExitStack() as stack:
         for module_name, class_name, method, answer in _KERNEL_CHOICES:
-            owner = getattr(sys.modules.get(module_name), class_name, None)
+            owner = _attribute((module_name,), class_name)  # imported now if need be: a model's import of it comes later
             if isinstance(owner, type) and method in vars(owner):
                 stack.enter_context(_replaced(owner, method, lambda *_args, _answer=answer, **_kwargs: _answer))
         yield
@@ -1076,7 +1076,7 @@ def _requests_refusal(runner: Any, progress: Progress, refusals: list[BaseExcept
     if taken is not None and _request_pool_size(runner) is not None:
         with contextlib.suppress(Exception, _NotLoaded):  # the runner's own statements after the sizing (0.4.6 … 0.5.9)
             model_classes.run(taken, self=runner)
-    worker_cls = _attribute(("sglang.srt.managers.tp_worker",), "TpModelWorker")
+    worker_cls = getattr(_imported("sglang.srt.managers.tp_worker"), "TpModelWorker", None)
     checks = model_classes.requests_check_statements(worker_cls) if isinstance(worker_cls, type) else None
     running = vars(runner).get("max_running_requests")
     if checks is None or not isinstance(running, int) or isinstance(running, bool):
@@ -1100,6 +1100,18 @@ def _requests_refusal(runner: Any, progress: Progress, refusals: list[BaseExcept
         progress.needs_gpu["target_worker"] = ("its checks after the first read the request pool, which building the "
                                                "pools did not reach here (the memory pool's stop)")
     return None
+
+
+def _imported(name: str) -> types.ModuleType | None:
+    """SGLang's module ``name``, imported, not looked up (:func:`_attribute` answers None when an import fails): an
+    ImportError of GPU code must reach the evaluator, which imports the module on the CPU and evaluates again,
+    as for every lazy import of SGLang's, so the answer never depends on what an earlier evaluation imported.
+    None where the release has no such module."""
+    if name in sys.modules:
+        return sys.modules[name]
+    if importlib.util.find_spec(name) is None:
+        return None
+    return importlib.import_module(name)
 
 
 def _refused_in(exc: BaseException, filename: str) -> bool:

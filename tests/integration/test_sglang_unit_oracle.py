@@ -160,6 +160,9 @@ def test_sglang_unit_case(case: Case, sessions: _Sessions) -> None:
     # for another reason (0.5.23's pools refuse --enable-unified-memory on a model without hybrid layers)
     beyond = outcome.status is Status.FAILED and case.stage in outcome.record.get("stages_passed", [])
     assert outcome.status is Status.PASSED or beyond, f"expected to pass\n{where}"
+    if beyond:  # SGLang's verdict at the case's stage is the unit test's (admitted); a failure records no resolution
+        assert outcome.record.get("after_weights") is True, f"refused before the weights\n{where}"
+        return
     for name, value in (case.expect.get("resolved") or {}).items():
         assert name in outcome.resolved, f"the evaluator does not report resolved field {name}\n{where}"
         assert outcome.resolved[name] == value, f"resolved {name}={outcome.resolved[name]!r}, expected {value!r}\n{where}"
