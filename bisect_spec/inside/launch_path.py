@@ -1122,9 +1122,13 @@ def _refused_in(exc: BaseException, filename: str) -> bool:
 
 def _unsimulated_memory(view: Any) -> str | None:
     """What moves the weights' memory in a way the simulated box does not follow, named; None when nothing does.
-    CPU offload: the offloader the device step would set (``set_offloader``, after ``init_torch_distributed``) is
-    not set here, so every weight would count as on the GPU; a model implementation other than SGLang's own: the
-    class built here is SGLang's."""
+    Another device than CUDA (``--device cpu``: the build would allocate every weight for real on this machine;
+    Kimi-K2.6's is 600 GB). CPU offload: the offloader the device step would set (``set_offloader``, after
+    ``init_torch_distributed``) is not set here, so every weight would count as on the GPU; a model implementation
+    other than SGLang's own: the class built here is SGLang's."""
+    device = str(getattr(view, "device", None) or "cuda").lower()
+    if not device.startswith("cuda"):  # the model would be built for real, in this machine's memory
+        return f"--device {device}: the pool is sized against that device's memory, not the simulated GPU's"
     if (getattr(view, "cpu_offload_gb", 0) or 0) > 0 or (getattr(view, "offload_group_size", -1) or -1) > 0:
         return "CPU offload (--cpu-offload-gb, --offload-group-size): the offloader the device step sets is not set here"
     impl = str(getattr(view, "model_impl", None) or "auto").lower()

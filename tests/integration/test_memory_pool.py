@@ -256,3 +256,12 @@ def test_weights_that_outgrow_the_gpu_while_they_are_built_stop_the_build_there(
     assert stop.startswith("the weights built so far take 95.") and "more than its 95.59 GiB" in stop, stop
     assert "CUDA out of memory" in stop and "while it builds the model" in stop
     assert "memory_pool" not in outcome.record
+
+
+def test_another_device_than_the_gpu_stops_the_stage_before_anything_is_built() -> None:
+    # --device cpu builds the model for real, in this machine's memory (the main job's sweep was killed by the
+    # kernel building Kimi-K2.6's 600 GB there): never built, named
+    session = shared_session("0.5.23", model="kimi-k2.6", draft="eagle3", hardware="rtx-pro-6000")
+    outcome = session.evaluate(session.with_draft(Config.of({"--device": "cpu", **EAGLE3})))
+    assert outcome.status is Status.PASSED, outcome.headline
+    assert outcome.record["needs_gpu"]["memory_pool"].startswith("--device cpu: the pool is sized against")
