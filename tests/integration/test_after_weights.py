@@ -318,7 +318,7 @@ def test_a_backend_that_reads_the_memory_pool_stops_its_stage_naming_the_step_no
     assert outcome.record.get("tool_fault") is None
     stop = outcome.record["needs_gpu"]["attention_backend"]
     assert stop.startswith("reads ModelRunner.token_to_kv_pool, which ModelRunner.") and "memory_pool" in stop, stop
-    assert outcome.record["stage"] == "draft_worker"
+    assert "draft_worker" in outcome.record["stages_passed"]  # then, on 0.5.14+, the pool
 
 
 @pytest.mark.parametrize("release", ["0.5.18", "0.5.20", "0.5.23"])
@@ -359,7 +359,10 @@ def test_issue_23490_as_reported_the_draft_inherits_the_b200_default_and_the_rep
 
     require_release("0.5.23")
     session = shared_session("0.5.23", model="kimi-k2.6", draft="eagle3", hardware="b200")
-    config = session.with_draft(Config.of({"--tp-size": "4", "--speculative-algorithm": "EAGLE3"}))
+    # a B200 stands in for the reporter's GB300 (288 GB): at tp 4 its 141.9 GiB of weights per GPU leave no KV cache
+    # under SGLang's default fraction (0.770; "Raise --mem-fraction-static above 0.793", measured), so a larger one
+    config = session.with_draft(Config.of({"--tp-size": "4", "--speculative-algorithm": "EAGLE3",
+                                           "--mem-fraction-static": "0.88"}))
     outcome = session.evaluate(config)
     assert outcome.status is Status.FAILED, outcome.headline
     assert outcome.exception["message"] == "trtllm_mla backend can only be used with MLA models."
