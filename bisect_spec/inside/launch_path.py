@@ -1867,10 +1867,10 @@ def _model_runner(args: Any, target: Any, progress: Progress) -> Any:
     """
     # imported, not looked up: an ImportError (a CUDA-only dependency) must reach the evaluator, which
     # imports the module on the CPU and evaluates again, as for every lazy import of SGLang's
-    name = "sglang.srt.model_executor.model_runner"
-    if importlib.util.find_spec(name) is None:
+    module = _imported("sglang.srt.model_executor.model_runner")
+    if module is None:
         return None
-    runner_cls = getattr(importlib.import_module(name), "ModelRunner", None)
+    runner_cls = getattr(module, "ModelRunner", None)
     if runner_cls is None or not callable(getattr(runner_cls, "init_torch_distributed", None)):
         return None
     progress.enter("model_runner")
