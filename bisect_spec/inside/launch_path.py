@@ -514,22 +514,38 @@ def _up_to_the_device(progress: Progress, stage: Callable[..., None], *args: Any
         progress.needs_gpu[progress.stage] = where
 
 
-#: A layer's choice of a fused kernel, made while the model is built: (module, class, method, SGLang's own answer
-#: where the kernel is not used). On a GPU install the choice imports the kernel's GPU libraries (0.5.23's
-#: ``DualGemm._select_mode``: CuTe DSL, ``cuda.bindings``), which this machine does not have; the choice sizes
-#: no tensor (a dispatch at run time, and the largest batch it takes), so it is declined, as a box without the
-#: kernel declines it, and the build goes on.
-_KERNEL_CHOICES = (("sglang.srt.layers.dual_gemm", "DualGemm", "_select_mode", None),)
+def _no_fused_kernel(*_args: Any, **_kwargs: Any) -> None:
+    """A layer's fused-kernel choice, declined: SGLang's own answer where the kernel is not used (None)."""
+    return None
+
+
+def _no_kv_copy(pool: Any) -> None:
+    """The KV pool's copy-kernel tiling and warm-up, declined as SGLang's own NPU pool declines it
+    (``MHATokenToKVPool._init_kv_copy_and_warmup`` there: ``self._kv_copy_config = None``)."""
+    pool._kv_copy_config = None
+
+
+#: Device work on the way to the sizes that sizes nothing: (module, class, method, what runs instead).
+#:
+#: * a layer's choice of a fused kernel, made while the model is built (0.5.23's ``DualGemm._select_mode``): on a
+#:   GPU install it imports the kernel's GPU libraries (CuTe DSL, ``cuda.bindings``), which this machine lacks; it
+#:   sizes no tensor (a dispatch at run time), so it is declined, as a box without the kernel declines it;
+#: * the KV pool's copy kernel for speculative decoding (``_init_kv_copy_and_warmup``: a tiling chosen from the
+#:   buffers' strides read back from the device, then a kernel launch): every speculative configuration on an MHA
+#:   pool meets it while the pools are built (0.5.12+); it sizes nothing, and SGLang's NPU pool declines it.
+_KERNEL_CHOICES: tuple[tuple[str, str, str, Callable[..., None]], ...] = (
+    ("sglang.srt.layers.dual_gemm", "DualGemm", "_select_mode", _no_fused_kernel),
+    ("sglang.srt.mem_cache.memory_pool", "MHATokenToKVPool", "_init_kv_copy_and_warmup", _no_kv_copy))
 
 
 @contextlib.contextmanager
 def _kernel_choices_declined() -> Iterator[None]:
-    """Each of :data:`_KERNEL_CHOICES` the release has answers "no fused kernel" while it lasts."""
+    """Each of :data:`_KERNEL_CHOICES` the release has runs its stand-in while it lasts."""
     with contextlib.ExitStack() as stack:
-        for module_name, class_name, method, answer in _KERNEL_CHOICES:
+        for module_name, class_name, method, instead in _KERNEL_CHOICES:
             owner = _attribute((module_name,), class_name)  # imported now if need be: a model's import of it comes later
             if isinstance(owner, type) and method in vars(owner):
-                stack.enter_context(_replaced(owner, method, lambda *_args, _answer=answer, **_kwargs: _answer))
+                stack.enter_context(_replaced(owner, method, instead))
         yield
 
 
@@ -899,8 +915,10 @@ def _memory_pool(args: Any, target: Any, runner: Any, progress: Progress) -> Non
                                                      "(it reads the weights' values or builds GPU kernels), which can "
                                                      "change the weights' bytes")
             if not unsized:  # what SGLang sized, as the steps after the pool read it on the way to serving
-                refusal = _capture_sizes(runner, runner_cls, progress, refusals) or _requests_refusal(runner, progress,
-                                                                                                       refusals)
+                refusal = (_requests_refusal(runner, progress, refusals)
+                           or _decode_graph_sizes(runner, runner_cls, progress, refusals)) if apart else (
+                    _capture_sizes(runner, runner_cls, progress, refusals)
+                    or _requests_refusal(runner, progress, refusals))
                 if refusal is not None:
                     raise refusal
     finally:  # what SGLang sized, also where building the pools stopped after the sizing (a warm-up on the device)
@@ -1044,6 +1062,97 @@ def _capture_sizes(runner: Any, runner_cls: Any, progress: Progress,
             getattr(runner_cls, step)(runner)
         except Exception as exc:
             raise _NotLoaded(f"the runner's {step}, before its CUDA graphs, stopped at {_stop_words(exc)}") from None
+
+
+#: Where 0.5.14+ choose the batch sizes of the target's decode graphs, once its pools and backends are built:
+#: ``(module, function)``, the runner's own method where ``module`` is None. 0.5.14 … 0.5.15: the runner's
+#: ``init_decode_cuda_graph``; 0.5.16+: ``cuda_graph_setup.capture_decode_graph(model_runner=...)``. Both decide
+#: first whether graphs are captured (``--disable-cuda-graph``, the decode phase's backend), then call
+#: ``get_batch_sizes_to_capture`` themselves (up to 0.5.22) or build the graph runner whose ``__init__`` does (0.5.23).
+_DECODE_GRAPH_ENTRIES: tuple[tuple[str | None, str], ...] = (
+    (None, "init_decode_cuda_graph"),
+    ("sglang.srt.model_executor.model_runner_components.cuda_graph_setup", "capture_decode_graph"))
+#: The module that defines ``get_batch_sizes_to_capture`` on 0.5.14+, and the one that builds the decode graphs.
+_GRAPH_SIZES_MODULE = "sglang.srt.model_executor.runner.base_cuda_graph_runner"
+_DECODE_GRAPH_MODULE = "sglang.srt.model_executor.runner.decode_cuda_graph_runner"
+
+
+def _decode_graph_sizes(runner: Any, runner_cls: Any, progress: Progress,
+                        refusals: list[BaseException]) -> BaseException | None:
+    """The batch sizes of the target's decode graphs on 0.5.14+ (stage ``cuda_graph_sizes``), chosen by SGLang's
+    own code on the runner whose pool it sized, as :func:`_capture_sizes` does up to 0.5.13.
+
+    The release's entry (:data:`_DECODE_GRAPH_ENTRIES`) runs as written: it decides whether graphs are captured,
+    and the tokens per request a speculative target verifies; SGLang's ``get_batch_sizes_to_capture`` then runs
+    itself, keeping the sizes the request pool and the attention-TP alignment allow, and its ``assert
+    len(capture_bs) > 0 and capture_bs[0] > 0, f"{capture_bs=}"`` is SGLang's verdict. The call returns into a
+    stop of ours (:class:`_CaptureReached`), so the capture, which runs the model on the device, never starts. The
+    attention backends are not built here (their choice ran in ``attention_backend``): the runner holds a stand-in
+    answering only what every backend class inherits (:class:`_BackendDefaults`). Any other failure on the way stops
+    the stage, named. Returns the refusal (also in ``refusals``), or None."""
+    sizes_module = _imported(_GRAPH_SIZES_MODULE)
+    original = vars(sizes_module).get("get_batch_sizes_to_capture") if sizes_module is not None else None
+    entry: Any = None
+    for module_name, name in _DECODE_GRAPH_ENTRIES:
+        owner = runner_cls if module_name is None else _imported(module_name)
+        entry = vars(owner).get(name) if owner is not None else None
+        if entry is not None:
+            break
+    if original is None or entry is None or _request_pool_size(runner) is None:
+        return None
+    progress.enter("cuda_graph_sizes")
+    _imported(_DECODE_GRAPH_MODULE)  # imported before the name is replaced in every module holding it
+
+    def sized(model_runner: Any, *args: Any, **kwargs: Any) -> Any:
+        capture_bs, *_ = original(model_runner, *args, **kwargs)
+        width = args[0] if args else kwargs.get("captured_req_width", kwargs.get("num_tokens_per_bs", 1))
+        raise _CaptureReached({"capture_bs": [int(b) for b in capture_bs], "num_tokens_per_bs": width})
+
+    holders = [m for name, m in list(sys.modules.items()) if name.startswith("sglang.") and m is not None
+               and vars(m).get("get_batch_sizes_to_capture") is original]
+    try:
+        with contextlib.ExitStack() as stack:
+            for module in holders:
+                stack.enter_context(_replaced(module, "get_batch_sizes_to_capture", sized))
+            if "attn_backend" not in vars(runner):
+                stack.enter_context(_on_runner(runner, "attn_backend", _BackendDefaults()))
+            if module_name is None:
+                entry(runner)
+            else:
+                entry(model_runner=runner)
+    except _CaptureReached as reached:
+        progress.cuda_graphs = reached.sizes
+        return None
+    except Exception as exc:
+        if _refused_in(exc, inspect.getsourcefile(original) or ""):
+            refusals.append(exc)
+            return exc
+        raise _NotLoaded(f"the decode graphs' batch sizes stopped at {_stop_words(exc)}") from None
+    progress.cuda_graphs = {"disabled": True}  # SGLang decided no decode graph is captured
+    return None
+
+
+class _BackendDefaults:
+    """The target's attention backend as the decode graphs' sizing reads it, not built here: what every backend
+    inherits from SGLang's ``AttentionBackend`` as a class attribute (0.5.23's ``dllm_attention = None``); anything
+    else only a built backend has."""
+
+    def __getattr__(self, name: str) -> Any:
+        base = _attribute(("sglang.srt.layers.attention.base_attn_backend",), "AttentionBackend")
+        inherited = vars(base) if isinstance(base, type) else {}
+        if name not in inherited or callable(inherited[name]):
+            raise _NotLoaded(f"reads the target's attention backend's {name} (built on the device, not here)")
+        return inherited[name]
+
+
+@contextlib.contextmanager
+def _on_runner(runner: Any, name: str, value: Any) -> Iterator[None]:
+    """``runner.<name>`` is ``value`` while it lasts, then unset."""
+    setattr(runner, name, value)
+    try:
+        yield
+    finally:
+        vars(runner).pop(name, None)
 
 
 def _step_that_sets(exc: BaseException, runner: Any, runner_cls: Any, steps: set[str] | frozenset[str]) -> str | None:
