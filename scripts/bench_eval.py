@@ -61,7 +61,9 @@ for argv in argvs:
 elapsed = time.perf_counter() - started
 # a second pass, not timed as a whole: each launch-path stage's own time (wrapped, so its callees count)
 stages = {name: 0.0 for name in ("_construct", "_tokenizer_manager", "_model_runner", "_memory_pool", "_target_model",
-                                 "_attention_backend", "_draft_worker_config", "_draft_worker", "_draft_model")}
+                                 "_attention_backend", "_draft_worker_config", "_draft_worker", "_draft_model",
+                                 # run inside _memory_pool, once SGLang sized the pools (counted there too)
+                                 "_capture_sizes", "_requests_refusal", "_decode_graph_sizes")}
 def timed(name, function):
     def wrapper(*args, **kwargs):
         begun = time.perf_counter()
@@ -154,7 +156,10 @@ def main() -> None:
              "_draft_worker_config": "draft worker's model config (after weights)",
              "_draft_worker": "draft worker's construction (after weights)",
              "_target_model": "target model class, aux capture (after weights)",
-             "_draft_model": "draft model class, embed/head sharing (after weights)"}
+             "_draft_model": "draft model class, embed/head sharing (after weights)",
+             "_capture_sizes": "  of the pool: CUDA-graph sizes, up to 0.5.13",
+             "_requests_refusal": "  of the pool: the target worker's requests check",
+             "_decode_graph_sizes": "  of the pool: CUDA-graph sizes, 0.5.14+"}
     print(f"per-configuration cost of each stage (raw, second pass over the same {args.count}):")
     for name, seconds in raw["stages"].items():
         print(f"  {names[name]:<45} {1000 * seconds / args.count:>7.2f} ms")
