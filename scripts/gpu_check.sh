@@ -97,12 +97,21 @@ if "$PY" -c 'import sglang, sgl_kernel' >/dev/null 2>&1; then
             # past both models' weights: EAGLE3 with no draft model on a Qwen3 target (sglang#36528): the
             # target's class is built as the draft and has no set_embed (stage draft_model)
             no_draft=(--speculative-algorithm EAGLE3 --mem-fraction-static 0.5 --disable-cuda-graph)
-            for case in passing failing after-weights no-draft; do
+            # past the pool: a decode-graph batch size of 0 (stage cuda_graph_sizes): SGLang's
+            # get_batch_sizes_to_capture asserts "capture_bs=[0]" before any capture; 0.5.20+ name the flag by phase
+            graph_bs=--cuda-graph-bs
+            if "$PY" -m sglang.launch_server --help 2>/dev/null | grep -q -- '--cuda-graph-bs-decode'; then
+                graph_bs=--cuda-graph-bs-decode
+            fi
+            graphs=(--speculative-algorithm EAGLE3 --speculative-draft-model-path "$D" --mem-fraction-static 0.5
+                    --speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4 "$graph_bs" 0)
+            for case in passing failing after-weights no-draft graphs; do
                 target=("${common[@]}")
                 case "$case" in
                     passing) flags=("${passing[@]}") ;;
                     failing) flags=("${failing[@]}") ;;
                     no-draft) flags=("${no_draft[@]}"); target=(--sglang current --model-path "$TINY/qwen3") ;;
+                    graphs) flags=("${graphs[@]}") ;;
                     *) flags=("${after_weights[@]}") ;;
                 esac
                 timeout 200 "$PY" -m bisect_spec launch "${target[@]}" --json -- "${flags[@]}" \
@@ -123,7 +132,7 @@ def load(name):
         err = tiny / name.replace(".json", ".err")
         return {"unreadable": str(exc), "stderr_tail": err.read_text()[-1500:] if err.is_file() else ""}
 report, words = {}, []
-for case in ("passing", "failing", "after-weights", "no-draft"):
+for case in ("passing", "failing", "after-weights", "no-draft", "graphs"):
     launch, probe = load(f"launch-{case}.json"), load(f"probe-{case}.json")
     cls = str(launch.get("classification") or launch.get("status") or "?")
     lsig = (launch.get("signature") or {}).get("id")
@@ -133,7 +142,7 @@ for case in ("passing", "failing", "after-weights", "no-draft"):
         agree = cls.startswith("ready") and pstatus == "passed"
     elif case == "failing":
         agree = cls.startswith("resolution-failed") and pstatus == "failed" and (lsig or cls.split("/")[-1]) == psig
-    else:  # after-weights, no-draft: both pass, or both fail with the same exception and message (past the weights)
+    else:  # after-weights, no-draft, graphs: both pass, or both fail with the same exception and message (past the weights)
         lexc, pexc = launch.get("exception") or {}, (outcome.get("record") or outcome).get("exception") or {}
         agree = ((cls.startswith("ready") and pstatus == "passed")
                  or (not cls.startswith("ready") and pstatus == "failed"
