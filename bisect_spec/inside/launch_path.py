@@ -297,7 +297,11 @@ def _runtime_context() -> Iterator[Callable[..., None] | None]:
     Found by feature: ``publish`` alone decides (0.5.18 has it without 0.5.19's
     ``snapshot_context``/``restore_context``; not publishing there made every configuration
     fail with "config namespace 'spec' not published"). Without SGLang's own snapshot the
-    context object's state is saved and put back by :func:`_saved_state`.
+    context object's state is saved and put back by :func:`_saved_state`. With it, the parallel context's
+    contents are put back too: SGLang's snapshot holds its ``_overrides`` dict by reference, and
+    ``patch_tensor_parallel_group`` (the draft's attention-TP scope under DP attention, 0.5.19 … 0.5.20) updates
+    that dict in place before it swaps in a saved copy, so the restore would bring back the draft's
+    ``tp_size`` for every later evaluation (measured on 0.5.20: Llama at tp 1 sized as at tp 4).
     """
     publish = _attribute(("sglang.srt.runtime_context",), "publish")
     if publish is None:
@@ -305,15 +309,16 @@ def _runtime_context() -> Iterator[Callable[..., None] | None]:
         return
     snapshot = _attribute(("sglang.srt.runtime_context",), "snapshot_context")
     restore = _attribute(("sglang.srt.runtime_context",), "restore_context")
-    if snapshot is not None and restore is not None:
-        saved = snapshot()
-        try:
-            yield publish
-        finally:
-            restore(saved)
-        return
     get_context = _attribute(("sglang.srt.runtime_context",), "get_context")
     context = get_context() if get_context is not None else None
+    if snapshot is not None and restore is not None:
+        with _saved_state(getattr(context, "parallel", None)):
+            saved = snapshot()
+            try:
+                yield publish
+            finally:
+                restore(saved)
+        return
     with _saved_state(context), _saved_state(getattr(context, "parallel", None)):
         yield publish
 
@@ -514,28 +519,46 @@ def _up_to_the_device(progress: Progress, stage: Callable[..., None], *args: Any
         progress.needs_gpu[progress.stage] = where
 
 
-def _no_fused_kernel(*_args: Any, **_kwargs: Any) -> None:
+def _no_fused_kernel(_original: Callable[..., Any], *_args: Any, **_kwargs: Any) -> None:
     """A layer's fused-kernel choice, declined: SGLang's own answer where the kernel is not used (None)."""
     return None
 
 
-def _no_kv_copy(pool: Any) -> None:
-    """The KV pool's copy-kernel tiling and warm-up, declined as SGLang's own NPU pool declines it
-    (``MHATokenToKVPool._init_kv_copy_and_warmup`` there: ``self._kv_copy_config = None``)."""
-    pool._kv_copy_config = None
+def _kv_copy_up_to_the_device(original: Callable[..., Any], pool: Any) -> None:
+    """The KV pool's copy-kernel set-up, SGLang's own, up to its first device value, then declined as SGLang's own
+    NPU pool declines it (``MHATokenToKVPool._init_kv_copy_and_warmup`` there: ``self._kv_copy_config = None``).
+    Its checks before that run (0.5.22+: ``assert buf.is_contiguous()`` on the pool's buffers, a property of
+    their layout, which ``meta`` keeps) and refuse in SGLang's words; the tiling read back from the device and
+    the warm-up launch after it are what is declined."""
+    try:
+        original(pool)
+    except AssertionError:
+        raise
+    except Exception:
+        pool._kv_copy_config = None
 
 
-#: Device work on the way to the sizes that sizes nothing: (module, class, method, what runs instead).
+#: Device work on the way to the sizes that sizes nothing: (module, class, method, what runs instead, called with
+#: SGLang's own method first).
 #:
 #: * a layer's choice of a fused kernel, made while the model is built (0.5.23's ``DualGemm._select_mode``): on a
 #:   GPU install it imports the kernel's GPU libraries (CuTe DSL, ``cuda.bindings``), which this machine lacks; it
 #:   sizes no tensor (a dispatch at run time), so it is declined, as a box without the kernel declines it;
 #: * the KV pool's copy kernel for speculative decoding (``_init_kv_copy_and_warmup``: a tiling chosen from the
 #:   buffers' strides read back from the device, then a kernel launch): every speculative configuration on an MHA
-#:   pool meets it while the pools are built (0.5.12+); it sizes nothing, and SGLang's NPU pool declines it.
+#:   pool meets it while the pools are built (0.5.3.post1+); it sizes nothing, and SGLang's NPU pool declines it.
 _KERNEL_CHOICES: tuple[tuple[str, str, str, Callable[..., None]], ...] = (
     ("sglang.srt.layers.dual_gemm", "DualGemm", "_select_mode", _no_fused_kernel),
-    ("sglang.srt.mem_cache.memory_pool", "MHATokenToKVPool", "_init_kv_copy_and_warmup", _no_kv_copy))
+    ("sglang.srt.mem_cache.memory_pool", "MHATokenToKVPool", "_init_kv_copy_and_warmup", _kv_copy_up_to_the_device))
+
+
+def _instead_of(instead: Callable[..., None], original: Any) -> Callable[..., None]:
+    """A method that calls ``instead(original, *args)`` (``args`` with the instance first, as a method gets them)."""
+
+    def method(*args: Any, **kwargs: Any) -> None:
+        return instead(original, *args, **kwargs)
+
+    return method
 
 
 @contextlib.contextmanager
@@ -545,7 +568,7 @@ def _kernel_choices_declined() -> Iterator[None]:
         for module_name, class_name, method, instead in _KERNEL_CHOICES:
             owner = _attribute((module_name,), class_name)  # imported now if need be: a model's import of it comes later
             if isinstance(owner, type) and method in vars(owner):
-                stack.enter_context(_replaced(owner, method, instead))
+                stack.enter_context(_replaced(owner, method, _instead_of(instead, vars(owner)[method])))
         yield
 
 
@@ -1065,16 +1088,19 @@ def _capture_sizes(runner: Any, runner_cls: Any, progress: Progress,
 
 
 #: Where 0.5.14+ choose the batch sizes of the target's decode graphs, once its pools and backends are built:
-#: ``(module, function)``, the runner's own method where ``module`` is None. 0.5.14 … 0.5.15: the runner's
-#: ``init_decode_cuda_graph``; 0.5.16+: ``cuda_graph_setup.capture_decode_graph(model_runner=...)``. Both decide
-#: first whether graphs are captured (``--disable-cuda-graph``, the decode phase's backend), then call
-#: ``get_batch_sizes_to_capture`` themselves (up to 0.5.22) or build the graph runner whose ``__init__`` does (0.5.23).
+#: ``(module, function)``, the runner's own method where ``module`` is None. Every release 0.5.14 … 0.5.23 has the
+#: runner's ``init_decode_cuda_graph`` (0.5.16+: a wrapper of ``cuda_graph_setup.capture_decode_graph``, the second
+#: entry, for a release that drops the wrapper). It decides first whether graphs are captured (the decode phase's
+#: backend, a generation model, a PD-prefill speculative target), then calls ``get_batch_sizes_to_capture`` itself
+#: (up to 0.5.21) or builds the graph runner whose ``__init__`` does (0.5.22+).
 _DECODE_GRAPH_ENTRIES: tuple[tuple[str | None, str], ...] = (
     (None, "init_decode_cuda_graph"),
     ("sglang.srt.model_executor.model_runner_components.cuda_graph_setup", "capture_decode_graph"))
-#: The module that defines ``get_batch_sizes_to_capture`` on 0.5.14+, and the one that builds the decode graphs.
+#: The module that defines ``get_batch_sizes_to_capture`` on 0.5.14+, the one that builds the decode graphs, and
+#: the one whose shared logits buffer (0.5.15+) is sized for the graphs first.
 _GRAPH_SIZES_MODULE = "sglang.srt.model_executor.runner.base_cuda_graph_runner"
 _DECODE_GRAPH_MODULE = "sglang.srt.model_executor.runner.decode_cuda_graph_runner"
+_SHARED_OUTPUT_MODULE = "sglang.srt.model_executor.graph_shared_output"
 
 
 def _decode_graph_sizes(runner: Any, runner_cls: Any, progress: Progress,
@@ -1082,14 +1108,19 @@ def _decode_graph_sizes(runner: Any, runner_cls: Any, progress: Progress,
     """The batch sizes of the target's decode graphs on 0.5.14+ (stage ``cuda_graph_sizes``), chosen by SGLang's
     own code on the runner whose pool it sized, as :func:`_capture_sizes` does up to 0.5.13.
 
-    The release's entry (:data:`_DECODE_GRAPH_ENTRIES`) runs as written: it decides whether graphs are captured,
-    and the tokens per request a speculative target verifies; SGLang's ``get_batch_sizes_to_capture`` then runs
-    itself, keeping the sizes the request pool and the attention-TP alignment allow, and its ``assert
-    len(capture_bs) > 0 and capture_bs[0] > 0, f"{capture_bs=}"`` is SGLang's verdict. The call returns into a
-    stop of ours (:class:`_CaptureReached`), so the capture, which runs the model on the device, never starts. The
-    attention backends are not built here (their choice ran in ``attention_backend``): the runner holds a stand-in
-    answering only what every backend class inherits (:class:`_BackendDefaults`). Any other failure on the way stops
-    the stage, named. Returns the refusal (also in ``refusals``), or None."""
+    First, as ``init_cuda_graphs`` does before any graph (0.5.15+), SGLang's ``GraphSharedOutput
+    .create_for_model_runner`` sizes the logits buffer every graph shares: for each draft-token width the decode
+    graphs can verify (0.5.23: the adaptive widths too) it calls ``get_batch_sizes_to_capture`` on the runner;
+    the rows it sizes are recorded (``shared_logits_rows``), and its class-wide buffer is put back afterwards.
+    Then the release's entry (:data:`_DECODE_GRAPH_ENTRIES`) runs as written: it decides whether graphs are
+    captured, and the tokens per request a speculative target verifies; SGLang's ``get_batch_sizes_to_capture``
+    runs itself, keeping the sizes the request pool and the attention-TP alignment allow, and returns into a stop
+    of ours (:class:`_CaptureReached`, put in place of the name in every module holding it), so the capture,
+    which runs the model on the device, never starts. Its ``assert len(capture_bs) > 0 and capture_bs[0] > 0,
+    f"{capture_bs=}"``, from either caller, is SGLang's verdict. The attention backends are not built here
+    (their choice ran in ``attention_backend``): the runner holds a stand-in answering only the plain values
+    ``AttentionBackend`` itself defines (:class:`_BackendDefaults`). Any other failure on the way stops the stage,
+    named. Returns the refusal (also in ``refusals``), or None."""
     sizes_module = _imported(_GRAPH_SIZES_MODULE)
     original = vars(sizes_module).get("get_batch_sizes_to_capture") if sizes_module is not None else None
     entry: Any = None
@@ -1102,6 +1133,8 @@ def _decode_graph_sizes(runner: Any, runner_cls: Any, progress: Progress,
         return None
     progress.enter("cuda_graph_sizes")
     _imported(_DECODE_GRAPH_MODULE)  # imported before the name is replaced in every module holding it
+    shared_cls = _attribute((_SHARED_OUTPUT_MODULE,), "GraphSharedOutput")
+    create = vars(shared_cls).get("create_for_model_runner") if isinstance(shared_cls, type) else None
 
     def sized(model_runner: Any, *args: Any, **kwargs: Any) -> Any:
         capture_bs, *_ = original(model_runner, *args, **kwargs)
@@ -1110,37 +1143,47 @@ def _decode_graph_sizes(runner: Any, runner_cls: Any, progress: Progress,
 
     holders = [m for name, m in list(sys.modules.items()) if name.startswith("sglang.") and m is not None
                and vars(m).get("get_batch_sizes_to_capture") is original]
+    shared_rows: int | None = None
     try:
         with contextlib.ExitStack() as stack:
-            for module in holders:
-                stack.enter_context(_replaced(module, "get_batch_sizes_to_capture", sized))
             if "attn_backend" not in vars(runner):
                 stack.enter_context(_on_runner(runner, "attn_backend", _BackendDefaults()))
+            if create is not None:  # SGLang's own sizing of the shared buffer, its process-wide one put back
+                with _replaced(shared_cls, "_process_shared", None):
+                    shared = shared_cls.create_for_model_runner(runner)
+                rows = getattr(shared, "max_rows", None)
+                shared_rows = rows if isinstance(rows, int) and not isinstance(rows, bool) else None
+            for module in holders:
+                stack.enter_context(_replaced(module, "get_batch_sizes_to_capture", sized))
             if module_name is None:
                 entry(runner)
             else:
                 entry(model_runner=runner)
     except _CaptureReached as reached:
         progress.cuda_graphs = reached.sizes
-        return None
     except Exception as exc:
         if _refused_in(exc, inspect.getsourcefile(original) or ""):
             refusals.append(exc)
             return exc
         raise _NotLoaded(f"the decode graphs' batch sizes stopped at {_stop_words(exc)}") from None
-    progress.cuda_graphs = {"disabled": True}  # SGLang decided no decode graph is captured
+    else:
+        progress.cuda_graphs = {"disabled": True}  # SGLang decided no decode graph is captured
+    if shared_rows is not None:
+        progress.cuda_graphs = {**progress.cuda_graphs, "shared_logits_rows": shared_rows}
     return None
 
 
 class _BackendDefaults:
-    """The target's attention backend as the decode graphs' sizing reads it, not built here: what every backend
-    inherits from SGLang's ``AttentionBackend`` as a class attribute (0.5.23's ``dllm_attention = None``); anything
-    else only a built backend has."""
+    """The target's attention backend as the decode graphs' sizing reads it, not built here: the plain values every
+    backend inherits from SGLang's ``AttentionBackend`` (0.5.23's ``dllm_attention = None``); not its methods or
+    properties (a property such as ``verify_mask`` answers per backend); anything else only a built backend has."""
 
     def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") and name.endswith("__"):  # copy, pickle, hasattr of protocols: not the backend's
+            raise AttributeError(name)
         base = _attribute(("sglang.srt.layers.attention.base_attn_backend",), "AttentionBackend")
         inherited = vars(base) if isinstance(base, type) else {}
-        if name not in inherited or callable(inherited[name]):
+        if name not in inherited or callable(inherited[name]) or hasattr(inherited[name], "__get__"):
             raise _NotLoaded(f"reads the target's attention backend's {name} (built on the device, not here)")
         return inherited[name]
 

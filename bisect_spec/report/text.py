@@ -62,11 +62,13 @@ SIZED_STAGES = frozenset({"memory_pool", "cuda_graph_sizes", "target_worker"})
 def cuda_graphs_line(graphs: dict[str, Any]) -> str:
     """The batch sizes SGLang chose for the target's CUDA graphs (the capture itself not run)."""
     if graphs.get("disabled"):
-        return "CUDA graphs: none captured (SGLang's init_device_graphs builds no graph runner)"
+        return "CUDA graphs: none captured (SGLang's graph setup captures no decode graph)"
     sizes = graphs.get("capture_bs") or []
     shown = ", ".join(map(str, sizes)) if len(sizes) <= 8 else f"{', '.join(map(str, sizes[:4]))}, …, {sizes[-1]}"
+    rows = graphs.get("shared_logits_rows")
+    shared = f", a shared logits buffer of {rows} rows" if isinstance(rows, int) else ""
     return (f"CUDA graphs SGLang would capture: {len(sizes)} batch sizes ({shown}), "
-            f"{graphs.get('num_tokens_per_bs')} tokens per request; the capture itself not run")
+            f"{graphs.get('num_tokens_per_bs')} tokens per request{shared}; the capture itself not run")
 
 
 def memory_pool_line(pool: dict[str, Any], *, failed: bool | None = False) -> str:

@@ -130,6 +130,27 @@ def test_evaluations_before_leave_the_sizing_as_a_fresh_worker_sees_it() -> None
         assert first.record.get(key) == later.record.get(key), key
 
 
+def test_a_draft_run_at_the_attention_tp_width_leaves_the_next_evaluation_its_own_tp_width() -> None:
+    # 0.5.20 under DP attention: EAGLE3's draft is built in SGLang's patch_tensor_parallel_group (tp 4 of 8), whose
+    # override SGLang's own snapshot_context held by reference; put back, every later evaluation sized Llama at tp 1
+    # as at tp 4 (16,060,522,496 -> 4,082,835,456 B of weights: found by a test order)
+    target = TargetSpec(release="0.5.20", model="llama-3.1-8b", draft="eagle3", hardware="h200").resolve()
+    fresh = Session(target, jobs=1, timeout=120, warm="own")
+    fresh.start()
+    try:
+        first = fresh.evaluate(fresh.with_draft(Config.of(EAGLE3)))
+    finally:
+        fresh.close()
+    session = shared_session("0.5.20", model="llama-3.1-8b", draft="eagle3", hardware="h200")
+    gathered = session.evaluate(session.with_draft(Config.of(
+        {"--tp-size": "8", "--dp-size": "2", "--enable-dp-attention": None, **EAGLE3})))
+    assert gathered.record["memory_pool"]["weights_bytes"] < first.record["memory_pool"]["weights_bytes"] / 4
+    later = session.evaluate(session.with_draft(Config.of(EAGLE3)))
+    assert first.status is later.status is Status.PASSED
+    for key in ("memory_pool", "stages_passed", "cuda_graphs", "needs_gpu"):
+        assert first.record.get(key) == later.record.get(key), key
+
+
 @pytest.mark.parametrize(("flags", "named"), [
     ({"--enable-memory-saver": None}, "No module named 'torch_memory_saver'"),  # a GPU box has it: not a verdict
     ({"--torchao-config": "int8wo"}, "No module named 'torchao'"),
@@ -188,6 +209,7 @@ def test_where_the_scheduler_sizes_the_pools_it_does_so_after_the_draft_as_a_lau
     graphs = outcome.record["cuda_graphs"]
     assert graphs["num_tokens_per_bs"] == int(EAGLE3["--speculative-num-draft-tokens"])
     assert max(graphs["capture_bs"]) <= pool["max_running_requests"]
+    assert graphs["shared_logits_rows"] == max(graphs["capture_bs"]) * graphs["num_tokens_per_bs"]  # 0.5.15+
 
 
 @pytest.mark.parametrize("release", ["0.5.18", "0.5.23"])

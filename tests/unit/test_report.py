@@ -24,6 +24,7 @@ import pytest
 from bisect_spec import api
 from bisect_spec.report import formats as report_formats
 from bisect_spec.report import report_model as report
+from bisect_spec.report import text
 from bisect_spec.report.html_page import MAX_PAIRS, MAX_VALUES, omega_squared, pair_grids
 from bisect_spec.report.report_model import NightlyInput, SweepInput
 from bisect_spec.versions import version_key
@@ -446,3 +447,11 @@ def test_a_fix_that_changes_what_was_asked_says_so() -> None:
     keeping = {**changing, "edits": ["add --speculative-draft-attention-backend trtllm_mha"], "keeps_intent": True}
     assert "the nearest configuration that passes (verified): add --speculative-draft" in next_step_text(
         "validation", keeping, "p", "s")
+
+
+def test_the_cuda_graphs_line_shows_sglangs_sizes_and_the_shared_buffer_where_sized() -> None:
+    sized = text.cuda_graphs_line({"capture_bs": [1, 2], "num_tokens_per_bs": 4, "shared_logits_rows": 8})
+    assert sized == ("CUDA graphs SGLang would capture: 2 batch sizes (1, 2), 4 tokens per request, a shared logits "
+                     "buffer of 8 rows; the capture itself not run")
+    assert "shared logits" not in text.cuda_graphs_line({"capture_bs": [1], "num_tokens_per_bs": 1})  # up to 0.5.14
+    assert "none captured" in text.cuda_graphs_line({"disabled": True, "shared_logits_rows": 8})
