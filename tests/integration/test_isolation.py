@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import random
+from typing import Any
 
 import pytest
 
 from bisect_spec.api import TargetSpec
 from bisect_spec.model.flags import Config
+from bisect_spec.model.outcome import Outcome
 from bisect_spec.runtime.session import DRAFT, Session
 from tests.conftest import require_release, shared_session
 
@@ -42,14 +45,22 @@ def mixed_configs(count: int, seed: int) -> list[Config]:
     return configs
 
 
+#: what a verdict is made of past resolution: how far it got, and what SGLang sized and chose on the way
+VERDICT_FIELDS = ("stage", "stages_passed", "memory_pool", "cuda_graphs", "attention_backends", "needs_gpu",
+                  "tool_fault")
+
+
+def verdict(outcome: Outcome) -> tuple[Any, ...]:
+    return (outcome.status, outcome.signature, outcome.resolved,
+            *(json.dumps(outcome.record.get(field), sort_keys=True) for field in VERDICT_FIELDS))
+
+
 def test_500_mixed_configs_same_outcomes_forwards_and_backwards() -> None:
     session = shared_session("0.5.23", jobs=1)
     configs = mixed_configs(500, seed=11)
     forwards = {c.key(): session.evaluate(c) for c in configs}
     backwards = {c.key(): session.evaluate(c) for c in reversed(configs)}
-    differences = [key for key in forwards
-                   if (forwards[key].status, forwards[key].signature, forwards[key].resolved)
-                   != (backwards[key].status, backwards[key].signature, backwards[key].resolved)]
+    differences = [key for key in forwards if verdict(forwards[key]) != verdict(backwards[key])]
     assert differences == []
     statuses = {o.status.value for o in forwards.values()}
     assert {"passed", "failed"} <= statuses  # the sample really mixes outcomes
@@ -66,8 +77,7 @@ def test_selective_cache_clearing_matches_clearing_everything() -> None:
         assert paranoid.info["paranoid"] is True
         slow = {o.config.key(): o for o in paranoid.evaluate_many(configs)}
     fast = {o.config.key(): o for o in default.evaluate_many(configs)}
-    assert {k: (o.status, o.signature, o.resolved) for k, o in fast.items()} == \
-        {k: (o.status, o.signature, o.resolved) for k, o in slow.items()}
+    assert {k: verdict(o) for k, o in fast.items()} == {k: verdict(o) for k, o in slow.items()}
 
 
 def test_environment_written_by_one_evaluation_does_not_leak_into_the_next() -> None:
