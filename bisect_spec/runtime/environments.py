@@ -261,12 +261,12 @@ _INDEX_VERSIONS: list[list[str]] = []
 def index_versions() -> list[str] | None:
     """The SGLang versions the package index has (``pip index versions sglang``), or None offline.
 
-    Asked once per process, and only for a release newer than the pinned table: nightlies
-    meet new releases first.
+    Asked once per process, and only for a release the pinned table does not hold: one newer than it (nightlies
+    meet new releases first) or a pre-release (``0.5.0rc0``), which the table leaves out.
     """
     if not _INDEX_VERSIONS:
         lines: list[str] = []
-        code = processes.run_command([sys.executable, "-m", "pip", "index", "versions", "sglang",
+        code = processes.run_command([sys.executable, "-m", "pip", "index", "versions", "sglang", "--pre",
                                    "--disable-pip-version-check"], progress=lines.append)
         found = next((line.split(":", 1)[1] for line in lines if line.startswith("Available versions:")), None)
         if code != 0 or found is None:
@@ -278,8 +278,8 @@ def index_versions() -> list[str] | None:
 def check_release_exists(release: str) -> None:
     """Refuse a release that does not exist, in one line, before anything is installed.
 
-    A release inside the pinned table's span must be in it (no pip call); a newer one
-    must be on the package index.
+    A final release inside the pinned table's span must be in it (no pip call); a newer one, or a
+    pre-release (the table leaves them out), must be on the package index.
 
     :raises UsageError: no such release. :raises ReleaseError: the index cannot be reached.
     """
@@ -289,14 +289,17 @@ def check_release_exists(release: str) -> None:
     if version_key(release) < version_key(known[0]):
         raise UsageError(f"SGLang {release} is older than the releases bisect-spec evaluates ({known[0]} … {known[-1]}); "
                          f"pick one of them with --sglang")
-    if version_key(release) <= version_key(known[-1]):
-        close = [r for r in known if r.rsplit(".", 1)[0] == release.rsplit(".", 1)[0]] or known[-3:]
-        raise UsageError(f"SGLang {release} is not a release (releases near it: {', '.join(close[-4:])}); "
+    pre_release = "rc" in release  # on the index, left out of the pinned table: the index decides, as for a newer one
+    if version_key(release) <= version_key(known[-1]) and not pre_release:
+        after = next(i for i, r in enumerate(known) if version_key(r) > version_key(release))
+        close = known[max(0, after - 2):after + 2]  # its neighbours in version order, two each side
+        raise UsageError(f"SGLang {release} is not a release (releases near it: {', '.join(close)}); "
                          "pick one of them with --sglang")
     versions = index_versions()
     if versions is None:
-        raise ReleaseError(f"SGLang {release} is newer than the pinned releases (newest {known[-1]}) and the package "
-                           "index cannot be reached to check it; retry online, or pick an installed release")
+        what = "a pre-release" if pre_release else f"newer than the pinned releases (newest {known[-1]})"
+        raise ReleaseError(f"SGLang {release} is {what} and the package index cannot be reached to check it; "
+                           "retry online, or pick an installed release")
     if release not in versions:
         newest = max(versions, key=version_key) if versions else known[-1]
         raise UsageError(f"SGLang {release} is not on the package index (newest there: {newest}); pick another --sglang")

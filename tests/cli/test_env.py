@@ -59,9 +59,17 @@ def test_a_release_that_does_not_exist_is_refused_before_any_install(monkeypatch
     for args in (["env", "install", "0.5.10.post9"], ["probe", "--sglang", "0.5.10.post9", "--", "--tp", "2"]):
         code, output = run(*args, home=tmp_path)
         assert code == 2
-        assert error_line(output) == ("Error: SGLang 0.5.10.post9 is not a release (releases near it: 0.5.10.post1); "
-                                      "pick one of them with --sglang")
+        assert error_line(output) == ("Error: SGLang 0.5.10.post9 is not a release (releases near it: 0.5.10, "
+                                      "0.5.10.post1, 0.5.11, 0.5.12); pick one of them with --sglang")
+    code, output = run("probe", "--sglang", "0.5.0.post1", "--", "--tp", "2", home=tmp_path)  # neighbours by version
+    assert error_line(output) == ("Error: SGLang 0.5.0.post1 is not a release (releases near it: 0.4.10.post1, "
+                                  "0.4.10.post2, 0.5.1, 0.5.1.post1); pick one of them with --sglang")
     assert asked == []
+    # a pre-release inside the span: the table leaves them out, the index decides (this one it lacks)
+    code, output = run("probe", "--sglang", "0.5.1rc7", "--", "--tp", "2", home=tmp_path)
+    assert (code, error_line(output)) == (
+        2, "Error: SGLang 0.5.1rc7 is not on the package index (newest there: 0.5.24); pick another --sglang")
+    assert asked == ["index"]
     code, output = run("env", "install", "0.5.99", home=tmp_path)
     assert code == 2
     assert error_line(output) == "Error: SGLang 0.5.99 is not on the package index (newest there: 0.5.24); pick another --sglang"
@@ -69,3 +77,7 @@ def test_a_release_that_does_not_exist_is_refused_before_any_install(monkeypatch
     code, output = run("probe", "--sglang", "0.5.24", "--", "--tp", "2", home=tmp_path)  # exists: install it, as for any release
     assert code == 1
     assert error_line(output).startswith("Error: SGLang 0.5.24 is not installed")
+    monkeypatch.setattr(environments, "index_versions", lambda: ["0.5.0rc0", "0.5.23"])
+    code, output = run("probe", "--sglang", "0.5.0rc0", "--", "--tp", "2", home=tmp_path)  # SGLang's own pre-release
+    assert code == 1
+    assert error_line(output).startswith("Error: SGLang 0.5.0rc0 is not installed")
