@@ -766,7 +766,7 @@ class Evaluator:
             if retry:  # outside the handler: the retry's own failure must not chain onto this ImportError
                 return self.evaluate(record["argv"], _retries=_retries + 1)
             record["given"] = self._given(argv, parser.namespace)
-            record.update(progress.to_record())
+            record.update(progress.to_record(passed=record.get("status") == "passed"))
             needed = self._memo.packages_needed()
             if needed and record["status"] == "failed" and record["exception"]["type"] == "ModuleNotFoundError":
                 # the simulated box has these packages, but their GPU code never runs here. (Guarded

@@ -203,9 +203,13 @@ class Progress:
             self.passed.pop()
         self.stage = stage
 
-    def to_record(self) -> dict[str, Any]:
-        record: dict[str, Any] = {"stage": self.stage, "reached": STAGE_WORDS.get(self.stage, self.stage),
-                                  "stages_passed": list(self.passed)}
+    def to_record(self, *, passed: bool = False) -> dict[str, Any]:
+        """The record's fields; ``passed``: the evaluation passed, so ``reached`` says the last stage that ran
+        to its end (where the last one entered stopped early at a device step: the one before it, and that)."""
+        reached = STAGE_WORDS.get(self.stage, self.stage)
+        if passed and self.stage in self.needs_gpu and self.passed:
+            reached = f"{STAGE_WORDS.get(self.passed[-1], self.passed[-1])} (then {self.stage}, stopped early)"
+        record: dict[str, Any] = {"stage": self.stage, "reached": reached, "stages_passed": list(self.passed)}
         if self.after_weights:
             record["after_weights"] = True
         if self.attention_backends is not None:

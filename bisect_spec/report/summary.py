@@ -27,15 +27,19 @@ def summarise(outcomes: Sequence[Outcome], space: FlagSpace | None, target: dict
     groups: dict[Signature, list[Outcome]] = {}
     finding_groups: dict[Signature, list[tuple[Outcome, dict[str, Any]]]] = {}
     tool_faults: dict[str, dict[str, Any]] = {}
-    stages: dict[str, dict[str, int]] = {"passed": {}, "failed": {}}
+    #: passed ones by the last stage that ran; "stopped" those whose last stage stopped early at a step only a GPU
+    #: runs (its checks before it passed: not a pass of that stage); failed ones by the stage that raised
+    stages: dict[str, dict[str, int]] = {"passed": {}, "stopped": {}, "failed": {}}
     stages_run: set[str] = set()  # every stage some evaluation entered: what this release's launch path covers
     for outcome in outcomes:
         counts[outcome.status.value] = counts.get(outcome.status.value, 0) + 1
         if outcome.record.get("stage"):
             stages_run.update([*outcome.record.get("stages_passed", []), outcome.record["stage"]])
-        if outcome.status.value in stages and outcome.record.get("stage"):
-            by_stage = stages[outcome.status.value]
-            by_stage[outcome.record["stage"]] = by_stage.get(outcome.record["stage"], 0) + 1
+        stage = outcome.record.get("stage")
+        if outcome.status.value in stages and stage:
+            stopped = outcome.passed and stage in (outcome.record.get("needs_gpu") or {})
+            by_stage = stages["stopped" if stopped else outcome.status.value]
+            by_stage[stage] = by_stage.get(stage, 0) + 1
         fault = outcome.tool_fault
         if fault is not None:  # bisect-spec's own fault: counted apart, never a signature of SGLang's
             entry = tool_faults.setdefault(fault, {"step": fault, "count": 0, "example": outcome.config.argv(),

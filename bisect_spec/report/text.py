@@ -437,12 +437,15 @@ def fitted(headers: Sequence[str], rows: Sequence[Sequence[Any]], width: int, *,
 
 def stages_line(stages: dict[str, dict[str, int]]) -> str:
     """How far configurations got along ``launch_server``'s path: passed ones by the last stage that
-    ran, failed ones by the stage that raised; stages after the weights marked ``+w``."""
+    ran, those whose last stage stopped early at a step only a GPU runs by that stage (summaries before
+    stop 38 counted them as passed), failed ones by the stage that raised; stages after the weights marked ``+w``."""
     def ordered(counts: dict[str, int]) -> str:
         names = sorted(counts, key=lambda n: (STAGE_ORDER.index(n) if n in STAGE_ORDER else len(STAGE_ORDER), n))
         return ", ".join(f"{counts[n]} {n}{' (+w)' if n in AFTER_WEIGHTS else ''}" for n in names) or "none"
+    stopped = stages.get("stopped") or {}
     return (f"stages reached: passed up to {ordered(stages.get('passed') or {})}; "
-            f"failed in {ordered(stages.get('failed') or {})} ((+w): after the weights load)")
+            + (f"passed, then stopped early (a step only a GPU runs) in {ordered(stopped)}; " if stopped else "")
+            + f"failed in {ordered(stages.get('failed') or {})} ((+w): after the weights load)")
 
 
 def summary_markdown(summary: dict[str, Any]) -> str:

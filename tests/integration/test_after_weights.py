@@ -116,8 +116,11 @@ def test_a_sweep_over_those_flags_finds_the_assertion_and_counts_stages(tmp_path
     assert found, [s.get("headline") for s in result.summary["signatures"]]
     stages = result.summary["stages"]
     journal = [json.loads(line) for line in (result.run_path / "journal.jsonl").read_text().splitlines()]
-    passed_at = [e["outcome"].get("stage") for e in journal if e["outcome"]["status"] == "passed"]
+    passes = [e["outcome"] for e in journal if e["outcome"]["status"] == "passed"]
+    passed_at = [o["stage"] for o in passes if o["stage"] not in (o.get("needs_gpu") or {})]
+    stopped_at = [o["stage"] for o in passes if o["stage"] in (o.get("needs_gpu") or {})]
     assert stages["passed"] == {stage: passed_at.count(stage) for stage in set(passed_at)}
+    assert stages["stopped"] == {stage: stopped_at.count(stage) for stage in set(stopped_at)}
     assert stages["failed"].get("attention_backend", 0) >= 1
     from bisect_spec.report.text import summary_markdown, summary_text
 

@@ -12,7 +12,8 @@ import pytest
 
 from bisect_spec.inside import launch_path
 from bisect_spec.model import outcome
-from bisect_spec.report import text
+from bisect_spec.model.flags import Config
+from bisect_spec.report import summary, text
 
 
 def test_the_report_layer_orders_stages_as_the_launch_path_runs_them() -> None:
@@ -26,6 +27,23 @@ def test_stages_line_orders_by_launch_and_marks_stages_after_the_weights() -> No
                              "failed": {"resolve": 5, "attention_backend": 1, "unknown_stage": 1}})
     assert line.startswith("stages reached: passed up to 2 attention_backend (+w), 3 draft_worker_model_config (+w);")
     assert "failed in 5 resolve, 1 attention_backend (+w), 1 unknown_stage" in line
+    assert "stopped early" not in line
+    stopped = text.stages_line({"passed": {"draft_model": 2}, "stopped": {"memory_pool": 7}, "failed": {}})
+    assert stopped == ("stages reached: passed up to 2 draft_model (+w); passed, then stopped early (a step only a GPU "
+                       "runs) in 7 memory_pool (+w); failed in none ((+w): after the weights load)")
+
+
+def test_a_pass_whose_last_stage_stopped_early_says_the_stage_before_it_ran_to_its_end() -> None:
+    progress = launch_path.Progress()
+    for stage in ("parse", "resolve", "draft_model", "memory_pool"):
+        progress.enter(stage)
+    progress.needs_gpu["memory_pool"] = "building X on meta: its module does not import here"
+    record = progress.to_record(passed=True)
+    assert record["stage"] == "memory_pool"
+    assert record["reached"] == (f"{launch_path.STAGE_WORDS['draft_model']} (then memory_pool, stopped early)")
+    assert progress.to_record()["reached"] == launch_path.STAGE_WORDS["memory_pool"]  # a failure: where it raised
+    progress.needs_gpu.clear()
+    assert progress.to_record(passed=True)["reached"] == launch_path.STAGE_WORDS["memory_pool"]
 
 
 def test_backend_modules_are_stood_in_only_while_the_choice_runs(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -112,3 +130,17 @@ def test_a_refusal_counts_only_from_the_draft_class_own_modules_and_unchained(
     assert refused(width=0) is True  # its base's `assert`
     assert refused(chained=True) is False  # raised while handling another failure (a CPU-only import)
     assert refused(registry=True) is False  # another module of sglang/srt/models raised it
+
+
+def test_a_sweep_summary_counts_passes_stopped_early_apart_from_passes() -> None:
+    def passed_at(stage: str, needs_gpu: dict[str, str] | None = None) -> outcome.Outcome:
+        record: dict[str, object] = {"status": "passed", "stage": stage, "stages_passed": ["parse"]}
+        if needs_gpu:
+            record["needs_gpu"] = needs_gpu
+        return outcome.Outcome.from_record(Config.from_argv([]), record, release="0.5.15", python="3.11", hardware="b200")
+
+    outcomes = [passed_at("memory_pool", {"memory_pool": "building it on meta: its module does not import here"}),
+                passed_at("draft_model", {"memory_pool": "an earlier stage stopped early: not the last"}),
+                passed_at("draft_model")]
+    stages = summary.summarise(outcomes, None, {}, "random", 0)["stages"]
+    assert stages == {"passed": {"draft_model": 2}, "stopped": {"memory_pool": 1}, "failed": {}}
