@@ -442,10 +442,12 @@ def stages_line(stages: dict[str, dict[str, int]]) -> str:
     def ordered(counts: dict[str, int]) -> str:
         names = sorted(counts, key=lambda n: (STAGE_ORDER.index(n) if n in STAGE_ORDER else len(STAGE_ORDER), n))
         return ", ".join(f"{counts[n]} {n}{' (+w)' if n in AFTER_WEIGHTS else ''}" for n in names) or "none"
-    stopped = stages.get("stopped") or {}
-    return (f"stages reached: passed up to {ordered(stages.get('passed') or {})}; "
-            + (f"passed, then stopped early (a step only a GPU runs) in {ordered(stopped)}; " if stopped else "")
-            + f"failed in {ordered(stages.get('failed') or {})} ((+w): after the weights load)")
+    passed, stopped = stages.get("passed") or {}, stages.get("stopped") or {}
+    parts = [f"passed up to {ordered(passed)}"] if passed or not stopped else []
+    if stopped:
+        parts.append(f"passed, then stopped early (a step only a GPU runs) in {ordered(stopped)}")
+    return (f"stages reached: {'; '.join(parts)}; failed in {ordered(stages.get('failed') or {})} "
+            "((+w): after the weights load)")
 
 
 def summary_markdown(summary: dict[str, Any]) -> str:

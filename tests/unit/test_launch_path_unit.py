@@ -31,6 +31,8 @@ def test_stages_line_orders_by_launch_and_marks_stages_after_the_weights() -> No
     stopped = text.stages_line({"passed": {"draft_model": 2}, "stopped": {"memory_pool": 7}, "failed": {}})
     assert stopped == ("stages reached: passed up to 2 draft_model (+w); passed, then stopped early (a step only a GPU "
                        "runs) in 7 memory_pool (+w); failed in none ((+w): after the weights load)")
+    only_stopped = text.stages_line({"passed": {}, "stopped": {"memory_pool": 778}, "failed": {"resolve": 1}})
+    assert only_stopped.startswith("stages reached: passed, then stopped early (a step only a GPU runs) in 778 memory_pool")
 
 
 def test_a_pass_whose_last_stage_stopped_early_says_the_stage_before_it_ran_to_its_end() -> None:
