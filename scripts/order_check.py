@@ -19,9 +19,10 @@ Usage: python scripts/order_check.py [--releases 0.5.18 ...] [--out runs/order-c
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
+
+from stage_reach import per_release  # this folder: the scripts' own loop over releases, resumable
 
 from bisect_spec.api import TargetSpec
 from bisect_spec.errors import BisectSpecError
@@ -91,20 +92,11 @@ def main() -> None:
     parser.add_argument("--releases", nargs="*")
     parser.add_argument("--out", type=Path, default=Path("runs/order-check.jsonl"))
     args = parser.parse_args()
-    releases = args.releases or environments.installed()
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    done = {json.loads(line)["release"] for line in args.out.read_text().splitlines()} if args.out.exists() else set()
-    for release in releases:
-        if release in done:
-            continue
-        rows = measure(release)
-        with args.out.open("a") as out:
-            out.writelines(json.dumps(row) + "\n" for row in rows)
+    for release, rows in per_release(args.out, args.releases or environments.installed(), measure):
         leaks = [r for r in rows if r.get("differ")]
         print(f"{release}: {len(rows)} configurations, {len(leaks)} depend on the order"
               + "".join(f"\n  {r['model']} {' '.join(r['flags'])}: {', '.join(r['differ'])}" for r in leaks)
               + "".join(f"\n  {r['model']}: {r['error']}" for r in rows if "error" in r), flush=True)
-
 
 if __name__ == "__main__":
     main()

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -87,17 +88,24 @@ def main() -> None:
     if args.compare:
         compare(*args.compare)
         return
-    releases = args.releases or environments.installed()
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    done = {json.loads(line)["release"] for line in args.out.read_text().splitlines()} if args.out.exists() else set()
+    for release, rows in per_release(args.out, args.releases or environments.installed(), measure):
+        print(release, " ".join(f"{r.get('status')}/{r.get('stage')}{'*' if r.get('needs_gpu') else ''}" for r in rows),
+              flush=True)
+
+
+def per_release(out: Path, releases: list[str],
+                measure: Callable[[str], list[dict[str, Any]]]) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    """``measure`` each release not yet in ``out`` (JSON lines with a ``release`` field), appending its rows as
+    soon as they are measured, so an interrupted run resumes; yields each release measured and its rows."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    done = {json.loads(line)["release"] for line in out.read_text().splitlines()} if out.exists() else set()
     for release in releases:
         if release in done:
             continue
         rows = measure(release)
-        with args.out.open("a") as out:
-            out.writelines(json.dumps(row) + "\n" for row in rows)
-        print(release, " ".join(f"{r.get('status')}/{r.get('stage')}{'*' if r.get('needs_gpu') else ''}" for r in rows),
-              flush=True)
+        with out.open("a") as written:
+            written.writelines(json.dumps(row) + "\n" for row in rows)
+        yield release, rows
 
 
 if __name__ == "__main__":

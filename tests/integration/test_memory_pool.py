@@ -9,13 +9,14 @@ Oracles we did not write: the parameter count of Llama-3.1-8B follows from its p
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
 
 from bisect_spec.api import TargetSpec
 from bisect_spec.model.flags import Config
-from bisect_spec.model.outcome import Status
+from bisect_spec.model.outcome import Outcome, Status
 from bisect_spec.report import text
 from bisect_spec.runtime.session import Session
 from tests.conftest import require_release, shared_session
@@ -109,16 +110,21 @@ def test_a_pool_sized_for_no_running_request_fails_with_sglangs_own_assert_in_la
     assert room.record["memory_pool"]["max_running_requests"] == 1
 
 
+def _in_a_fresh_worker(release: str, flags: Mapping[str, str | None]) -> Outcome:
+    """Llama-3.1-8B + EAGLE3 on an H200 box, evaluated first in a worker of its own (never the shared warm one)."""
+    target = TargetSpec(release=release, model="llama-3.1-8b", draft="eagle3", hardware="h200").resolve()
+    fresh = Session(target, jobs=1, timeout=120, warm="own")
+    fresh.start()
+    try:
+        return fresh.evaluate(fresh.with_draft(Config.of(flags)))
+    finally:
+        fresh.close()
+
+
 def test_evaluations_before_leave_the_sizing_as_a_fresh_worker_sees_it() -> None:
     # the load grows cached rotary tables in place (long contexts, many draft tokens): a worker that kept them
     # counted another evaluation's bytes (found by a review: 16,094,076,928 -> 16,096,239,616 B)
-    target = TargetSpec(release="0.5.9", model="llama-3.1-8b", draft="eagle3", hardware="h200").resolve()
-    fresh = Session(target, jobs=1, timeout=120, warm="own")  # its own worker, never the shared warm one
-    fresh.start()
-    try:
-        first = fresh.evaluate(fresh.with_draft(Config.of(EAGLE3)))
-    finally:
-        fresh.close()
+    first = _in_a_fresh_worker("0.5.9", EAGLE3)
     session = shared_session("0.5.9", model="llama-3.1-8b", draft="eagle3", hardware="h200")
     for flags in ({"--speculative-algorithm": "EAGLE3", "--speculative-num-steps": "16", "--speculative-eagle-topk": "16",
                    "--speculative-num-draft-tokens": "256", "--context-length": "131072"},
@@ -134,13 +140,7 @@ def test_a_draft_run_at_the_attention_tp_width_leaves_the_next_evaluation_its_ow
     # 0.5.20 under DP attention: EAGLE3's draft is built in SGLang's patch_tensor_parallel_group (tp 4 of 8), whose
     # override SGLang's own snapshot_context held by reference; put back, every later evaluation sized Llama at tp 1
     # as at tp 4 (16,060,522,496 -> 4,082,835,456 B of weights: found by a test order)
-    target = TargetSpec(release="0.5.20", model="llama-3.1-8b", draft="eagle3", hardware="h200").resolve()
-    fresh = Session(target, jobs=1, timeout=120, warm="own")
-    fresh.start()
-    try:
-        first = fresh.evaluate(fresh.with_draft(Config.of(EAGLE3)))
-    finally:
-        fresh.close()
+    first = _in_a_fresh_worker("0.5.20", EAGLE3)
     session = shared_session("0.5.20", model="llama-3.1-8b", draft="eagle3", hardware="h200")
     gathered = session.evaluate(session.with_draft(Config.of(
         {"--tp-size": "8", "--dp-size": "2", "--enable-dp-attention": None, **EAGLE3})))
