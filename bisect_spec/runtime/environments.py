@@ -291,7 +291,7 @@ def check_release_exists(release: str) -> None:
                          f"pick one of them with --sglang")
     pre_release = "rc" in release  # on the index, left out of the pinned table: the index decides, as for a newer one
     if version_key(release) <= version_key(known[-1]) and not pre_release:
-        after = next(i for i, r in enumerate(known) if version_key(r) > version_key(release))
+        after = next((i for i, r in enumerate(known) if version_key(r) > version_key(release)), len(known))
         close = known[max(0, after - 2):after + 2]  # its neighbours in version order, two each side
         raise UsageError(f"SGLang {release} is not a release (releases near it: {', '.join(close)}); "
                          "pick one of them with --sglang")

@@ -64,6 +64,9 @@ def test_a_release_that_does_not_exist_is_refused_before_any_install(monkeypatch
     code, output = run("probe", "--sglang", "0.5.0.post1", "--", "--tp", "2", home=tmp_path)  # neighbours by version
     assert error_line(output) == ("Error: SGLang 0.5.0.post1 is not a release (releases near it: 0.4.10.post1, "
                                   "0.4.10.post2, 0.5.1, 0.5.1.post1); pick one of them with --sglang")
+    code, output = run("probe", "--sglang", "0.5.23.0", "--", "--tp", "2", home=tmp_path)  # the newest's equal
+    assert (code, error_line(output)) == (
+        2, "Error: SGLang 0.5.23.0 is not a release (releases near it: 0.5.22, 0.5.23); pick one of them with --sglang")
     assert asked == []
     # a pre-release inside the span: the table leaves them out, the index decides (this one it lacks)
     code, output = run("probe", "--sglang", "0.5.1rc7", "--", "--tp", "2", home=tmp_path)
