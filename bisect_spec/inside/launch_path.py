@@ -207,8 +207,9 @@ class Progress:
         """The record's fields; ``passed``: the evaluation passed, so ``reached`` says the last stage that ran
         to its end (where the last one entered stopped early at a device step: the one before it, and that)."""
         reached = STAGE_WORDS.get(self.stage, self.stage)
-        if passed and self.stage in self.needs_gpu and self.passed:
-            reached = f"{STAGE_WORDS.get(self.passed[-1], self.passed[-1])} (then {self.stage}, stopped early)"
+        whole = [stage for stage in self.passed if stage not in self.needs_gpu]
+        if passed and self.stage in self.needs_gpu and whole:
+            reached = f"{STAGE_WORDS.get(whole[-1], whole[-1])} (then {self.stage}, stopped early)"
         record: dict[str, Any] = {"stage": self.stage, "reached": reached, "stages_passed": list(self.passed)}
         if self.after_weights:
             record["after_weights"] = True
@@ -533,12 +534,13 @@ def _kv_copy_up_to_the_device(original: Callable[..., Any], pool: Any) -> None:
     NPU pool declines it (``MHATokenToKVPool._init_kv_copy_and_warmup`` there: ``self._kv_copy_config = None``).
     Its checks before that run (0.5.22+: ``assert buf.is_contiguous()`` on the pool's buffers, a property of
     their layout, which ``meta`` keeps) and refuse in SGLang's words; the tiling read back from the device and
-    the warm-up launch after it are what is declined."""
+    the warm-up launch after it are what is declined: only a read of a device value or a device call ends it
+    quietly (every release 0.5.3.post1 … 0.5.23 stops at ``self.data_strides[0].item()``)."""
     try:
         original(pool)
-    except AssertionError:
-        raise
-    except Exception:
+    except Exception as exc:
+        if not (meta_device.reads_a_value(exc) or _device_step(exc)):
+            raise  # SGLang's own refusal (0.5.22+'s assert), or anything else: not declined silently
         pool._kv_copy_config = None
 
 
@@ -1145,8 +1147,6 @@ def _decode_graph_sizes(runner: Any, runner_cls: Any, progress: Progress,
         width = args[0] if args else kwargs.get("captured_req_width", kwargs.get("num_tokens_per_bs", 1))
         raise _CaptureReached({"capture_bs": [int(b) for b in capture_bs], "num_tokens_per_bs": width})
 
-    holders = [m for name, m in list(sys.modules.items()) if name.startswith("sglang.") and m is not None
-               and vars(m).get("get_batch_sizes_to_capture") is original]
     shared_rows: int | None = None
     try:
         with contextlib.ExitStack() as stack:
@@ -1157,6 +1157,8 @@ def _decode_graph_sizes(runner: Any, runner_cls: Any, progress: Progress,
                     shared = shared_cls.create_for_model_runner(runner)
                 rows = getattr(shared, "max_rows", None)
                 shared_rows = rows if isinstance(rows, int) and not isinstance(rows, bool) else None
+            holders = [m for name, m in list(sys.modules.items()) if name.startswith("sglang.") and m is not None
+                       and vars(m).get("get_batch_sizes_to_capture") is original]  # also what the sizing imported
             for module in holders:
                 stack.enter_context(_replaced(module, "get_batch_sizes_to_capture", sized))
             if module_name is None:
@@ -1172,7 +1174,7 @@ def _decode_graph_sizes(runner: Any, runner_cls: Any, progress: Progress,
         raise _NotLoaded(f"the decode graphs' batch sizes stopped at {_stop_words(exc)}") from None
     else:
         progress.cuda_graphs = {"disabled": True}  # SGLang decided no decode graph is captured
-    if shared_rows is not None:
+    if shared_rows is not None and not progress.cuda_graphs.get("disabled"):  # rows for graphs never captured: none
         progress.cuda_graphs = {**progress.cuda_graphs, "shared_logits_rows": shared_rows}
     return None
 

@@ -125,7 +125,7 @@ def select_releases(specs: list[str] | tuple[str, ...], *, all_releases: bool = 
         else:
             if check_release_name(spec) == CURRENT:
                 raise UsageError("'current' is the running Python's own SGLang: there is nothing to install")
-            if spec not in known:
+            if spec not in known and not (_release_dir(spec) / "env.json").is_file():  # installed: it exists
                 check_release_exists(spec)
             chosen.add(spec)
     return sorted(chosen, key=version_key)
@@ -301,7 +301,8 @@ def check_release_exists(release: str) -> None:
         raise ReleaseError(f"SGLang {release} is {what} and the package index cannot be reached to check it; "
                            "retry online, or pick an installed release")
     if release not in versions:
-        newest = max(versions, key=version_key) if versions else known[-1]
+        finals = [v for v in versions if re.fullmatch(r"\d+(\.\d+)*(\.post\d+)?", v)]
+        newest = max(finals, key=version_key) if finals else known[-1]
         raise UsageError(f"SGLang {release} is not on the package index (newest there: {newest}); pick another --sglang")
 
 
