@@ -55,6 +55,8 @@ def flags_cache_name() -> str:
 
 
 _VERSION = re.compile(r"^\d+\.\d+(\.\d+)*(\.post\d+|rc\d+)?$")
+#: A final release (``0.5.9``, ``0.5.1.post3``): not a pre-release (``rc``) or a development build.
+_FINAL_RELEASE = re.compile(r"\d+(\.\d+)*(\.post\d+)?")
 
 
 def home() -> Path:
@@ -89,7 +91,7 @@ def newer_than_pinned() -> list[str]:
     """
     newest = version_key(known_releases()[-1])
     found = index_versions() or []
-    return sorted((v for v in found if re.fullmatch(r"\d+(\.\d+)*(\.post\d+)?", v) and version_key(v) > newest),
+    return sorted((v for v in found if _FINAL_RELEASE.fullmatch(v) and version_key(v) > newest),
                   key=version_key)
 
 
@@ -125,7 +127,7 @@ def select_releases(specs: list[str] | tuple[str, ...], *, all_releases: bool = 
         else:
             if check_release_name(spec) == CURRENT:
                 raise UsageError("'current' is the running Python's own SGLang: there is nothing to install")
-            if spec not in known and not (_release_dir(spec) / "env.json").is_file():  # installed: it exists
+            if spec not in known and not is_installed(spec):  # installed: it exists
                 check_release_exists(spec)
             chosen.add(spec)
     return sorted(chosen, key=version_key)
@@ -301,7 +303,7 @@ def check_release_exists(release: str) -> None:
         raise ReleaseError(f"SGLang {release} is {what} and the package index cannot be reached to check it; "
                            "retry online, or pick an installed release")
     if release not in versions:
-        finals = [v for v in versions if re.fullmatch(r"\d+(\.\d+)*(\.post\d+)?", v)]
+        finals = [v for v in versions if _FINAL_RELEASE.fullmatch(v)]
         newest = max(finals, key=version_key) if finals else known[-1]
         raise UsageError(f"SGLang {release} is not on the package index (newest there: {newest}); pick another --sglang")
 
