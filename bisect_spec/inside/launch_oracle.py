@@ -836,9 +836,10 @@ def write_tokenizer(directory: str, config: Mapping[str, Any]) -> list[str]:
             with open(path) as handle:
                 if handle.read() == content:
                     continue
-        with open(path + ".tmp", "w") as handle:
+        staging = f"{path}.{os.getpid()}.tmp"  # one per process: parallel workers may write one profile
+        with open(staging, "w") as handle:
             handle.write(content)
-        os.replace(path + ".tmp", path)
+        os.replace(staging, path)
     return sorted(files)
 
 

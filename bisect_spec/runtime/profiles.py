@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import difflib
 import json
+import os
 import re
+import threading
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -254,11 +256,17 @@ def load_hardware(name: str = "auto", gpus: int = DEFAULT_GPUS) -> HardwareProfi
 
 
 def _write_if_changed(path: Path, text: str) -> None:
+    """Write ``text`` unless the file already holds it; whole, through a staging file of this process
+    and thread, so two processes writing one profile (parallel tests, two sweeps) never rename each
+    other's staging file away."""
     if path.is_file() and path.read_text() == text:
         return
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        tmp.write_text(text)
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 

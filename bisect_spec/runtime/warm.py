@@ -303,6 +303,10 @@ def connect_or_start(spec: WorkerSpec, *, label: str, timeout: float, start: boo
             if started_here:  # interrupted while our own daemon starts: stop it, leave nothing half-started
                 stop(directory)
             raise
+        if hello.get("stopping"):  # it reached its idle limit just as we came: start afresh once it has stopped
+            conn.close()
+            _wait_until_stopped(directory)
+            continue
         if not hello.get("ok"):
             conn.close()
             if started_here:

@@ -112,24 +112,34 @@ class Daemon:
                     if self.stopping.is_set():
                         break
                     raise
-                threading.Thread(target=self._client, args=(conn,), daemon=True).start()
+                self.admit(conn)
         finally:
+            self.stopping.set()  # a client still connected is told so, instead of writing to a closed worker
             listener.close()
             self.pool.close()
         return 0
 
     # -- clients -----------------------------------------------------------------
 
+    def admit(self, conn: socket.socket) -> threading.Thread:
+        """Serve ``conn`` on a thread of its own, counted as open from the moment it was accepted.
+
+        Counted here, not when its first request arrives: a connection accepted just as the idle
+        limit passes would otherwise find the pool closed under it (``write to closed file``).
+        """
+        with self._lock:
+            self.connections += 1
+        thread = threading.Thread(target=self._client, args=(conn,), daemon=True)
+        thread.start()
+        return thread
+
     def _client(self, conn: socket.socket) -> None:
-        engaged = False  # a connection that only asks for the status (workers list) keeps nothing up
+        worked = False  # a connection that only asks for the status (workers list) does not reset the idle clock
         try:
             with conn, conn.makefile("rb") as reader:
                 for line in reader:
                     request = json.loads(line)
-                    if request.get("op") != "status" and not engaged:
-                        engaged = True
-                        with self._lock:
-                            self.connections += 1
+                    worked = worked or request.get("op") != "status"
                     try:
                         reply = self.answer(request)
                     except Exception as exc:  # the client is told why, instead of reading a closed connection
@@ -141,9 +151,9 @@ class Daemon:
         except (OSError, ValueError):
             pass  # a client that went away or wrote garbage: its connection ends, nothing else
         finally:
-            if engaged:
-                with self._lock:
-                    self.connections -= 1
+            with self._lock:
+                self.connections -= 1
+                if worked:
                     self._touch()
 
     def _wait_ready(self) -> str | None:
@@ -159,6 +169,8 @@ class Daemon:
         if op == "stop":
             return {"ok": True}
         error = self._wait_ready()
+        if self.stopping.is_set():
+            return {"ok": False, "error": "the warm worker is stopping", "stopping": True}
         if error is not None:
             return {"ok": False, "error": error}
         if op == "hello":
