@@ -38,6 +38,7 @@ from typing import Any
 
 from bisect_spec.errors import ReleaseError, ReleaseUnavailable, UsageError
 from bisect_spec.runtime import processes, worker
+from bisect_spec.runtime.files import write_if_changed
 from bisect_spec.versions import version_key as version_key
 
 CURRENT = "current"
@@ -177,16 +178,12 @@ class Environment:
         shim = self.path / "bin" / "shim"
         path = os.pathsep.join([str(shim), *self.pythonpath] if self.torchvision_shim else self.pythonpath)
         if self.torchvision_shim:
-            shim.mkdir(parents=True, exist_ok=True)
-            (shim / "sitecustomize.py").write_text(_TORCHVISION_SITECUSTOMIZE)
+            write_if_changed(shim / "sitecustomize.py", _TORCHVISION_SITECUSTOMIZE)
             shims = Path(__file__).parent.parent / "inside" / "version_shims.py"
-            (shim / "_bisect_spec_version_shims.py").write_text(shims.read_text())
+            write_if_changed(shim / "_bisect_spec_version_shims.py", shims.read_text())
         text = ("#!/bin/sh\n# bisect-spec: SGLang " + self.release + " importable, as in an evaluation worker\n"
                 f'PYTHONPATH="{path}${{PYTHONPATH:+:$PYTHONPATH}}" PYTHONNOUSERSITE=1 exec "{self.python}" "$@"\n')
-        if not launcher.is_file() or launcher.read_text() != text:
-            launcher.parent.mkdir(parents=True, exist_ok=True)
-            launcher.write_text(text)
-            launcher.chmod(0o755)
+        write_if_changed(launcher, text, mode=0o755)
         return str(launcher)
 
     def worker_spec(self, *, hardware: dict[str, Any] | None, gpus: int, log_path: str | None = None,

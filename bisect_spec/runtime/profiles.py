@@ -20,9 +20,7 @@ from __future__ import annotations
 
 import difflib
 import json
-import os
 import re
-import threading
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -30,6 +28,7 @@ from typing import Any
 
 from bisect_spec.errors import ProfileError
 from bisect_spec.runtime.environments import home
+from bisect_spec.runtime.files import write_if_changed
 
 DEFAULT_HARDWARE = "rtx-pro-6000"
 DEFAULT_GPUS = 8
@@ -168,7 +167,7 @@ def load_model(name: str | None = None, *, path: str | None = None) -> ModelProf
     meta = _read_json(source.joinpath("profile.json"), "model profile") if source.joinpath("profile.json").is_file() else {}
     config = _read_json(source.joinpath("config.json"), "model profile")
     target = home() / "profiles" / "models" / name
-    _write_if_changed(target / "config.json", json.dumps(config, indent=2, sort_keys=True))
+    write_if_changed(target / "config.json", json.dumps(config, indent=2, sort_keys=True))
     return ModelProfile(name, target, config, tuple(meta.get("extra_args", ["--trust-remote-code"])), meta.get("hf_id"))
 
 
@@ -199,7 +198,7 @@ def load_draft(name: str | None, model: ModelProfile, *, path: str | None = None
         return DraftProfile(name, kind, str(recipe["algorithm"]), None)
     config = draft_config(recipe, model)
     target = home() / "profiles" / "drafts" / f"{model.name}--{name}"
-    _write_if_changed(target / "config.json", json.dumps(config, indent=2, sort_keys=True))
+    write_if_changed(target / "config.json", json.dumps(config, indent=2, sort_keys=True))
     return DraftProfile(name, kind, str(recipe["algorithm"]), target, (recipe.get("published") or {}).get(model.name))
 
 
@@ -255,18 +254,5 @@ def load_hardware(name: str = "auto", gpus: int = DEFAULT_GPUS) -> HardwareProfi
     return HardwareProfile(name, _read_json(_data("hardware", f"{name}.json"), "hardware profile"), gpus)
 
 
-def _write_if_changed(path: Path, text: str) -> None:
-    """Write ``text`` unless the file already holds it; whole, through a staging file of this process
-    and thread, so two processes writing one profile (parallel tests, two sweeps) never rename each
-    other's staging file away."""
-    if path.is_file() and path.read_text() == text:
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    try:
-        tmp.write_text(text)
-        tmp.replace(path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
