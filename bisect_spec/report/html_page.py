@@ -25,7 +25,15 @@ from typing import Any
 
 from bisect_spec.errors import UsageError
 from bisect_spec.model.flags import Config
-from bisect_spec.report.report_model import SweepInput, against, answer_first, cell_of, headline
+from bisect_spec.report.report_model import (
+    STAGE_HEADERS,
+    SweepInput,
+    against,
+    answer_first,
+    cell_of,
+    headline,
+    stage_rows,
+)
 
 #: Okabe–Ito colours (distinguishable with the common colour-vision deficiencies), one per signature.
 #: The most frequent signatures get their own colour; the rest share OTHER_COLOUR.
@@ -401,7 +409,17 @@ def _sweep_pictures(model: dict[str, Any], data: SweepInput) -> str:
         heading = (f"Flag pairs, with your draft's algorithm ({'/'.join(sorted(users))}): what each choice does to "
                    f"your configuration ({len(own)} configurations)")
     return "\n".join([_signature_tables(cell, colours), el("h2", "Outcomes"), _outcome_bar(cell, colours),
-                      el("h2", heading), _pair_maps(data, cell, colours)])
+                      _stages(cell), el("h2", heading), _pair_maps(data, cell, colours)])
+
+
+def _stages(cell: dict[str, Any]) -> str:
+    """How far configurations got along launch_server's path, a row per stage (none for a run that predates it)."""
+    rows = stage_rows(cell.get("stages"))
+    if not rows:
+        return ""
+    return el("h2", "How far configurations got") + table(
+        STAGE_HEADERS, [(code(name), "yes" if after else "", esc(passed), esc(stopped), esc(failed))
+                        for name, after, passed, stopped, failed in rows], numeric=(2, 3, 4))
 
 
 def _outcome_bar(cell: dict[str, Any], colours: dict[str, str]) -> str:

@@ -14,7 +14,8 @@ format, schema ``bisect-spec/report/1``::
                 cells), signatures (distinct signature ids), failures (distinct cross-release keys),
                 regressions (changes "new"), fixed ("vanished"), changed (message-changed, location-moved)
     cells[]     id, release, model, draft, hardware, strategy, status (done|skipped|error), reason, run,
-                evaluated, counts, signatures[]:
+                evaluated, counts, stages (a sweep's per-stage counts, as its summary.json has them; optional),
+                signatures[]:
                   id, cross_release_key, kind, exc_type, location, title, message, statement (in the source's
                   own words, see :func:`source_statement`), count,
                   smallest (argv), minimal (shrunk 1-minimal argv or null), change ("new" | "message-changed"
@@ -39,6 +40,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from bisect_spec.model.outcome import AFTER_WEIGHTS, STAGE_ORDER
 from bisect_spec.report.summary import (
     algorithm_of,
     algorithms_of,
@@ -145,6 +147,8 @@ def _sweep_model(data: SweepInput) -> dict[str, Any]:
             "draft": draft, "hardware": hardware, "strategy": summary.get("strategy"), "status": "done", "reason": None,
             "run": data.run_id, "evaluated": int(summary.get("evaluated") or 0), "counts": dict(summary.get("counts") or {}),
             "signatures": entries}
+    if summary.get("stages"):
+        cell["stages"] = summary["stages"]
     title = (f"sweep {data.run_id}: SGLang {release} · {model}{' + ' + draft if draft else ''} · {hardware}"
              f" · strategy {summary.get('strategy')} (seed {summary.get('seed')})")
     return _assemble("sweep", data.run_id, title, None, [cell], [], list(summary.get("findings") or []))
@@ -298,7 +302,7 @@ def to_markdown(data: ReportInput) -> str:
     if model["kind"] == "nightly":
         lines += _md_changes(model) + _md_matrix(model) + _md_cells(model)
     else:
-        lines += _md_signatures(model["cells"][0]) + _md_findings(model["findings"])
+        lines += _md_stages(model["cells"][0]) + _md_signatures(model["cells"][0]) + _md_findings(model["findings"])
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
@@ -371,6 +375,32 @@ def _md_cells(model: dict[str, Any]) -> list[str]:
         failed = sum(n for status, n in cell["counts"].items() if status != "passed")
         lines.append(f"| {_code(cell['id'])} | {cell['status']} | {cell['evaluated']} | {cell['counts'].get('passed', 0)} | "
                      f"{failed} | {len(cell['signatures'])} | {_md(cell['reason'] or '')} |")
+    return [*lines, ""]
+
+
+STAGE_HEADERS = ("stage", "after the weights load", "passed: the last stage run", "passed, then stopped early in it",
+                 "failed in it")
+
+
+def stage_rows(stages: dict[str, dict[str, int]] | None) -> list[tuple[str, bool, int, int, int]]:
+    """A sweep's per-stage counts as rows in launch order: stage, whether a real launch runs it only after
+    the weights load, configurations that passed with it the last stage run, that passed but stopped
+    early in it (at a step only a GPU runs), that failed in it. Stages of another tool version sort last."""
+    stages = stages or {}
+    passed, stopped, failed = (stages.get(k) or {} for k in ("passed", "stopped", "failed"))
+    names = sorted({*passed, *stopped, *failed},
+                   key=lambda n: (STAGE_ORDER.index(n) if n in STAGE_ORDER else len(STAGE_ORDER), n))
+    return [(n, n in AFTER_WEIGHTS, passed.get(n, 0), stopped.get(n, 0), failed.get(n, 0)) for n in names]
+
+
+def _md_stages(cell: dict[str, Any]) -> list[str]:
+    rows = stage_rows(cell.get("stages"))
+    if not rows:
+        return []
+    lines = ["## How far configurations got along launch_server's path", "", "| " + " | ".join(STAGE_HEADERS) + " |",
+             "|---|---|---:|---:|---:|"]
+    lines += [f"| {_code(name)} | {'yes' if after else ''} | {passed} | {stopped} | {failed} |"
+              for name, after, passed, stopped, failed in rows]
     return [*lines, ""]
 
 

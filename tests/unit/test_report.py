@@ -29,6 +29,7 @@ from bisect_spec.report.html_page import MAX_PAIRS, MAX_VALUES, omega_squared, p
 from bisect_spec.report.report_model import NightlyInput, SweepInput
 from bisect_spec.versions import version_key
 from tests.conftest import RESOURCES
+from tests.schemas import assert_valid
 
 RUN_ID = "20261130-183524-kimi-k2.6-0.5.23-5ae9"
 RUN_DIR = RESOURCES / "runs" / RUN_ID
@@ -455,3 +456,25 @@ def test_the_cuda_graphs_line_shows_sglangs_sizes_and_the_shared_buffer_where_si
                      "buffer of 8 rows; the capture itself not run")
     assert "shared logits" not in text.cuda_graphs_line({"capture_bs": [1], "num_tokens_per_bs": 1})  # up to 0.5.14
     assert "none captured" in text.cuda_graphs_line({"disabled": True, "shared_logits_rows": 8})
+
+
+def test_a_sweeps_report_counts_configurations_per_stage_in_launch_order_in_every_format() -> None:
+    stages = {"passed": {"draft_model": 5, "cuda_graph_sizes": 1}, "stopped": {"memory_pool": 2},
+              "failed": {"check_server_args": 3, "attention_backend": 1, "a_later_tools_stage": 1}}
+    plain = sweep_input()
+    data = SweepInput(plain.run_id, plain.meta, {**plain.summary, "stages": stages}, plain.results)
+    expected = [("check_server_args", False, 0, 0, 3), ("memory_pool", True, 0, 2, 0), ("cuda_graph_sizes", True, 1, 0, 0),
+                ("attention_backend", True, 0, 0, 1), ("draft_model", True, 5, 0, 0), ("a_later_tools_stage", False, 0, 0, 1)]
+    assert report.stage_rows(stages) == expected
+    model = model_of(data)
+    assert_valid(model, "report")
+    assert model["cells"][0]["stages"] == stages
+    lines = report.to_markdown(data).splitlines()
+    assert lines.index("| `memory_pool` | yes | 0 | 2 | 0 |") < lines.index("| `draft_model` | yes | 5 | 0 | 0 |") \
+        < lines.index("## Failure signatures")
+    page = parsed(report_formats.to_html(data))
+    assert "How far configurations got" in page.text
+    assert page.text[page.text.index("memory_pool"):page.text.index("memory_pool") + 5] == ["memory_pool", "yes", "0", "2", "0"]
+    # a run from before the per-stage counts: no table, and no empty one
+    assert "How far configurations got" not in report_formats.to_html(plain)
+    assert "## How far" not in report.to_markdown(plain)
