@@ -384,6 +384,28 @@ def _pip(python: Path, args: list[str], log_path: Path, progress: Callable[[str]
         raise ReleaseError(f"installing failed: {reason} (full log: {log_path})")
 
 
+#: written into a site once its sources are byte-compiled (see :func:`_byte_compile`)
+_COMPILED = ".bisect-spec-compiled"
+
+
+def _byte_compile(python: Path, site: Path, progress: Callable[[str], None] | None = None) -> None:
+    """Byte-compile an installed site once, with the interpreter its workers run.
+
+    pip installs releases and layers with ``--no-compile`` and workers run with
+    ``PYTHONDONTWRITEBYTECODE``, so until this, every worker start compiled the SGLang and
+    transformers modules it imports from source again. Measured on 0.5.23: a worker's start
+    and first evaluation 8.8 s → 7.0 s (0.5.9: 7.0 s → 5.8 s); a release compiles in about 5 s
+    on two cores. Files that do not compile on this Python are skipped (compileall goes on), as
+    pip skips them; a site whose compile was cut short is compiled again next time.
+    """
+    if (site / _COMPILED).is_file() or not site.is_dir():
+        return
+    if progress:
+        progress(f"byte-compiling {site.parent.name}")
+    processes.run_command([str(python), "-m", "compileall", "-q", "-j", "0", str(site)], log_path=site.parent / "compile.log")
+    (site / _COMPILED).write_text("compileall\n")
+
+
 def ensure_base(progress: Callable[[str], None] | None = None) -> Path:
     """Create the shared base venv if it is missing; return its Python."""
     data = pins()
@@ -429,6 +451,7 @@ def _ensure_layer(layer: str, python: Path, progress: Callable[[str], None] | No
     """Install a shared layer once (its ``layer.json`` is written last)."""
     directory = _layer_dir(layer)
     if (directory / "layer.json").is_file():
+        _byte_compile(python, directory / "site", progress)  # a layer installed before sites were compiled
         return
     packages: list[str] = list(pins()["layers"][layer])
     staging = directory.with_name(directory.name + ".partial")
@@ -444,6 +467,7 @@ def _ensure_layer(layer: str, python: Path, progress: Callable[[str], None] | No
                                                     "install_seconds": round(time.perf_counter() - started, 1)}))
     shutil.rmtree(directory, ignore_errors=True)
     staging.rename(directory)
+    _byte_compile(python, directory / "site", progress)
 
 
 #: pip's words for "this version does not exist for this Python", a permanent condition.
@@ -466,6 +490,9 @@ def install(release: str, progress: Callable[[str], None] | None = None, *, veri
     directory = _release_dir(release)
     if (directory / "env.json").is_file():
         add_missing_layers(release, progress)
+        if _base_python().exists():  # an install from before sites were compiled: once
+            for site in (directory / "site", *(_layer_dir(layer) / "site" for layer in describe(release).get("layers", []))):
+                _byte_compile(_base_python(), site, progress)
         return get(release)
     reason = unavailable_reason(release)
     recorded_in_pins = bool(pins()["releases"].get(release, {}).get("unavailable"))
@@ -498,6 +525,7 @@ def install(release: str, progress: Callable[[str], None] | None = None, *, veri
         raise
     shutil.rmtree(directory, ignore_errors=True)
     staging.rename(directory)
+    _byte_compile(python, directory / "site", progress)
     environment = Environment(release, str(python), _import_path(directory, layers), True, directory)
     info: dict[str, Any] = {}
     if verify:

@@ -6,6 +6,8 @@ tests also check that each shim is applied where it is needed.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from bisect_spec.api import TargetSpec
@@ -69,3 +71,17 @@ def test_a_release_that_does_not_exist_is_refused_before_pip_and_recorded_nowher
     assert environments.unavailable_reason(bogus) is None
     assert bogus not in environments.unavailable()
     assert not any((environments.home() / "envs").glob(f"sglang-{bogus}*"))
+
+
+def test_an_installed_release_and_its_layers_are_byte_compiled_once_for_every_worker_start() -> None:
+    require_release("0.5.9")
+    environments.install("0.5.9")  # compiles an install from before sites were compiled; a no-op after
+    env = environments.get("0.5.9")
+    sites = [p for p in map(Path, env.pythonpath) if p.name == "site"]
+    assert len(sites) == 1 + len(environments.describe("0.5.9")["layers"])
+    for site in sites:
+        assert (site / environments._COMPILED).is_file(), site
+    assert list((sites[0] / "sglang" / "srt" / "__pycache__").glob("server_args.cpython-311*.pyc"))
+    marked = (sites[0] / environments._COMPILED).stat().st_mtime_ns
+    environments.install("0.5.9")
+    assert (sites[0] / environments._COMPILED).stat().st_mtime_ns == marked  # once
