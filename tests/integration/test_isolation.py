@@ -55,9 +55,10 @@ def verdict(outcome: Outcome) -> tuple[Any, ...]:
             *(json.dumps(outcome.record.get(field), sort_keys=True) for field in VERDICT_FIELDS))
 
 
-def test_500_mixed_configs_same_outcomes_forwards_and_backwards() -> None:
+def test_250_mixed_configs_same_outcomes_forwards_and_backwards() -> None:
+    # 250, not 500 (stops up to 38): CI time. The wider check is scripts/order_check.py, on every release.
     session = shared_session("0.5.23", jobs=1)
-    configs = mixed_configs(500, seed=11)
+    configs = mixed_configs(250, seed=11)
     forwards = {c.key(): session.evaluate(c) for c in configs}
     backwards = {c.key(): session.evaluate(c) for c in reversed(configs)}
     differences = [key for key in forwards if verdict(forwards[key]) != verdict(backwards[key])]
@@ -71,7 +72,7 @@ def test_selective_cache_clearing_matches_clearing_everything() -> None:
     """The default policy keeps pure caches; BISECT_SPEC_PARANOID clears all before each evaluation."""
     require_release("0.5.23")
     target = TargetSpec(release="0.5.23", model="kimi-k2.6", draft="eagle3", hardware="rtx-pro-6000").resolve()
-    configs = mixed_configs(300, seed=5)
+    configs = mixed_configs(150, seed=5)
     default = shared_session("0.5.23")
     with Session(target, jobs=1, timeout=120, extra_env=(("BISECT_SPEC_PARANOID", "1"),)) as paranoid:
         assert paranoid.info["paranoid"] is True
