@@ -303,7 +303,7 @@ def connect_or_start(spec: WorkerSpec, *, label: str, timeout: float, start: boo
             if started_here:  # interrupted while our own daemon starts: stop it, leave nothing half-started
                 stop(directory)
             raise
-        if hello.get("stopping"):  # it reached its idle limit just as we came: start afresh once it has stopped
+        if hello.get("stopping"):  # it decided to stop (its idle limit, or `workers stop`) as we came: start afresh
             conn.close()
             _wait_until_stopped(directory)
             continue

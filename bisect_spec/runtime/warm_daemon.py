@@ -100,7 +100,7 @@ class Daemon:
         listener.settimeout(0.5)
         try:
             while not self.stopping.is_set():
-                if self.idle_for() >= self.idle:
+                if self.stop_if_idle():
                     break
                 if self.ready.is_set() and self.error is not None and self.idle_for() > 0:
                     break  # it cannot serve: stop once the clients were told
@@ -121,25 +121,36 @@ class Daemon:
 
     # -- clients -----------------------------------------------------------------
 
-    def admit(self, conn: socket.socket) -> threading.Thread:
-        """Serve ``conn`` on a thread of its own, counted as open from the moment it was accepted.
+    def stop_if_idle(self) -> bool:
+        """Decide to stop once no client is engaged and the idle limit has passed; whether it did.
 
-        Counted here, not when its first request arrives: a connection accepted just as the idle
-        limit passes would otherwise find the pool closed under it (``write to closed file``).
+        Decided under the lock a client takes to engage (:meth:`_client`), so a client either engaged
+        first, and keeps the daemon up, or finds it stopping and is told so: never served by workers
+        the daemon is closing (``write to closed file``, seen once in CI before this).
         """
         with self._lock:
-            self.connections += 1
+            if self.connections or time.monotonic() - self.last_activity < self.idle:
+                return False
+            self.stopping.set()
+            return True
+
+    def admit(self, conn: socket.socket) -> threading.Thread:
+        """Serve ``conn`` on a thread of its own."""
         thread = threading.Thread(target=self._client, args=(conn,), daemon=True)
         thread.start()
         return thread
 
     def _client(self, conn: socket.socket) -> None:
-        worked = False  # a connection that only asks for the status (workers list) does not reset the idle clock
+        engaged = False  # a connection that only asks for the status (workers list) keeps nothing up
         try:
             with conn, conn.makefile("rb") as reader:
                 for line in reader:
                     request = json.loads(line)
-                    worked = worked or request.get("op") != "status"
+                    if request.get("op") != "status" and not engaged:
+                        with self._lock:  # against stop_if_idle: engaged before it decides, or told it is stopping
+                            if not self.stopping.is_set():
+                                engaged = True
+                                self.connections += 1
                     try:
                         reply = self.answer(request)
                     except Exception as exc:  # the client is told why, instead of reading a closed connection
@@ -151,9 +162,9 @@ class Daemon:
         except (OSError, ValueError):
             pass  # a client that went away or wrote garbage: its connection ends, nothing else
         finally:
-            with self._lock:
-                self.connections -= 1
-                if worked:
+            if engaged:
+                with self._lock:
+                    self.connections -= 1
                     self._touch()
 
     def _wait_ready(self) -> str | None:

@@ -47,21 +47,44 @@ def test_an_evaluation_the_pool_cannot_run_is_answered_with_its_reason(tmp_path:
     client.join()
 
 
-def test_a_connection_keeps_the_daemon_up_from_its_accept_not_from_its_first_request(tmp_path: Path) -> None:
-    # CI saw "warm worker: ValueError: write to closed file": a client accepted just as the idle limit
-    # passed was counted only at its first request, so the daemon closed its pool under it.
+def idle_daemon(tmp_path: Path) -> tuple[Daemon, FailingPool]:
     daemon = Daemon(tmp_path, {**CONFIG, "idle": 1})
-    daemon.pool = FailingPool()  # type: ignore[assignment]
+    pool = FailingPool()
+    daemon.pool = pool  # type: ignore[assignment]
     daemon.ready.set()
     daemon.last_activity = time.monotonic() - 100  # idle well past its limit
+    return daemon, pool
+
+
+def test_a_client_that_comes_as_the_idle_limit_passes_is_told_to_start_afresh(tmp_path: Path) -> None:
+    # CI saw "warm worker: ValueError: write to closed file": a client accepted just as the idle limit passed
+    # reached the workers the daemon was closing. The decision and a client's engaging take one lock.
+    daemon, pool = idle_daemon(tmp_path)
+    ours, theirs = socket.socketpair()
+    client = daemon.admit(theirs)  # accepted; its hello not read yet
+    assert daemon.stop_if_idle()
+    with ours, ours.makefile("rb") as reader:
+        ours.sendall(json.dumps({"op": "hello"}).encode() + b"\n")
+        assert json.loads(reader.readline()) == {"ok": False, "error": "the warm worker is stopping", "stopping": True}
+    client.join()
+    assert pool.asked == []
+
+
+def test_an_engaged_client_keeps_the_daemon_up_and_a_status_only_one_does_not(tmp_path: Path) -> None:
+    daemon, _ = idle_daemon(tmp_path)
     ours, theirs = socket.socketpair()
     client = daemon.admit(theirs)
-    assert daemon.idle_for() == 0.0  # nothing sent yet, and the daemon already stays for it
     with ours, ours.makefile("rb") as reader:
         ours.sendall(json.dumps({"op": "status"}).encode() + b"\n")
-        assert json.loads(reader.readline())["state"] == "ready"
+        status = json.loads(reader.readline())
+        assert status["idle_seconds"] >= 100 and status["clients"] == 0  # what `workers list` shows
+        assert daemon.idle_for() >= 100  # a status-only connection keeps nothing up
+        ours.sendall(json.dumps({"op": "eval", "argv": []}).encode() + b"\n")
+        assert json.loads(reader.readline())["ok"] is False  # answered (the pool fails), and engaged
+        assert not daemon.stop_if_idle() and not daemon.stopping.is_set()
     client.join()
-    assert daemon.idle_for() >= 100  # a status-only connection does not reset the idle clock
+    assert daemon.idle_for() < 100  # its last request reset the idle clock
+    assert not daemon.stop_if_idle()
 
 
 def test_a_stopping_daemon_says_so_and_hands_nothing_to_its_closed_pool(tmp_path: Path) -> None:
