@@ -38,6 +38,13 @@ from bisect_spec.model.signature import Signature, signature_of
 STAGE_ORDER = ("parse", "resolve", "check_server_args", "auto_parsers", "tokenizer_manager", "target_model_config",
                "draft_model_config", "model_runner", "memory_pool", "cuda_graph_sizes", "target_worker",
                "target_model", "attention_backend", "draft_worker_model_config", "draft_worker", "draft_model")
+
+
+def stage_sort_key(stage: str) -> tuple[int, str]:
+    """Launch order for a stage name; a stage of another tool version sorts after them all, by name."""
+    return (STAGE_ORDER.index(stage) if stage in STAGE_ORDER else len(STAGE_ORDER), stage)
+
+
 #: Stages a real launch runs only after the target's weights load (``inside/launch_path.AFTER_WEIGHTS``).
 AFTER_WEIGHTS = frozenset({"memory_pool", "cuda_graph_sizes", "target_worker", "target_model", "attention_backend",
                            "draft_worker_model_config", "draft_worker", "draft_model"})

@@ -40,7 +40,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from bisect_spec.model.outcome import AFTER_WEIGHTS, STAGE_ORDER
+from bisect_spec.model.outcome import AFTER_WEIGHTS, stage_sort_key
 from bisect_spec.report.summary import (
     algorithm_of,
     algorithms_of,
@@ -388,8 +388,7 @@ def stage_rows(stages: dict[str, dict[str, int]] | None) -> list[tuple[str, bool
     early in it (at a step only a GPU runs), that failed in it. Stages of another tool version sort last."""
     stages = stages or {}
     passed, stopped, failed = (stages.get(k) or {} for k in ("passed", "stopped", "failed"))
-    names = sorted({*passed, *stopped, *failed},
-                   key=lambda n: (STAGE_ORDER.index(n) if n in STAGE_ORDER else len(STAGE_ORDER), n))
+    names = sorted({*passed, *stopped, *failed}, key=stage_sort_key)
     return [(n, n in AFTER_WEIGHTS, passed.get(n, 0), stopped.get(n, 0), failed.get(n, 0)) for n in names]
 
 

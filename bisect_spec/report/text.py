@@ -10,7 +10,7 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from bisect_spec.model.outcome import AFTER_WEIGHTS, STAGE_ORDER
+from bisect_spec.model.outcome import AFTER_WEIGHTS, stage_sort_key
 from bisect_spec.report.bug_report import reason_heading
 from bisect_spec.report.summary import shown_message, users_failures
 
@@ -440,7 +440,7 @@ def stages_line(stages: dict[str, dict[str, int]]) -> str:
     ran, those whose last stage stopped early at a step only a GPU runs by that stage (summaries before
     stop 38 counted them as passed), failed ones by the stage that raised; stages after the weights marked ``+w``."""
     def ordered(counts: dict[str, int]) -> str:
-        names = sorted(counts, key=lambda n: (STAGE_ORDER.index(n) if n in STAGE_ORDER else len(STAGE_ORDER), n))
+        names = sorted(counts, key=stage_sort_key)
         return ", ".join(f"{counts[n]} {n}{' (+w)' if n in AFTER_WEIGHTS else ''}" for n in names) or "none"
     passed, stopped = stages.get("passed") or {}, stages.get("stopped") or {}
     parts = [f"passed up to {ordered(passed)}"] if passed or not stopped else []

@@ -252,7 +252,3 @@ def load_hardware(name: str = "auto", gpus: int = DEFAULT_GPUS) -> HardwareProfi
     if name not in names:
         raise _unknown("hardware profile", name, [*names, "auto", "none"])
     return HardwareProfile(name, _read_json(_data("hardware", f"{name}.json"), "hardware profile"), gpus)
-
-
-
-
