@@ -12,6 +12,11 @@ import threading
 from pathlib import Path
 
 
+def staging_path(path: Path) -> Path:
+    """A staging file beside ``path`` that no other process or thread writes: written, then renamed onto ``path``."""
+    return path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+
+
 def write_if_changed(path: Path, text: str, *, mode: int | None = None) -> None:
     """Make ``path`` hold ``text`` (with permission bits ``mode``), writing only when it does not already.
 
@@ -21,7 +26,7 @@ def write_if_changed(path: Path, text: str, *, mode: int | None = None) -> None:
     if path.is_file() and path.read_text() == text and (mode is None or path.stat().st_mode & 0o777 == mode):
         return
     path.parent.mkdir(parents=True, exist_ok=True)
-    staging = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    staging = staging_path(path)
     try:
         staging.write_text(text)
         if mode is not None:

@@ -33,7 +33,6 @@ import json
 import logging
 import os
 import sqlite3
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -42,6 +41,7 @@ from typing import IO, Any
 
 from bisect_spec import __version__
 from bisect_spec.errors import StoreError, UsageError
+from bisect_spec.runtime.files import staging_path
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +52,7 @@ CACHE_SCHEMA = 2
 def _atomic_write(path: Path, text: str) -> None:
     """Write ``text`` whole, then rename it into place; a staging file per process and thread, so
     two writers of one path never write into the same file (the last rename wins, whole)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    tmp = staging_path(path)
     try:
         with open(tmp, "w") as handle:
             handle.write(text)
