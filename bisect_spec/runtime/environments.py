@@ -406,6 +406,14 @@ def _byte_compile(python: Path, site: Path, progress: Callable[[str], None] | No
     (site / _COMPILED).write_text("compileall\n")
 
 
+def _byte_compile_release(python: Path, directory: Path, layers: list[str],
+                          progress: Callable[[str], None] | None) -> None:
+    """Byte-compile a release's own site and its layers' (each once: :func:`_byte_compile`); an install
+    from before sites were compiled is compiled here too, on its next ``env install``."""
+    for site in (directory / "site", *(_layer_dir(layer) / "site" for layer in layers)):
+        _byte_compile(python, site, progress)
+
+
 def ensure_base(progress: Callable[[str], None] | None = None) -> Path:
     """Create the shared base venv if it is missing; return its Python."""
     data = pins()
@@ -451,7 +459,6 @@ def _ensure_layer(layer: str, python: Path, progress: Callable[[str], None] | No
     """Install a shared layer once (its ``layer.json`` is written last)."""
     directory = _layer_dir(layer)
     if (directory / "layer.json").is_file():
-        _byte_compile(python, directory / "site", progress)  # a layer installed before sites were compiled
         return
     packages: list[str] = list(pins()["layers"][layer])
     staging = directory.with_name(directory.name + ".partial")
@@ -467,7 +474,6 @@ def _ensure_layer(layer: str, python: Path, progress: Callable[[str], None] | No
                                                     "install_seconds": round(time.perf_counter() - started, 1)}))
     shutil.rmtree(directory, ignore_errors=True)
     staging.rename(directory)
-    _byte_compile(python, directory / "site", progress)
 
 
 #: pip's words for "this version does not exist for this Python", a permanent condition.
@@ -490,9 +496,8 @@ def install(release: str, progress: Callable[[str], None] | None = None, *, veri
     directory = _release_dir(release)
     if (directory / "env.json").is_file():
         add_missing_layers(release, progress)
-        if _base_python().exists():  # an install from before sites were compiled: once
-            for site in (directory / "site", *(_layer_dir(layer) / "site" for layer in describe(release).get("layers", []))):
-                _byte_compile(_base_python(), site, progress)
+        if _base_python().exists():
+            _byte_compile_release(_base_python(), directory, list(describe(release).get("layers", [])), progress)
         return get(release)
     reason = unavailable_reason(release)
     recorded_in_pins = bool(pins()["releases"].get(release, {}).get("unavailable"))
@@ -525,7 +530,7 @@ def install(release: str, progress: Callable[[str], None] | None = None, *, veri
         raise
     shutil.rmtree(directory, ignore_errors=True)
     staging.rename(directory)
-    _byte_compile(python, directory / "site", progress)
+    _byte_compile_release(python, directory, layers, progress)
     environment = Environment(release, str(python), _import_path(directory, layers), True, directory)
     info: dict[str, Any] = {}
     if verify:
