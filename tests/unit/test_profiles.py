@@ -106,4 +106,3 @@ def test_a_box_label_is_a_hardware_name_too() -> None:
     assert load_hardware("h100x8", 8).label == "h100x8"
     with pytest.raises(ProfileError, match="--hardware h100x2 says 2 GPUs but --gpus says 4: drop one of them"):
         load_hardware("h100x2", 4)
-

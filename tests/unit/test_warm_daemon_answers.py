@@ -88,11 +88,8 @@ def test_an_engaged_client_keeps_the_daemon_up_and_a_status_only_one_does_not(tm
 
 
 def test_a_stopping_daemon_says_so_and_hands_nothing_to_its_closed_pool(tmp_path: Path) -> None:
-    daemon = Daemon(tmp_path, CONFIG)
-    pool = FailingPool()
-    daemon.pool = pool  # type: ignore[assignment]
-    daemon.ready.set()
-    daemon.stopping.set()
+    daemon, pool = idle_daemon(tmp_path)
+    daemon.stopping.set()  # stopping for any reason (here, set by hand)
     ours, theirs = socket.socketpair()
     client = daemon.admit(theirs)
     with ours, ours.makefile("rb") as reader:
