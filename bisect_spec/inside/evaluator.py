@@ -742,6 +742,10 @@ class Evaluator:
                 record.update(self._failure(exc, stderr.getvalue()))
                 record["status"] = "crashed"
                 record["crash"] = "MemoryError"
+            except launch_path.WillNotStart as exc:
+                # the box cannot hold what SGLang built (out of memory) or place its ranks: a verdict of its own,
+                # from the tool's sizing of SGLang's build, never shown as SGLang's statement
+                record.update(will_not_start_record(exc, progress.stage))
             except launch_path.NotLoaded as exc:
                 # a stand-in of the emulation read outside the stage that would stop on it: our fault, recorded as
                 # one; the worker lives on (a BaseException, it would otherwise end the worker process)
@@ -864,6 +868,16 @@ class Evaluator:
             failure["frame"] = {"file": last.filename, "line": last.lineno, "function": last.name,
                                 "statement": (last.line or "").strip(), "outside_sglang": True}
         return failure
+
+
+def will_not_start_record(exc: launch_path.WillNotStart, stage: str) -> dict[str, Any]:
+    """A record's fields for a configuration that will not start (:class:`launch_path.WillNotStart`): status failed,
+    in torch's exception type (what a real launch dies of), the figures, and no SGLang frame or traceback: no
+    statement of SGLang's refused it."""
+    exc_type = "OutOfMemoryError" if exc.cause == "weights" else "RuntimeError"
+    module = "torch" if exc.cause == "weights" else "builtins"
+    return {"status": "failed", "exception": {"type": exc_type, "module": module, "message": exc.words},
+            "will_not_start": {**exc.figures, "stage": stage}, "traceback_tail": "", "stderr_tail": ""}
 
 
 #: This package's own directory: its frames (the evaluator calling SGLang) are never part of a failure.

@@ -450,6 +450,7 @@ def _after_the_target_config(args: Any, target: Any, model_config_cls: Any, from
         _draft_model_config(args, target, progress)
     with _moe_config_initialized(args):
         runner = _model_runner(args, target, progress)
+        _gpus_checked(args)  # the device step sets each rank's GPU next
         with _groups_built(args), _dp_attention_initialized(args, target):
             _after_the_device_step(args, target, runner, model_config_cls, from_server_args, progress)
 
@@ -516,6 +517,8 @@ def _up_to_the_device(progress: Progress, stage: Callable[..., None], *args: Any
             stage(*args)
     except _NotLoaded as stop:
         progress.needs_gpu[progress.stage] = str(stop)
+    except WillNotStart:
+        raise
     except Exception as exc:
         where = (_device_step(exc) or _meta_value(exc) or _unwritten_context(exc)
                  or _set_in_a_later_step(exc, progress) or _unregistered_here(exc)) if progress.after_weights else None
@@ -628,6 +631,50 @@ def _set_in_a_later_step(exc: BaseException, progress: Progress) -> str | None:
 
 #: A read of what only a loaded server has (the target's memory pool, its model): ends a stage.
 _NotLoaded = NotLoaded = model_classes.NotLoaded
+
+
+class WillNotStart(Exception):
+    """The configuration cannot start on the box, by what SGLang itself built on ``meta``: its weights outgrow a
+    GPU's memory (``cause="weights"``), or its parallel layout needs more GPUs than the box has
+    (``cause="gpus"``). A verdict of its own ("will not start"), never one of SGLang's checks: a real launch
+    ends in torch's ``CUDA out of memory`` or an invalid device ordinal, after minutes of loading.
+
+    ``needed``/``available``: bytes per GPU (weights) or GPUs (gpus)."""
+
+    def __init__(self, cause: str, words: str, *, needed: float, available: float, **figures: Any) -> None:
+        super().__init__(words)
+        self.cause = cause
+        self.words = words
+        self.figures = {"cause": cause, "needed": needed, "available": available, **figures}
+
+
+def gpus_needed(view: Any) -> int:
+    """GPUs one node gives the launch: ``tp × pp`` ranks per node (times ``dp`` without DP attention, whose replicas
+    each hold their own), placed from ``--base-gpu-id`` every ``--gpu-id-step`` as SGLang's scheduler places them
+    (``gpu_id = base_gpu_id + rank * gpu_id_step``): the highest GPU id used, plus one."""
+    nnodes = max(int(getattr(view, "nnodes", 1) or 1), 1)
+    ranks = int(getattr(view, "tp_size", 1) or 1) * int(getattr(view, "pp_size", 1) or 1)
+    if not getattr(view, "enable_dp_attention", False):
+        ranks *= int(getattr(view, "dp_size", 1) or 1)
+    per_node = max(ranks // nnodes, 1)
+    base = int(getattr(view, "base_gpu_id", 0) or 0)
+    step = int(getattr(view, "gpu_id_step", 1) or 1)
+    return base + (per_node - 1) * step + 1
+
+
+def _gpus_checked(args: Any) -> None:
+    """The box has the GPUs the parallel layout places its ranks on (:func:`gpus_needed`), else it will not start."""
+    import torch
+
+    view = _view(args)
+    have = int(torch.cuda.device_count()) if torch.cuda.is_available() else 0
+    need = gpus_needed(view)
+    if have and need > have:
+        layout = ", ".join(f"{name} {getattr(view, name, 1)}" for name in ("tp_size", "pp_size", "dp_size", "nnodes")
+                           if int(getattr(view, name, 1) or 1) > 1)
+        raise WillNotStart("gpus", f"the parallel layout ({layout}) places ranks on {need} GPUs per node; the box has "
+                           f"{have}: a real launch cannot set the device of the ranks past GPU {have - 1}",
+                           needed=need, available=have)
 
 
 class _DraftRunnerReached(BaseException):
@@ -929,8 +976,8 @@ def _memory_pool(args: Any, target: Any, runner: Any, progress: Progress) -> Non
             in_sizing = failure is not None and not unsized and _sized_by_sglang(failure, statements)
             device = (_device_step(failure) or _meta_value(failure)) if failure is not None else None
             if failure is not None and not (in_sizing and device):
-                if in_sizing:
-                    raise failure  # SGLang's own refusal in the sizing ("Not enough memory")
+                if in_sizing or sglang_verdict(failure):
+                    raise failure  # SGLang's own refusal in the sizing ("Not enough memory"), or on the way to it
                 verdict = False
                 if unsized:  # the weights' bytes are not the ones SGLang would have counted: not a verdict
                     raise _NotLoaded(f"sizing with the post-load processing of {', '.join(unsized)} not run (it "
@@ -1447,22 +1494,28 @@ def _loaded_on_meta(runner: Any, runner_cls: Any, cls: type, refusals: list[Base
         with platform(), _construction_within(total):
             runner_cls.load_model(runner)
     except _OverTheGpu as over:
-        raise _NotLoaded(f"the weights built so far take {over.built / _GIB:.2f} GiB per GPU, more than its "
-                         f"{total / _GIB:.2f} GiB: a real load runs out of device memory (CUDA out of memory) while "
-                         "it builds the model, before SGLang sizes the pool") from None
+        oom = WillNotStart("weights", f"the weights built so far take {over.built / _GIB:.2f} GiB per GPU, more than "
+                           f"its {total / _GIB:.2f} GiB: a real load runs out of device memory (CUDA out of memory) "
+                           "while it builds the model, before SGLang sizes the pool",
+                           needed=over.built, available=total, total=total, at_least=True)
+        refusals.append(oom)
+        raise oom from None
     except Exception as exc:
         last = _refusing_statement(exc)
         own = (last is not None and last.name == "load_model"
                and os.path.abspath(last.filename) == os.path.abspath(inspect.getfile(runner_cls)))
-        if own or _refused_by_the_model(exc, cls):
+        if own or _refused_by_the_model(exc, cls) or sglang_verdict(exc):
             refusals.append(exc)
             raise
         raise _NotLoaded(f"loading {cls.__name__} on meta stopped at {_stop_words(exc)}") from None
     weights = _device_bytes(vars(runner).get("model"))
     if weights > total - _CONTEXT_BYTES:  # a real load runs out of device memory first, in torch's words, not SGLang's
-        raise _NotLoaded(f"the weights take {weights / _GIB:.2f} GiB per GPU of its {total / _GIB:.2f} GiB, more than "
-                         f"it leaves after the CUDA context (about {_CONTEXT_BYTES / _GIB:.0f} GiB): a real load runs "
-                         "out of device memory (CUDA out of memory) before SGLang sizes the pool")
+        oom = WillNotStart("weights", f"the weights take {weights / _GIB:.2f} GiB per GPU of its {total / _GIB:.2f} "
+                           f"GiB, more than it leaves after the CUDA context (about {_CONTEXT_BYTES / _GIB:.0f} GiB): "
+                           "a real load runs out of device memory (CUDA out of memory) before SGLang sizes the pool",
+                           needed=weights, available=total - _CONTEXT_BYTES, total=total, at_least=False)
+        refusals.append(oom)
+        raise oom
 
 
 def _size_neutral(method: Any) -> bool:
@@ -1727,7 +1780,7 @@ def _draft_built(draft_config: Any, draft_cls: type, progress: Progress) -> None
     except _NotLoaded as stop:
         progress.needs_gpu["draft_model"] = f"building {draft_cls.__name__} on meta: {stop}"
     except Exception as exc:
-        if _refused_by_the_model(exc, draft_cls):
+        if _refused_by_the_model(exc, draft_cls) or sglang_verdict(exc):
             raise
         frame = _sglang_frame(traceback.extract_tb(exc.__traceback__))
         where = f" ({_where(frame)})" if frame is not None else ""
@@ -1736,6 +1789,36 @@ def _draft_built(draft_config: Any, draft_cls: type, progress: Progress) -> None
 
 
 _REFUSALS = (ValueError, AssertionError, NotImplementedError)
+
+
+def sglang_verdict(exc: BaseException) -> bool:
+    """True when ``exc``, raised while SGLang builds a model on ``meta`` (its layers, quantisation methods, the
+    parallel layout's checks), is SGLang's own answer to the configuration, wherever the statement sits
+    (``layers/dp_attention.py``'s ValueError for ``--attn-dp-size`` below ``--tp-size``, a quantisation's
+    NotImplementedError, ``configs/model_config.py``'s ZeroDivisionError): decided from the raising statement
+    and what it reads, not from the exception's type or file.
+
+    It is SGLang's when the statement that raised it is SGLang's own (the innermost frame is in the ``sglang``
+    package), and what it reads is the configuration: not a device call or a value only the GPU holds
+    (:func:`_device_step`, :func:`_meta_value`), not a package this machine lacks (an import failed anywhere in
+    its chain: a GPU package), not the registry missing a class whose module does not import here, not process
+    state the device steps build (:func:`_unwritten_context`), and not an attribute of an object of bisect-spec's
+    (a stand-in). A ``raise``/``assert`` that handles another exception (chained) is a refusal only where its
+    cause is SGLang's verdict too."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames or "/sglang/" not in frames[-1].filename.replace(os.sep, "/") \
+            or os.path.abspath(frames[-1].filename).startswith(_OWN_PACKAGE):
+        return False
+    for link in _chain(exc):
+        if isinstance(link, (ImportError, _NotLoaded, WillNotStart)):
+            return False
+        owner = getattr(link, "obj", None) if isinstance(link, AttributeError) else None
+        if owner is not None and str(getattr(type(owner), "__module__", "")).startswith("bisect_spec"):
+            return False
+    if _device_step(exc) or _meta_value(exc) or _unregistered_here(exc) or _unwritten_context(exc):
+        return False
+    cause = exc.__cause__ or exc.__context__
+    return cause is None or sglang_verdict(cause)
 
 
 def _refusing_statement(exc: BaseException) -> traceback.FrameSummary | None:

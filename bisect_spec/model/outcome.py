@@ -86,6 +86,30 @@ class Outcome:
         return self.status is Status.PASSED
 
     @property
+    def will_not_start(self) -> dict[str, Any] | None:
+        """The figures of a configuration that will not start on the box (``cause``: ``weights``, out of memory;
+        ``gpus``, more GPUs than it has; ``needed``, ``available``), or None."""
+        figures = self.record.get("will_not_start")
+        return figures if self.status is Status.FAILED and isinstance(figures, dict) else None
+
+    @property
+    def stopped_early(self) -> dict[str, str]:
+        """A pass's stages that stopped early at a step no CPU can take (stage: why); empty for a full pass."""
+        stops: dict[str, str] = self.record.get("needs_gpu") or {} if self.passed else {}
+        return stops
+
+    @property
+    def verdict(self) -> str:
+        """The verdict level, as people read it: ``PASSED`` (every check a CPU can run, ran), ``PASSED UP TO`` (a
+        stage stopped early), ``WILL NOT START`` (out of memory, too few GPUs), ``FAILED`` (SGLang refused or
+        crashed), else the status in capitals (``CRASHED``, ``TIMEOUT``, ``USAGE``)."""
+        if self.passed:
+            return "PASSED UP TO" if self.stopped_early else "PASSED"
+        if self.will_not_start is not None:
+            return "WILL NOT START"
+        return self.status.value.upper()
+
+    @property
     def tool_fault(self) -> str | None:
         """The step of bisect-spec's own emulation that failed (status crashed), or None."""
         fault = self.record.get("tool_fault")
@@ -117,6 +141,8 @@ class Outcome:
         """One line: ``passed`` or ``AssertionError: <message> (file:line in function)``."""
         if self.passed:
             return "passed"
+        if self.will_not_start is not None:
+            return f"will not start: {self.exception.get('message', '')}"
         if self.status in (Status.CRASHED, Status.TIMEOUT):
             return f"{self.status}: {self.record.get('crash', '')}"
         exc = self.exception

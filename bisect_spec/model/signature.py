@@ -258,7 +258,7 @@ def _short(*parts: str) -> str:
 class Signature:
     """Where and why a configuration failed; hashable, ordered, line-free."""
 
-    kind: str  # "failed" | "crashed" | "timeout" | "usage"
+    kind: str  # "failed" | "will_not_start" | "crashed" | "timeout" | "usage"
     exc_type: str
     location: str  # "srt/server_args.py::_handle_speculative_decoding"
     statement: str
@@ -304,6 +304,14 @@ class Signature:
                    data.get("expression", ""))
 
 
+#: The signature kind of a configuration that will not start on the box (out of memory, too few GPUs): a
+#: configuration error the tool predicts from SGLang's own build, not a check of SGLang's.
+WILL_NOT_START = "will_not_start"
+#: Each cause of :data:`WILL_NOT_START` in words (a signature's message: the same for every byte count).
+WILL_NOT_START_CAUSES = {"weights": "out of memory: the weights do not fit one GPU",
+                         "gpus": "the parallel layout needs more GPUs than the box has"}
+
+
 def signature_of(record: dict[str, Any]) -> Signature | None:
     """The signature of an evaluation record, or None when it passed."""
     status = record.get("status")
@@ -313,6 +321,12 @@ def signature_of(record: dict[str, Any]) -> Signature | None:
         crash = str(record.get("crash", ""))
         kind_word = "timeout" if status == "timeout" else crash.split(" ", 1)[0].split("(", 1)[0] or str(status)
         return Signature(str(status), "", "", "", kind_word)
+    will_not_start = record.get("will_not_start")
+    if status == "failed" and isinstance(will_not_start, dict):  # by stage and cause, never by byte count
+        cause = str(will_not_start.get("cause", ""))
+        exc_type = str((record.get("exception") or {}).get("type", ""))
+        return Signature(WILL_NOT_START, exc_type, str(will_not_start.get("stage") or record.get("stage") or ""),
+                         cause, WILL_NOT_START_CAUSES.get(cause, cause))
     exception = record.get("exception") or {}
     frame = record.get("frame") or {}
     location = f"{frame.get('file', '?')}::{frame.get('function', '?')}" if frame else ""

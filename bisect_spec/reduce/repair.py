@@ -213,8 +213,60 @@ def nearest_working(original: Config, space: FlagSpace, evaluate: BatchPredicate
             if _keeps_intent(original, merged):
                 pairs.append(((la, lb), merged))
         evaluations += verify(pairs)
-    ranked = sorted(found.values(), key=lambda f: (not f.keeps_intent, len(_typed_changes(original, f.config)),
+    ranked = sorted(found.values(), key=lambda f: (not f.keeps_intent, bool(f.outcome.stopped_early),
+                                                   len(_typed_changes(original, f.config)),
                                                    len(f.edits), _disturbs(failing, f),
                                                    simplicity_key(f.config, space)))
     return {"fixes": [f.to_dict(original) for f in ranked[:limit]], "evaluations": evaluations,
             "candidates_passing": len(found)}
+
+
+#: The layout flags a fit may set, in SGLang's canonical spelling.
+TP, PP = "--tp-size", "--pp-size"
+
+
+def _count(config: Config, flag: str) -> int:
+    value = config.get(flag)
+    return int(value[0]) if value and value[0].isdigit() else 1
+
+
+def fitting_layout(original: Config, evaluate: BatchPredicate, *, gpus: int, cause: str) -> dict[str, Any] | None:
+    """The nearest parallel layout that starts on a box of ``gpus`` GPUs, verified, for a configuration that will
+    not start (``cause``: ``weights``, out of memory; ``gpus``, more GPUs than the box has); None when none does.
+
+    Out of memory: the smallest ``--tp-size`` (then ``--tp-size`` × ``--pp-size``) above the user's that the box
+    holds; too many GPUs: the largest that fits the box. Every candidate is evaluated in one batch; a full pass
+    ranks before a pass that stopped early, and a layout the box cannot run is never offered.
+    """
+    tp, pp = _count(original, TP), _count(original, PP)
+    widths = [1 << k for k in range(0, max(gpus, 1).bit_length()) if (1 << k) <= gpus]
+    layouts: list[tuple[int, int]] = []
+    if cause == "weights":
+        layouts = sorted({(t, p) for t in widths for p in widths if t * p <= gpus and t * p > tp * pp
+                          and t >= tp and p >= pp}, key=lambda layout: (layout[0] * layout[1], -layout[0]))
+    else:
+        layouts = sorted({(t, p) for t in widths for p in widths if t * p <= gpus}, key=lambda layout: (
+            -(layout[0] * layout[1]), layout[1] != pp, -layout[0]))
+    candidates: list[tuple[tuple[str, ...], Config]] = []
+    for t, p in layouts:
+        config, edits = original, []
+        if t != tp:
+            config, edits = config.with_(TP, (str(t),)), [*edits, f"set {TP} {t}"]
+        if p != pp:
+            config = config.with_(PP, (str(p),)) if p > 1 else config.without(PP)
+            edits.append(f"set {PP} {p}" if p > 1 else f"remove {PP}")
+        if edits:
+            candidates.append((tuple(edits), config))
+    if not candidates:
+        return None
+    by_config = {o.config: o for o in evaluate([c for _, c in candidates])}
+    passing = [(edits, config, by_config[config]) for edits, config in candidates
+               if config in by_config and _sound(by_config[config], original)]
+    if not passing:
+        return None
+    edits, config, outcome = min(passing, key=lambda item: (bool(item[2].stopped_early),
+                                                            candidates.index((item[0], item[1]))))
+    fix = Fix(edits, config, True, outcome)
+    reason = ("the smallest layout whose weights fit the box's GPUs" if cause == "weights"
+              else f"the widest layout the box's {gpus} GPUs can run")
+    return {**fix.to_dict(), "reason": reason, "full_pass": not outcome.stopped_early}

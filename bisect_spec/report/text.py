@@ -90,12 +90,26 @@ def memory_pool_line(pool: dict[str, Any], *, failed: bool | None = False) -> st
                    else "; a real box has less free memory, so this is an upper bound")
 
 
+def will_not_start_line(figures: dict[str, Any]) -> str:
+    """Needed against available, per GPU: ``out of memory: needs ≥ 95.64 GiB per GPU, has 95.59 GiB``."""
+    gib = 1 << 30
+    if figures.get("cause") == "gpus":
+        return f"the layout needs {figures.get('needed')} GPUs per node, the box has {figures.get('available')}"
+    at_least = "≥ " if figures.get("at_least") else ""
+    return (f"out of memory: the weights need {at_least}{float(figures.get('needed', 0)) / gib:.2f} GiB per GPU, "
+            f"{float(figures.get('available', 0)) / gib:.2f} GiB available")
+
+
 def outcome_text(outcome: Outcome) -> str:
     """Verdict, signature and failing source (or resolved values) of one outcome."""
     lines = []
     if outcome.passed:
-        lines.append(f"verdict:  PASSED up to {outcome.reached}")
-        for stage, call in (outcome.record.get("needs_gpu") or {}).items():
+        if outcome.stopped_early:
+            lines.append(f"verdict:  PASSED UP TO {outcome.reached}")
+            lines.append("          not every check ran: a stage stopped at a step no CPU can take")
+        else:
+            lines.append(f"verdict:  PASSED  every check a CPU can run, ran (up to {outcome.reached})")
+        for stage, call in outcome.stopped_early.items():
             lines.append(f"          stage {stage} stopped early: {call}")
         if outcome.record.get("attention_backends"):
             lines.append(f"          attention backends SGLang chose: {', '.join(outcome.record['attention_backends'])}")
@@ -121,6 +135,14 @@ def outcome_text(outcome: Outcome) -> str:
         overridden = [(k, v, resolved[k]) for k, v in given.items() if k in resolved and resolved[k] != v]
         for key, was, now in overridden:
             lines.append(f"note: SGLang changed {key}: you gave {was!r}, it resolved to {now!r}")
+        return "\n".join(lines)
+    oom = outcome.will_not_start
+    if oom is not None:
+        lines.append(f"verdict:  WILL NOT START  {will_not_start_line(oom)}")
+        lines.append(f"          {outcome.exception.get('message', '')}")
+        lines.append("kind:     a configuration error for this box (predicted from SGLang's own build on meta), "
+                     "not an SGLang bug")
+        lines.append(f"signature: {outcome.signature.id if outcome.signature else ''}")
         return "\n".join(lines)
     lines.append(f"verdict:  {outcome.status.value.upper()}  {outcome.headline}")
     if outcome.record.get("stage") and outcome.tool_fault is None:
@@ -176,6 +198,18 @@ def next_step_text(kind: str | None, fix: dict[str, Any] | None, probe_command: 
     if kind is None:
         return ""
     lines = []
+    if kind == "will_not_start" and fix is not None:
+        lines.append(f"next:     the nearest layout that starts on this box (verified, "
+                     f"{'a full pass' if fix.get('full_pass', True) else 'a pass that stopped early'}): "
+                     f"{', '.join(fix['edits'])}")
+        lines.append(f"          {probe_command}")
+        lines.append(f"more:     {shrink_command}")
+        return "\n".join(lines)
+    if kind == "will_not_start":
+        lines.append("next:     no parallel layout of this box holds it: a box with more GPU memory "
+                     "(--hardware, --gpus)")
+        lines.append(f"more:     {shrink_command}")
+        return "\n".join(lines)
     if kind == "crash":
         lines.append("kind:     SGLang's own code crashed (not a validation message): likely an SGLang bug; "
                      "shrink writes bug_report.md")

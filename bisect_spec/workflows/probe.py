@@ -61,9 +61,12 @@ VALIDATION_EXCEPTIONS = frozenset({"AssertionError", "ValueError", "NotImplement
 
 
 def failure_kind(outcome: Outcome) -> str | None:
-    """``crash`` or ``validation`` for a failure in SGLang, None otherwise (see :attr:`ProbeResult.failure_kind`)."""
+    """``crash`` or ``validation`` for a failure in SGLang, ``will_not_start`` for a configuration the box cannot
+    start (out of memory, too few GPUs), None otherwise (see :attr:`ProbeResult.failure_kind`)."""
     if outcome.passed or outcome.tool_fault is not None or outcome.status.value != "failed":
         return None
+    if outcome.will_not_start is not None:
+        return "will_not_start"
     return "validation" if str(outcome.exception.get("type")) in VALIDATION_EXCEPTIONS else "crash"
 
 
@@ -103,11 +106,17 @@ def next_step(session: Session, config: Config, outcome: Outcome) -> dict[str, A
     """The nearest configuration that passes, verified on the session (None when nothing near passes)."""
     from bisect_spec.reduce.repair import nearest_working
 
+    from bisect_spec.reduce.repair import fitting_layout
+
     if failure_kind(outcome) is None:
         return None
 
     def evaluate_many(configs: Sequence[Config]) -> list[Outcome]:
         return list(session.evaluate_many(configs))
+
+    figures = outcome.will_not_start
+    if figures is not None:  # a layout that fits the box, or nothing: no other flag frees a GPU's memory
+        return fitting_layout(config, evaluate_many, gpus=session.target.hardware.gpus, cause=str(figures["cause"]))
 
     # EAGLE3 (or another drafted algorithm) with no draft: the way out is a draft (the warning says so), never
     # another algorithm the user did not ask for, though one may pass on these stages
