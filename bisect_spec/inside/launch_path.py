@@ -976,7 +976,8 @@ def _memory_pool(args: Any, target: Any, runner: Any, progress: Progress) -> Non
             in_sizing = failure is not None and not unsized and _sized_by_sglang(failure, statements)
             device = (_device_step(failure) or _meta_value(failure)) if failure is not None else None
             if failure is not None and not (in_sizing and device):
-                if in_sizing or sglang_verdict(failure):
+                # SGLang's refusal or crash on the way (not its sizing's, on bytes not known to be its own)
+                if in_sizing or (sglang_verdict(failure) and not (unsized and _sized_by_sglang(failure, statements))):
                     raise failure  # SGLang's own refusal in the sizing ("Not enough memory"), or on the way to it
                 verdict = False
                 if unsized:  # the weights' bytes are not the ones SGLang would have counted: not a verdict
@@ -1772,7 +1773,8 @@ def _draft_built(draft_config: Any, draft_cls: type, progress: Progress) -> None
     try:
         load_config = _call(load_config_cls, load_format="dummy")
         with _replaced(module, "get_model_architecture", served), default_dtype(draft_config.dtype), \
-                torch.device("meta"), version_shims.import_window(["vllm._custom_ops"]):
+                torch.device("meta"), version_shims.import_window(["vllm._custom_ops"]), \
+                _platform_flags_of_the_box(torch)():
             quantization = getattr(module, "_get_quantization_config", None)
             extra = ({"quant_config": _call(quantization, draft_config, load_config)}
                      if quantization is not None and "quant_config" in (_accepted(loader) or ()) else {})

@@ -249,7 +249,7 @@ def fitting_layout(original: Config, evaluate: BatchPredicate, *, gpus: int, cau
             -(layout[0] * layout[1]), layout[1] != pp, -layout[0]))
     candidates: list[tuple[tuple[str, ...], Config]] = []
     for t, p in layouts:
-        config, edits = original, []
+        config, edits = original, list[str]()
         if t != tp:
             config, edits = config.with_(TP, (str(t),)), [*edits, f"set {TP} {t}"]
         if p != pp:
@@ -264,9 +264,9 @@ def fitting_layout(original: Config, evaluate: BatchPredicate, *, gpus: int, cau
                if config in by_config and _sound(by_config[config], original)]
     if not passing:
         return None
-    edits, config, outcome = min(passing, key=lambda item: (bool(item[2].stopped_early),
-                                                            candidates.index((item[0], item[1]))))
-    fix = Fix(edits, config, True, outcome)
+    labels, config, outcome = min(passing, key=lambda item: (bool(item[2].stopped_early),
+                                                             candidates.index((item[0], item[1]))))
+    fix = Fix(labels, config, True, outcome)
     reason = ("the smallest layout whose weights fit the box's GPUs" if cause == "weights"
               else f"the widest layout the box's {gpus} GPUs can run")
     return {**fix.to_dict(), "reason": reason, "full_pass": not outcome.stopped_early}

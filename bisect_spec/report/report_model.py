@@ -47,11 +47,12 @@ from bisect_spec.report.summary import (
     shown_message,
     speculative_reason,
     users_failures,
+    verdicts_line,
 )
 from bisect_spec.versions import version_key
 
 SCHEMA = "bisect-spec/report/1"
-FAILED_KINDS = ("failed",)  # other signature kinds (crashed, timeout, usage) are errors, not failures
+FAILED_KINDS = ("failed", "will_not_start")  # other signature kinds (crashed, timeout, usage) are errors, not failures
 CHANGED = ("message-changed", "location-moved")
 
 
@@ -149,6 +150,8 @@ def _sweep_model(data: SweepInput) -> dict[str, Any]:
             "signatures": entries}
     if summary.get("stages"):
         cell["stages"] = summary["stages"]
+    if summary.get("verdicts"):
+        cell["verdicts"] = dict(summary["verdicts"])
     title = (f"sweep {data.run_id}: SGLang {release} · {model}{' + ' + draft if draft else ''} · {hardware}"
              f" · strategy {summary.get('strategy')} (seed {summary.get('seed')})")
     return _assemble("sweep", data.run_id, title, None, [cell], [], list(summary.get("findings") or []))
@@ -170,7 +173,8 @@ def _nightly_model(nightly: dict[str, Any]) -> dict[str, Any]:
                       "model": raw.get("model"), "draft": raw.get("draft"), "hardware": raw.get("hardware"),
                       "strategy": raw.get("strategy"), "status": raw.get("status") or "done", "reason": raw.get("reason"),
                       "run": raw.get("run"), "evaluated": int(raw.get("evaluated") or 0),
-                      "counts": dict(raw.get("counts") or {}), "signatures": signatures})
+                      "counts": dict(raw.get("counts") or {}), "signatures": signatures,
+                      **({"verdicts": dict(raw["verdicts"])} if raw.get("verdicts") else {})})
     matrix = nightly.get("matrix") or {}
     strategy = str(matrix.get("strategy") or "").rpartition("/")[2].removesuffix(".toml")
     title = (f"nightly {nightly.get('id', '?')}" + (f" · matrix {matrix['name']}" if matrix.get("name") else "")
@@ -184,10 +188,14 @@ def _assemble(kind: str, report_id: str, title: str, baseline: str | None, cells
     for cell in cells:
         for status, number in cell["counts"].items():
             counts[status] = counts.get(status, 0) + int(number)
+    verdicts: dict[str, int] = {}
+    for cell in cells:
+        for level, number in (cell.get("verdicts") or {}).items():
+            verdicts[level] = verdicts.get(level, 0) + int(number)
     status_count = {s: sum(1 for c in cells if c["status"] == s) for s in ("done", "skipped", "error")}
     totals = {"cells": len(cells), "cells_done": status_count["done"], "cells_skipped": status_count["skipped"],
               "cells_error": status_count["error"], "evaluated": sum(c["evaluated"] for c in cells),
-              "counts": dict(sorted(counts.items())),
+              "counts": dict(sorted(counts.items())), **({"verdicts": verdicts} if verdicts else {}),
               "signatures": len({s["id"] for c in cells for s in c["signatures"]}),
               "failures": len({s["cross_release_key"] for c in cells for s in c["signatures"]}),
               "regressions": sum(1 for c in changes if c.get("change") == "new"),
@@ -283,6 +291,8 @@ def headline(model: dict[str, Any]) -> str:
     if model["kind"] == "nightly":
         states = [f"{totals['cells_' + s]} {s}" for s in ("done", "skipped", "error") if totals["cells_" + s]]
         parts.append(f"{totals['cells']} cells ({', '.join(states) or 'none'})")
+    if totals.get("verdicts"):  # the verdict levels apart: a pass that stopped early is never a plain pass
+        counts = verdicts_line(totals["verdicts"])
     parts.append(f"{totals['evaluated']} configurations: {counts}")
     parts.append(f"{totals['failures']} distinct failure{'s' if totals['failures'] != 1 else ''}"
                  + (f" ({totals['signatures']} signatures)" if totals["signatures"] != totals["failures"] else ""))
@@ -461,6 +471,8 @@ def to_junit(data: ReportInput) -> str:
         for key in ("release", "model", "draft", "hardware", "strategy", "status", "run"):
             if cell.get(key) is not None:
                 ET.SubElement(properties, "property", name=key, value=str(cell[key]))
+        for level, number in (cell.get("verdicts") or {}).items():  # the verdict levels, counted apart
+            ET.SubElement(properties, "property", name=f"verdicts.{level}", value=str(number))
         facet = "/".join(str(cell.get(k)) for k in ("model", "draft", "hardware"))
         classname = f"sglang-{cell['release'].replace('.', '_')}.{facet}"
         if cell["status"] != "done":

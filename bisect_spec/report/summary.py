@@ -20,6 +20,32 @@ from bisect_spec.search.space import FlagSpace, simplicity_key
 MOST_VARIANTS = 12
 
 
+#: The verdict levels a sweep counts apart, in the order people read them: ``will_start`` (every check a CPU can run,
+#: ran), ``passed_up_to`` (a stage stopped at a step no CPU can take: not every check ran), ``will_not_start`` (the
+#: box cannot start it: out of memory, too few GPUs), ``failed`` (SGLang refused or crashed).
+VERDICT_LEVELS = ("will_start", "passed_up_to", "will_not_start", "failed")
+#: Each level in the words of the summary line.
+VERDICT_WORDS = {"will_start": "will start", "passed_up_to": "passed up to a GPU step",
+                 "will_not_start": "will not start (out of memory, too few GPUs)", "failed": "failed"}
+
+
+def verdict_level(outcome: Outcome) -> str | None:
+    """The outcome's :data:`VERDICT_LEVELS` entry; None for what is no verdict on the configuration (a fault of
+    bisect-spec's, a crash of the worker, a timeout, a usage error)."""
+    if outcome.tool_fault is not None:
+        return None
+    if outcome.passed:
+        return "passed_up_to" if outcome.stopped_early else "will_start"
+    if outcome.will_not_start is not None:
+        return "will_not_start"
+    return "failed" if outcome.status.value == "failed" else None
+
+
+def verdicts_line(verdicts: dict[str, int]) -> str:
+    """``will start: 12 · passed up to a GPU step: 40 · will not start (...): 633 · failed: 9``."""
+    return " · ".join(f"{VERDICT_WORDS[level]}: {verdicts.get(level, 0)}" for level in VERDICT_LEVELS)
+
+
 def summarise(outcomes: Sequence[Outcome], space: FlagSpace | None, target: dict[str, Any], strategy: str,
               seed: int) -> dict[str, Any]:
     """Signature and finding tables of a sweep."""
@@ -31,8 +57,12 @@ def summarise(outcomes: Sequence[Outcome], space: FlagSpace | None, target: dict
     #: runs (its checks before it passed: not a pass of that stage); failed ones by the stage that raised
     stages: dict[str, dict[str, int]] = {"passed": {}, "stopped": {}, "failed": {}}
     stages_run: set[str] = set()  # every stage some evaluation entered: what this release's launch path covers
+    verdicts = dict.fromkeys(VERDICT_LEVELS, 0)
     for outcome in outcomes:
         counts[outcome.status.value] = counts.get(outcome.status.value, 0) + 1
+        level = verdict_level(outcome)
+        if level is not None:
+            verdicts[level] += 1
         if outcome.record.get("stage"):
             stages_run.update([*outcome.record.get("stages_passed", []), outcome.record["stage"]])
         stage = outcome.record.get("stage")
@@ -93,7 +123,7 @@ def summarise(outcomes: Sequence[Outcome], space: FlagSpace | None, target: dict
     for entry in signatures:
         entry["speculative"] = speculative_reason(entry)
     return {"schema": "bisect-spec/summary/1", "target": target, "strategy": strategy, "seed": seed,
-            "evaluated": len(outcomes), "counts": dict(sorted(counts.items())),
+            "evaluated": len(outcomes), "counts": dict(sorted(counts.items())), "verdicts": verdicts,
             "stages": {kind: dict(sorted(by.items())) for kind, by in stages.items()},
             "stages_run": sorted(stages_run), "signatures": signatures,
             "findings": findings,

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from bisect_spec.model.outcome import AFTER_WEIGHTS, stage_sort_key
 from bisect_spec.report.bug_report import reason_heading
-from bisect_spec.report.summary import shown_message, users_failures
+from bisect_spec.report.summary import shown_message, users_failures, verdicts_line
 
 if TYPE_CHECKING:
     from bisect_spec.model.outcome import Outcome
@@ -290,6 +290,8 @@ def summary_text(summary: dict[str, Any], *, width: int = 120, run_path: str | N
         if other:
             parts.append(_fitted_signatures(other, width))
     parts += ["", head, f"{summary['evaluated']} configurations: {counts}; {len(signatures)} failure signatures"]
+    if summary.get("verdicts"):
+        parts.append(f"verdicts: {verdicts_line(summary['verdicts'])}")
     if summary.get("stages"):
         parts.append(_wrapped(stages_line(summary["stages"]), width, "  "))
     parts += tool_fault_lines(summary.get("tool_faults") or [])
@@ -491,6 +493,7 @@ def summary_markdown(summary: dict[str, Any]) -> str:
              f"{' + ' + target['draft'] if target.get('draft') else ''}, {target['hardware']}", "",
              f"Strategy `{summary['strategy']}` (seed {summary['seed']}), {summary['evaluated']} configurations: "
              + ", ".join(f"{v} {k}" for k, v in summary["counts"].items()),
+             *(["", f"Verdicts: {verdicts_line(summary['verdicts'])}"] if summary.get("verdicts") else []),
              *(["", stages_line(summary["stages"])] if summary.get("stages") else []), "", "## Failure signatures", "",
              "| id | exception | SGLang location | count | smallest config seen | message |", "|---|---|---|---|---|---|"]
     mine, rest = users_failures(list(summary["signatures"]), target)

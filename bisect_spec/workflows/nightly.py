@@ -234,7 +234,8 @@ def run_nightly(matrix_file: str | Path, *, out: Path = Path("nightlies"), resum
             continue
         assert summary is not None
         record.update(status="done", run=f"runs/{cell.slug}/{run_id}", evaluated=summary["evaluated"],
-                      counts=summary["counts"], signatures=[_signature_entry(s) for s in summary["signatures"]],
+                      counts=summary["counts"], verdicts=summary.get("verdicts") or {},
+                      signatures=[_signature_entry(s) for s in summary["signatures"]],
                       stages_run=summary.get("stages_run"))
         save()
     chosen = pick_baseline(out, matrix.name, baseline, exclude=data["id"])

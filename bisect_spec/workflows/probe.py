@@ -104,9 +104,7 @@ def shrink_space(session: Session, config: Config, failing: Outcome | None = Non
 
 def next_step(session: Session, config: Config, outcome: Outcome) -> dict[str, Any] | None:
     """The nearest configuration that passes, verified on the session (None when nothing near passes)."""
-    from bisect_spec.reduce.repair import nearest_working
-
-    from bisect_spec.reduce.repair import fitting_layout
+    from bisect_spec.reduce.repair import fitting_layout, nearest_working
 
     if failure_kind(outcome) is None:
         return None

@@ -66,7 +66,7 @@ def test_2_a_hugging_face_id_is_that_model_or_one_refusal(tmp_path: Path) -> Non
     assert code == 0, output
     assert ("note: model path meta-llama/Llama-3.1-8B-Instruct is not on this machine: using the 'llama-3.1-8b' "
             "profile (its published config.json)") in lines(output)
-    assert any(line.startswith("verdict:  PASSED up to ") for line in lines(output)), output
+    assert any(line.startswith("verdict:  PASSED") for line in lines(output)), output
     code, output = run("probe", "--sglang", "0.5.23", "--", "python -m sglang.launch_server --model-path "
                        "some-org/unknown-model --tp 2", env={"HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path)})
     assert code == 2
@@ -115,13 +115,14 @@ def test_6_one_name_per_meaning() -> None:
     code, output = run("shrink", "--out", "a", "--runs-dir", "b", "--", "--tp", "2")
     assert code == 2
     assert error_line(output) == "Error: --out is the old name of --runs-dir: give only --runs-dir"
-    code, output = run("probe", "--sglang", "0.5.23", "--hardware", "h100x8", "--", "--tp", "2")
+    code, output = run("probe", "--sglang", "0.5.23", "--hardware", "h100x8", "--", "--tp", "8")
     assert "simulated:h100x8" in output and code == 0, output
 
 
 def test_7_a_second_probe_is_answered_by_the_warm_worker() -> None:
     require_release("0.5.23")
-    args = ("probe", "--json", "--sglang", "0.5.23", "--hardware", "b200", "--gpus", "2", "--", "--tp", "2")
+    args = ("probe", "--json", "--sglang", "0.5.23", "--model", "llama-3.1-8b", "--hardware", "b200", "--gpus", "2",
+            "--", "--tp", "2")
     first, second = tool(*args), tool(*args)
     assert first.returncode == second.returncode == 0, first.stderr + second.stderr
     pids = [json.loads(done.stdout)["worker"]["warm_worker"]["pid"] for done in (first, second)]

@@ -263,26 +263,38 @@ def test_a_quantised_moe_whose_processing_builds_kernels_is_sized_but_not_claime
     assert "not run" in short.record["needs_gpu"]["memory_pool"]
 
 
-def test_weights_that_do_not_fit_the_gpu_stop_the_stage_rather_than_claim_sglangs_message() -> None:
+def test_weights_that_do_not_fit_the_gpu_will_not_start_and_never_claim_sglangs_message() -> None:
     # DeepSeek-V3 on one H200 (tp 1): 627 GiB of weights on a 140 GiB GPU; a real load dies in torch's allocator
-    # (CUDA out of memory) while loading, before SGLang sizes anything, so its "Not enough memory" would be ours
+    # (CUDA out of memory) while loading, before SGLang sizes anything: WILL NOT START, in torch's words, never
+    # SGLang's "Not enough memory" and never a pass
     session = shared_session("0.5.9", model="deepseek-v3", draft="nextn", hardware="h200")
     outcome = session.evaluate(session.with_draft(Config.of({"--speculative-algorithm": "EAGLE"})))
-    assert outcome.status is Status.PASSED, outcome.headline
-    assert "CUDA out of memory" in outcome.record["needs_gpu"]["memory_pool"]
+    assert outcome.status is Status.FAILED and outcome.will_not_start is not None, outcome.headline
+    assert outcome.verdict == "WILL NOT START"
+    assert outcome.will_not_start["cause"] == "weights"
+    assert outcome.will_not_start["needed"] > outcome.will_not_start["available"]
+    assert "CUDA out of memory" in outcome.exception["message"]
+    assert outcome.exception["type"] == "OutOfMemoryError" and not outcome.frame  # no statement of SGLang's
     assert "memory_pool" not in outcome.record
+    assert outcome.signature is not None and outcome.signature.kind == "will_not_start"
 
 
-def test_weights_that_outgrow_the_gpu_while_they_are_built_stop_the_build_there() -> None:
+def test_weights_that_outgrow_the_gpu_while_they_are_built_will_not_start_with_one_signature_per_cause() -> None:
     # Kimi-K2.6 at tp 1 (about 570 GiB) on one 96 GB GPU: a real box runs out of memory while it builds the model;
-    # the build on meta ends as soon as its tensors pass the GPU's memory, a sixth of the way through its layers
+    # the build on meta ends as soon as its tensors pass the GPU's memory, a sixth of the way through its layers.
+    # tp 1 and tp 2 need other byte counts but have one signature: the stage and the cause
     session = shared_session("0.5.23", model="kimi-k2.6", draft="eagle3", hardware="rtx-pro-6000")
     outcome = session.evaluate(session.with_draft(Config.of(EAGLE3)))
-    assert outcome.status is Status.PASSED, outcome.headline
-    stop = outcome.record["needs_gpu"]["memory_pool"]
-    assert stop.startswith("the weights built so far take 95.") and "more than its 95.59 GiB" in stop, stop
-    assert "CUDA out of memory" in stop and "while it builds the model" in stop
+    assert outcome.will_not_start is not None, outcome.headline
+    words = outcome.exception["message"]
+    assert words.startswith("the weights built so far take 95.") and "more than its 95.59 GiB" in words, words
+    assert "CUDA out of memory" in words and "while it builds the model" in words
+    assert outcome.will_not_start["at_least"] is True
     assert "memory_pool" not in outcome.record
+    wider = session.evaluate(session.with_draft(Config.of({**EAGLE3, "--tp-size": "2"})))
+    assert wider.will_not_start is not None and wider.signature == outcome.signature, wider.headline
+    fits = session.evaluate(session.with_draft(Config.of({**EAGLE3, "--tp-size": "8"})))
+    assert fits.passed, fits.headline
 
 
 def test_another_device_than_the_gpu_stops_the_stage_before_anything_is_built() -> None:
