@@ -42,7 +42,8 @@ def run_sweep(as_json: bool, strategy: str, jobs: int | None, seed: int | None, 
     progress = SweepProgress()
     result = api.sweep(spec, strategy=strategy, jobs=jobs, runs_dir=Path(runs_dir), resume=resume, seed=seed,
                        random_budget=random_budget, use_cache=not no_cache, progress=progress, on_start=announce_hardware,
-                       shrink=shrink, fix=fix, executor=executor, address=address)
+                       shrink=shrink, fix=fix, executor=executor, address=address,
+                       notify=lambda line: click.echo(line, err=True))
     progress.finish()
     if result.torn:
         click.echo(f"note: {result.torn} torn journal record was dropped and evaluated again", err=True)

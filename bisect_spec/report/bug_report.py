@@ -111,7 +111,10 @@ def launch_command(config: Config, names: Names, env: dict[str, str], model_args
 
 
 def render(facts: Facts) -> str:
-    """The filled-in form, as Markdown."""
+    """The filled-in form, as Markdown; for a configuration that will not start on the box (out of memory, too
+    few GPUs), a configuration error's page instead: no SGLang statement refused it, so there is nothing to file."""
+    if facts.outcome.will_not_start is not None:
+        return configuration_error(facts)
     outcome, frame = facts.outcome, facts.outcome.frame
     exc = outcome.exception.get("type") or "failure"
     function = frame.get("function") or "?"
@@ -122,6 +125,26 @@ def render(facts: Facts) -> str:
     lines += _description(facts)
     lines += _reproduction(facts)
     lines += _environment(facts)
+    return scrub("\n".join(lines).rstrip() + "\n", facts.local)
+
+
+def configuration_error(facts: Facts) -> str:
+    """A configuration that will not start on the box, as Markdown: what it needs against what the box has, the
+    command, and the nearest configuration that starts where one was found. Not a bug report."""
+    from bisect_spec.report.text import will_not_start_line
+
+    figures = facts.outcome.will_not_start or {}
+    command = launch_command(facts.config, facts.names, facts.env, facts.model_args)
+    lines = [f"<!-- A configuration error found by bisect-spec {facts.tool_version}: not an SGLang bug, nothing to "
+             "file -->", f"# Will not start on {facts.hardware}: SGLang {facts.release}", "",
+             f"**{will_not_start_line(figures)}.** {facts.outcome.exception.get('message', '')}.", "",
+             "bisect-spec predicts this from SGLang's own build of the model on `meta` (shapes, no values): a real "
+             "launch of this command ends in torch's `CUDA out of memory` (or an invalid device ordinal) after it "
+             "has loaded for minutes. It is a property of the box and the layout, not a check of SGLang's.", "",
+             "```shell", command, "```", ""]
+    best = ((facts.fixes or {}).get("fixes") or [None])[0]
+    if best:
+        lines += [f"The nearest configuration that starts (verified): {', '.join(best.get('edits') or [])}.", ""]
     return scrub("\n".join(lines).rstrip() + "\n", facts.local)
 
 

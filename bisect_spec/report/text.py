@@ -289,7 +289,10 @@ def summary_text(summary: dict[str, Any], *, width: int = 120, run_path: str | N
         parts += ["", f"other constraints met on the way: {_failures(len(other))}"]
         if other:
             parts.append(_fitted_signatures(other, width))
-    parts += ["", head, f"{summary['evaluated']} configurations: {counts}; {len(signatures)} failure signatures"]
+    parts += ["", head]
+    if summary.get("shape", {}).get("reason"):
+        parts.append(f"base: {summary['shape']['reason']}")
+    parts.append(f"{summary['evaluated']} configurations: {counts}; {len(signatures)} failure signatures")
     if summary.get("verdicts"):
         parts.append(f"verdicts: {verdicts_line(summary['verdicts'])}")
     if summary.get("stages"):

@@ -20,6 +20,7 @@ deterministic for a given space, model, box and strategy. Pure: no I/O, no proce
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -111,7 +112,7 @@ def fitted_space(space: FlagSpace, unfit: Sequence[Unfit]) -> FlagSpace:
     """``space`` without the unfit values (their flags stay, with the values that fit)."""
     drop = {(u.flag, u.value) for u in unfit}
     specs = tuple(FlagSpec(s.flag, tuple(v for v in s.values if (s.flag, v) not in drop), s.kind) for s in space.specs)
-    return FlagSpace(specs, space.core, space.fixed, space.groups, space.branches)
+    return dataclasses.replace(space, specs=specs)  # the same space otherwise: fixed flags, groups, base
 
 
 def once_rows(space: FlagSpace, unfit: Sequence[Unfit]) -> list[Config]:

@@ -65,7 +65,7 @@ class PeelResult:
 def peel(rows: Sequence[tuple[Config, str]], minimal: Mapping[str, Config],
          evaluate: Callable[[list[Config]], list[Key]], *, depth: int = 8,
          keep: Sequence[str] | None = None, missing: Mapping[str, Config] | None = None,
-         complete: Callable[[Config], Config] = lambda c: c, width: int | None = None,
+         complete: Callable[[Config], Config] = lambda c: c, width: int | None = None, base: Config | None = None,
          remove: str = "one") -> PeelResult:
     """Peel failing rows (see the module's design note).
 
@@ -79,6 +79,7 @@ def peel(rows: Sequence[tuple[Config, str]], minimal: Mapping[str, Config],
     :param missing: signature id -> flags (with values) its failure needs not given; a row lacking
         them gets them instead of losing a flag.
     :param complete: what a configuration needs added to be evaluated (a space's groups).
+    :param base: the flags every row keeps where it sets none (the deployment shape): peeling never removes them.
     :param width: per level, at most this many peeled rows for each signature they were peeled from,
         the most diverse first (:func:`diverse`); None peels every row.
     :param remove: with ``keep``, ``"one"`` removes one flag of the reproducer; ``"non-core"`` every flag
@@ -101,7 +102,11 @@ def peel(rows: Sequence[tuple[Config, str]], minimal: Mapping[str, Config],
             ranked = sorted(present, key=lambda f: (f in keep, -list(keep).index(f) if f in keep else 0, f))
             others = [f for f in ranked if f not in keep]
             present = others if remove == "non-core" and others else ranked[:1]
-        return config.without(*present)
+        smaller = config.without(*present)
+        for flag, value in (base or Config()).items:  # the deployment shape stays: a row without it answers for another launch
+            if smaller.get(flag) is None:
+                smaller = smaller.with_(flag, value)
+        return smaller
 
     for level in range(depth):
         peeled: list[Config] = []

@@ -208,16 +208,23 @@ def covering_plan(space: FlagSpace, strategy: Strategy) -> list[Config]:
 
 
 def fitted_plan(space: FlagSpace, strategy: Strategy, *, model_config: Mapping[str, Any],
-                hardware: Mapping[str, Any] | None) -> tuple[list[Config], FlagSpace, list[Any]]:
+                hardware: Mapping[str, Any] | None, will_not_start: Sequence[tuple[str, str, str]] = (),
+                ) -> tuple[list[Config], FlagSpace, list[Any]]:
     """The covering plan over the values that fit this model and box, then one row per unfit value.
+
+    :param will_not_start: ``(flag, value, why)`` of values evaluated to not start on the box (the deployment
+        shape's widths that run out of memory): unfit too, tested once.
 
     :return: the plan, the fitted space (what the search draws from) and the unfit values
         (:class:`bisect_spec.search.fit.Unfit`).
     """
-    from bisect_spec.search.fit import fitted_space, once_rows, unfit_values
+    from bisect_spec.search.fit import Unfit, fitted_space, once_rows, unfit_values
 
     forbid = {flag: tuple(tuple(v.split()) for v in values) for flag, values in strategy.forbid.items()}
     unfit = unfit_values(space, model_config=model_config, hardware=hardware, forbid=forbid, automatic=strategy.fit)
+    unfit += [Unfit(flag, tuple(value.split()), f"will not start: {why}") for flag, value, why in will_not_start
+              if (spec := space.spec(flag)) is not None and tuple(value.split()) in spec.values
+              and not any(u.flag == flag and u.value == tuple(value.split()) for u in unfit)]
     fitted = fitted_space(space, unfit)
     plan = covering_plan(fitted, strategy)
     seen = set(plan)

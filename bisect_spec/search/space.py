@@ -111,6 +111,8 @@ class FlagSpace:
     #: the branches a switch and an algorithm open together, over this space's flags
     #: (:func:`bisect_spec.inside.data_flow.branch_contexts`; rows: :mod:`bisect_spec.search.branches`)
     branches: tuple[Branch, ...] = ()
+    #: what a row has where it sets none of these flags: the deployment shape (:mod:`bisect_spec.search.shape`)
+    base: Config = field(default_factory=Config)
 
     def __post_init__(self) -> None:
         names = [s.flag for s in self.specs]
@@ -144,6 +146,8 @@ class FlagSpace:
         companions where its flag is set and they are not."""
         mapping: dict[str, Value | None] = dict(self.fixed.as_dict())
         mapping.update({flag: value for flag, value in chosen.items() if value is not None})
+        for flag, value in self.base.items:
+            mapping.setdefault(flag, value)
         for flag, companions in self.groups.items():
             if mapping.get(flag) is not None:
                 for companion, value in companions.items:
@@ -158,7 +162,7 @@ class FlagSpace:
 
     def describe(self) -> dict[str, Any]:
         return {"flags": {s.flag: [None if v is None else list(v) for v in s.values] for s in self.specs},
-                "core": list(self.core), "fixed": self.fixed.argv(),
+                "core": list(self.core), "fixed": self.fixed.argv(), **({"base": self.base.argv()} if self.base else {}),
                 "groups": {flag: companions.argv() for flag, companions in self.groups.items()}}
 
 

@@ -147,10 +147,17 @@ def shrink_in_session(session: Session, config: Config, *, budget: Any = None, f
     if result.status in ("minimal", "stopped") and result.signature is not None:
         report.explanation = _explain(result, space, evaluate_many)
         if fix:
-            from bisect_spec.reduce.repair import nearest_working
+            from bisect_spec.reduce.repair import fitting_layout, nearest_working
 
-            report.fixes = nearest_working(original or config, shrink_space(session, original or config, first),
-                                           evaluate_many, failing=first)
+            figures = first.will_not_start
+            if figures is not None:  # out of memory, too few GPUs: only a layout the box runs fixes it
+                layout = fitting_layout(original or config, evaluate_many, gpus=session.target.hardware.gpus,
+                                        cause=str(figures["cause"]))
+                report.fixes = {"fixes": [layout] if layout else [], "evaluations": 0,
+                                "candidates_passing": 1 if layout else 0}
+            else:
+                report.fixes = nearest_working(original or config, shrink_space(session, original or config, first),
+                                               evaluate_many, failing=first)
         if out_dir is not None:
             report.files = write_reproducers(session, report, out_dir)
     return report

@@ -8,6 +8,7 @@ what ``--fail-on`` counts.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections import ChainMap
@@ -23,6 +24,7 @@ from bisect_spec.model.signature import Signature
 from bisect_spec.runtime import environments
 from bisect_spec.runtime.session import DRAFT, MODEL, Session, Target
 from bisect_spec.runtime.target_spec import TargetSpec
+from bisect_spec.search.shape import TP, DeploymentShape, deployment_shape
 from bisect_spec.workflows import smoke
 from bisect_spec.workflows.shrink import DURABLE, evidence_of, failure_hints, shrink_in_session
 
@@ -72,7 +74,7 @@ def sweep(spec: TargetSpec | None = None, *, strategy: str | Any = "default", jo
           progress: ProgressFn | None = None, on_start: Callable[[Session], None] | None = None,
           extra_env: tuple[tuple[str, str], ...] = (), shrink: bool = False, fix: bool = False,
           shrink_evaluations: int = 300, shrink_seconds: float = 60.0, executor: str = "local",
-          address: str | None = None) -> SweepResult:
+          address: str | None = None, notify: Callable[[str], None] | None = None) -> SweepResult:
     """Sweep a strategy's flag space on one target and store the run.
 
     A covering array is evaluated in parallel, then the strategy's branch rows
@@ -92,7 +94,8 @@ def sweep(spec: TargetSpec | None = None, *, strategy: str | Any = "default", jo
     return SweepRun(spec, strategy=strategy, jobs=jobs, runs_dir=runs_dir, resume=resume, seed=seed,
                     random_budget=random_budget, timeout=timeout, use_cache=use_cache, progress=progress,
                     on_start=on_start, extra_env=extra_env, shrink=shrink, fix=fix,
-                    shrink_budget=(shrink_evaluations, shrink_seconds), executor=executor, address=address).run()
+                    shrink_budget=(shrink_evaluations, shrink_seconds), executor=executor, address=address,
+                    notify=notify).run()
 
 
 #: journal phase -> the progress bar's phase, where the bar would otherwise restart at every switch
@@ -127,7 +130,7 @@ class SweepRun:
                  progress: ProgressFn | None = None, on_start: Callable[[Session], None] | None = None,
                  extra_env: tuple[tuple[str, str], ...] = (), shrink: bool = False, fix: bool = False,
                  shrink_budget: tuple[int, float] = (300, 60.0), executor: str = "local",
-                 address: str | None = None) -> None:
+                 address: str | None = None, notify: Callable[[str], None] | None = None) -> None:
         from bisect_spec.runtime import store
         from bisect_spec.search.plan import Strategy, load_strategy
 
@@ -135,6 +138,7 @@ class SweepRun:
         self.runs_dir = runs_dir
         self.progress = progress
         self.on_start = on_start
+        self.notify = notify
         self.extra_env = extra_env
         self.shrink, self.fix, self.shrink_budget = shrink, fix, shrink_budget
         self.executor = executor
@@ -230,8 +234,14 @@ class SweepRun:
         target, chosen = self.target, self.strategy
         table = self.session.flags()
         self.space = chosen.space(table)
-        self.plan, self.search_space, unfit = fitted_plan(self.space, chosen, model_config=target.model.config,
-                                                          hardware=target.hardware.record)
+        self.shape = (DeploymentShape.from_dict(self.store.meta["shape"]) if self.store is not None
+                      and self.store.meta.get("shape") else self._deployment_shape())
+        self.space = dataclasses.replace(self.space, base=self.shape.base)
+        if self.notify is not None:
+            self.notify(self.shape.line)
+        self.plan, self.search_space, unfit = fitted_plan(
+            self.space, chosen, model_config=target.model.config, hardware=target.hardware.record,
+            will_not_start=[(TP, value, why) for value, why in self.shape.will_not_start])
         if self.store is None:
             # the release is recorded as resolved: a resume must not drift to a newer install
             # what decides the target (how a pasted command was read is not part of it)
@@ -240,12 +250,28 @@ class SweepRun:
                      "release": target.release, "env": [list(kv) for kv in target.env]}
             meta = {"schema": "bisect-spec/run/1", "asked": asked, "target": target.describe(),
                     "strategy": chosen.to_dict(), "seed": chosen.seed, "space": self.space.describe(),
-                    "plan_size": len(self.plan), "search_budget": chosen.random_budget,
+                    "plan_size": len(self.plan), "search_budget": chosen.random_budget, "shape": self.shape.to_dict(),
                     "tested_once": [u.to_dict() for u in unfit]}
             self.store = store.create_run(self.runs_dir, meta)
             self.session.pool.spec = self.session.environment.worker_spec(
                 hardware=target.hardware.record, gpus=target.hardware.gpus,
                 log_path=str(self.store.path / f"worker-{target.release}.log"), extra_env=self.extra_env)
+
+    def _deployment_shape(self) -> DeploymentShape:
+        """The base of every row (:mod:`bisect_spec.search.shape`): a few evaluations of the widths the box runs."""
+        fixed = Config.from_argv(list(self.strategy.fixed))
+        self._start()
+        hardware = self.target.hardware
+        return deployment_shape(lambda batch: list(self.session.evaluate_many(batch)), gpus=hardware.gpus,
+                                given=self.session.canonical(fixed), model=self.target.model.name,
+                                gpu=hardware.name.replace("-", " ").upper())
+
+    def _start(self) -> None:
+        """The session's workers, started once; the caller's ``on_start`` told once."""
+        if not self.session.info:
+            self.session.start()
+            if self.on_start:
+                self.on_start(self.session)
 
     def _read_journal(self) -> None:
         """What a resumed run recorded already, and the cross-run cache."""
@@ -303,9 +329,7 @@ class SweepRun:
                     self.reused += 1
             todo = [(i, c) for i, c in todo if c.key() not in self.outcomes]
         if todo:
-            self.session.start()
-            if self.on_start:
-                self.on_start(self.session)
+            self._start()
             index_of = {c.key(): i for i, c in todo}
             for outcome in self.session.evaluate_many(c for _, c in todo):
                 self.record("cover", index_of[outcome.config.key()], outcome, False)
@@ -446,7 +470,7 @@ class SweepRun:
             if lists[shortest]:
                 missing[signature] = Config.from_argv(lists[shortest])
         self.peeled = peel(list(failing.items()), minimal, evaluate, depth=strategy.peel_depth, keep=strategy.core,
-                           missing=missing, complete=lambda c: space.complete(c.as_dict()),
+                           missing=missing, complete=lambda c: space.complete(c.as_dict()), base=space.base,
                            width=strategy.peel_width or None, remove=strategy.peel_remove)
 
     def summarise(self) -> None:
@@ -461,6 +485,7 @@ class SweepRun:
                 ordered.append(self.outcomes[config.key()])
         self.ordered = ordered
         summary = summarise(ordered, self.space, self.target.describe(), self.strategy.name, self.strategy.seed)
+        summary["shape"] = self.shape.to_dict()
         if (release_warning := smoke.warning(self.target.release)) is not None:
             summary["release_warning"] = release_warning
         if self.masking is not None:
