@@ -509,9 +509,57 @@ def _after_the_device_step(args: Any, target: Any, runner: Any, model_config_cls
             _up_to_the_device(progress, _memory_pool, args, target, runner, progress)
 
 
+class _ImportingModels(dict):  # type: ignore[type-arg]
+    """SGLang's model registry (``ModelRegistry.models``) answering for every architecture whose module imports on
+    this machine *now*, not only for those that imported when the registry was built.
+
+    The registry imports every module of ``sglang.srt.models`` once, when its module is first imported, and keeps
+    out for good each one that failed: a module that imports a GPU package only imports here once the evaluator
+    has imported that package's users on the CPU (:func:`model_classes.import_module`). Which evaluation built the
+    registry then decided the verdict of every later one: a worker whose first evaluation was Llama's lacked
+    ``DeepseekV3ForCausalLMNextN`` for good, and DeepSeek-V3's MTP stopped early there while a fresh worker
+    passed it (``scripts/history_check.py``). A missing architecture is looked up as a GPU box's registry would
+    hold it: its module imported (on the CPU where it must be), its ``EntryClass`` kept; one that imports only
+    from its source stays missing, as before."""
+
+    def _importable(self, architecture: object) -> Any:
+        if not isinstance(architecture, str):
+            return None
+        try:
+            cls = model_classes.model_class([architecture])
+        except (Exception, _NotLoaded):
+            return None
+        if cls is None or model_classes.FROM_SOURCE in vars(cls):
+            return None
+        dict.__setitem__(self, architecture, cls)
+        return cls
+
+    def __missing__(self, architecture: object) -> Any:
+        cls = self._importable(architecture)
+        if cls is None:
+            raise KeyError(architecture)
+        return cls
+
+    def __contains__(self, architecture: object) -> bool:
+        return dict.__contains__(self, architecture) or self._importable(architecture) is not None
+
+    def get(self, architecture: object, default: Any = None) -> Any:
+        return self[architecture] if architecture in self else default  # noqa: SIM401 - self.get is this method
+
+
+def _registry_importing() -> None:
+    """SGLang's model registry, imported (a launch has it by the stages after the weights: the loader imports it),
+    its ``models`` made to answer as :class:`_ImportingModels` says; once per worker."""
+    registry = _attribute(("sglang.srt.models.registry",), "ModelRegistry")
+    models = getattr(registry, "models", None)
+    if isinstance(models, dict) and not isinstance(models, _ImportingModels):
+        registry.models = _ImportingModels(models)
+
+
 def _up_to_the_device(progress: Progress, stage: Callable[..., None], *args: Any) -> None:
     """Run a stage after the weights; a device call only a GPU answers ends it, and is recorded, as is
     a read of what only a loaded server has (:class:`_NotLoaded`)."""
+    _registry_importing()
     try:
         with meta_device.cuda_on_meta(), _kernel_choices_declined():
             stage(*args)

@@ -230,31 +230,34 @@ def _count(config: Config, flag: str) -> int:
     return int(value[0]) if value and value[0].isdigit() else 1
 
 
-def fitting_layout(original: Config, evaluate: BatchPredicate, *, gpus: int, cause: str) -> dict[str, Any] | None:
+def fitting_layout(original: Config, evaluate: BatchPredicate, *, gpus: int, cause: str, tp: str = TP,
+                   pp: str = PP) -> dict[str, Any] | None:
     """The nearest parallel layout that starts on a box of ``gpus`` GPUs, verified, for a configuration that will
     not start (``cause``: ``weights``, out of memory; ``gpus``, more GPUs than the box has); None when none does.
 
     Out of memory: the smallest ``--tp-size`` (then ``--tp-size`` × ``--pp-size``) above the user's that the box
     holds; too many GPUs: the largest that fits the box. Every candidate is evaluated in one batch; a full pass
-    ranks before a pass that stopped early, and a layout the box cannot run is never offered.
+    ranks before a pass that stopped early, and a layout the box cannot run is never offered. ``tp``, ``pp``: the
+    release's canonical spelling of the two flags (0.5.9: ``--tensor-parallel-size``).
     """
-    tp, pp = _count(original, TP), _count(original, PP)
+    tp_flag, pp_flag = tp, pp
+    tp_now, pp_now = _count(original, tp_flag), _count(original, pp_flag)
     widths = [1 << k for k in range(0, max(gpus, 1).bit_length()) if (1 << k) <= gpus]
     layouts: list[tuple[int, int]] = []
     if cause == "weights":
-        layouts = sorted({(t, p) for t in widths for p in widths if t * p <= gpus and t * p > tp * pp
-                          and t >= tp and p >= pp}, key=lambda layout: (layout[0] * layout[1], -layout[0]))
+        layouts = sorted({(t, p) for t in widths for p in widths if t * p <= gpus and t * p > tp_now * pp_now
+                          and t >= tp_now and p >= pp_now}, key=lambda layout: (layout[0] * layout[1], -layout[0]))
     else:
         layouts = sorted({(t, p) for t in widths for p in widths if t * p <= gpus}, key=lambda layout: (
-            -(layout[0] * layout[1]), layout[1] != pp, -layout[0]))
+            -(layout[0] * layout[1]), layout[1] != pp_now, -layout[0]))
     candidates: list[tuple[tuple[str, ...], Config]] = []
     for t, p in layouts:
         config, edits = original, list[str]()
-        if t != tp:
-            config, edits = config.with_(TP, (str(t),)), [*edits, f"set {TP} {t}"]
-        if p != pp:
-            config = config.with_(PP, (str(p),)) if p > 1 else config.without(PP)
-            edits.append(f"set {PP} {p}" if p > 1 else f"remove {PP}")
+        if t != tp_now:
+            config, edits = config.with_(tp_flag, (str(t),)), [*edits, f"set {tp_flag} {t}"]
+        if p != pp_now:
+            config = config.with_(pp_flag, (str(p),)) if p > 1 else config.without(pp_flag)
+            edits.append(f"set {pp_flag} {p}" if p > 1 else f"remove {pp_flag}")
         if edits:
             candidates.append((tuple(edits), config))
     if not candidates:

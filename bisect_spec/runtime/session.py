@@ -190,6 +190,12 @@ class Session:
     def option_table(self) -> dict[str, dict[str, Any]]:
         return {alias: flag for flag in self.flags() for alias in flag["aliases"]}
 
+    def canonical_flag(self, flag: str) -> str:
+        """This release's own spelling of ``flag`` (``--tp-size`` is ``--tensor-parallel-size`` in 0.5.9); ``flag``
+        itself where the release has no such flag."""
+        entry = self.option_table().get(flag)
+        return str(entry["option"]) if entry is not None else flag
+
     def canonical(self, config: Config) -> Config:
         """Spell every flag the way this release names it (aliases and argparse prefixes resolved).
 

@@ -62,31 +62,32 @@ def widths(gpus: int) -> list[int]:
     return list(dict.fromkeys(found))
 
 
-def _row(width: int) -> Config:
-    return Config() if width == 1 else Config.of({TP: str(width)})
-
-
-def deployment_shape(evaluate: BatchPredicate, *, gpus: int, given: Config, model: str, gpu: str) -> DeploymentShape:
+def deployment_shape(evaluate: BatchPredicate, *, gpus: int, given: Config, model: str, gpu: str,
+                     tp: str = TP) -> DeploymentShape:
     """The base of a sweep's rows for ``model`` on a box of ``gpus`` ``gpu`` GPUs (see the module's docstring).
 
     :param given: the flags every row has as typed (a strategy's fixed flags): a ``--tp-size`` there is the shape.
+    :param tp: the release's canonical spelling of ``--tp-size`` (0.5.9: ``--tensor-parallel-size``).
     """
-    if given.get(TP) is not None:
-        return DeploymentShape(Config(), f"your flags ({TP} {' '.join(given.get(TP) or ())})")
+    def _row(width: int) -> Config:
+        return Config() if width == 1 else Config.of({tp: str(width)})
+
+    if given.get(tp) is not None:
+        return DeploymentShape(Config(), f"your flags ({tp} {' '.join(given.get(tp) or ())})")
     candidates = widths(gpus)
     outcomes = {o.config: o for o in evaluate([_row(width) for width in candidates])}
     starts = [w for w in candidates if _row(w) in outcomes and outcomes[_row(w)].will_not_start is None]
     refused = tuple((str(w), str(outcomes[_row(w)].exception.get("message") or "will not start"))
                     for w in sorted(candidates) if _row(w) in outcomes and outcomes[_row(w)].will_not_start is not None)
     if not starts:
-        return DeploymentShape(_row(gpus), f"{TP} {gpus}, the box's GPU count: {model} does not start on {gpus} {gpu} "
+        return DeploymentShape(_row(gpus), f"{tp} {gpus}, the box's GPU count: {model} does not start on {gpus} {gpu} "
                                "at any width (every row will not start)", refused)
     passing = [w for w in starts if outcomes[_row(w)].passed]
     width = (passing or starts)[0]
     smallest = min(starts)
     if width == 1:
-        return DeploymentShape(Config(), f"SGLang's default {TP} 1 (the box has one GPU)" if gpus == 1
-                               else f"SGLang's default {TP} 1", refused)
+        return DeploymentShape(Config(), f"SGLang's default {tp} 1 (the box has one GPU)" if gpus == 1
+                               else f"SGLang's default {tp} 1", refused)
     why = (f"{model} needs {smallest} {gpu} for its weights" if refused and smallest == width
            else f"the box's {gpus} {gpu}" if width == gpus else f"the widest width that starts on {gpus} {gpu}")
-    return DeploymentShape(_row(width), f"{TP} {width} ({why})", refused)
+    return DeploymentShape(_row(width), f"{tp} {width} ({why})", refused)

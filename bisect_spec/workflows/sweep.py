@@ -241,7 +241,7 @@ class SweepRun:
             self.notify(self.shape.line)
         self.plan, self.search_space, unfit = fitted_plan(
             self.space, chosen, model_config=target.model.config, hardware=target.hardware.record,
-            will_not_start=[(TP, value, why) for value, why in self.shape.will_not_start])
+            will_not_start=[(self.session.canonical_flag(TP), value, why) for value, why in self.shape.will_not_start])
         if self.store is None:
             # the release is recorded as resolved: a resume must not drift to a newer install
             # what decides the target (how a pasted command was read is not part of it)
@@ -264,7 +264,7 @@ class SweepRun:
         hardware = self.target.hardware
         return deployment_shape(lambda batch: list(self.session.evaluate_many(batch)), gpus=hardware.gpus,
                                 given=self.session.canonical(fixed), model=self.target.model.name,
-                                gpu=hardware.name.replace("-", " ").upper())
+                                gpu=hardware.name.replace("-", " ").upper(), tp=self.session.canonical_flag(TP))
 
     def _start(self) -> None:
         """The session's workers, started once; the caller's ``on_start`` told once."""
