@@ -58,10 +58,10 @@ def probe(as_json: bool, timeout: float, fix: bool, flags: tuple[str, ...], **kw
         fixed = result.next_step
         after = render.next_step_text(
             result.failure_kind, fixed,
-            command_for("probe", spec, result, fixed["argv"] if fixed else []),
-            command_for("shrink", spec, result, result.config.argv()), searched=fix,
+            command_for("probe", result.spec or spec, result, fixed["argv"] if fixed else []),
+            command_for("shrink", result.spec or spec, result, result.config.argv()), searched=fix,
             without_fix="give it a draft: --speculative-draft-model-path PATH (or --draft NAME); no nearer change "
-                        "passes" if Session.missing_draft(result.config) else None)
+                        "passes" if Session.missing_draft(result.config, result.target.model.config) else None)
         if after:
             terminal.show(after)
     if result.outcome.tool_fault is not None:  # not a verdict: an error of bisect-spec's

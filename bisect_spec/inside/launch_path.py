@@ -1865,7 +1865,17 @@ def sglang_verdict(exc: BaseException) -> bool:
         owner = getattr(link, "obj", None) if isinstance(link, AttributeError) else None
         if owner is not None and str(getattr(type(owner), "__module__", "")).startswith("bisect_spec"):
             return False
-    if _device_step(exc) or _meta_value(exc) or _unregistered_here(exc) or _unwritten_context(exc):
+    if _device_step(exc) or _unregistered_here(exc) or _unwritten_context(exc):
+        return False
+    if _refusing_statement(exc) is not None:
+        # SGLang's own unchained raise/assert ran to its end: what it read was no tensor value (reading one raises
+        # in torch first), whatever its message says ("the meta-initialized client" of weight_cache/protocol.py
+        # is not a meta tensor); a check of a tensor's placement on meta is the one exception
+        try:
+            return meta_device.names_a_meta_tensor(exc) is None
+        except (Exception, _NotLoaded):
+            return False
+    if _meta_value(exc):
         return False
     cause = exc.__cause__ or exc.__context__
     return cause is None or sglang_verdict(cause)

@@ -37,6 +37,10 @@ def understand_flags(tokens: Sequence[str], spec: TargetSpec) -> tuple[Config, T
         spec = _pasted_draft(pasted.draft_path, config, spec, notes)
     if pasted.draft_path is not None:
         config = config.with_("--speculative-draft-model-path", DRAFT)
+    elif pasted.model_path is not None and not spec.draft_chosen and spec.draft is not None:
+        # a pasted command without a draft path is evaluated as typed: no default draft is added (where SGLang fills
+        # the draft path itself, from an MTP model's own checkpoint, that is SGLang's doing, evaluated as it does it)
+        spec = TargetSpec(**{**spec.__dict__, "draft": None})
     visible = config.env().get("CUDA_VISIBLE_DEVICES")
     if visible is not None:  # the box the command runs on: as many GPUs as it makes visible
         devices = [d for d in visible.split(",") if d.strip()]

@@ -71,6 +71,19 @@ class Target:
         }
 
 
+#: the algorithms SGLang serves from an MTP model's own layers when no draft path is given
+MTP_ALGORITHMS = frozenset({"EAGLE", "NEXTN", "MTP"})
+
+
+def _mtp_layers(config: dict[str, Any]) -> int:
+    """``num_nextn_predict_layers`` of a model's config (top level, or its text config)."""
+    for node in (config, config.get("text_config") or {}):
+        value = node.get("num_nextn_predict_layers") if isinstance(node, dict) else None
+        if isinstance(value, int):
+            return value
+    return 0
+
+
 class Session:
     """Workers for one :class:`Target`; use as a context manager.
 
@@ -282,9 +295,13 @@ class Session:
         return config.with_("--speculative-draft-model-path", DRAFT)
 
     @staticmethod
-    def missing_draft(config: Config) -> str | None:
-        """Why a launch of ``config`` would fail for want of a draft model, or None."""
+    def missing_draft(config: Config, model_config: dict[str, Any] | None = None) -> str | None:
+        """Why a launch of ``config`` would fail for want of a draft model, or None. ``model_config``: the target's
+        ``config.json``; a model that carries its own MTP layers (``num_nextn_predict_layers`` > 0: DeepSeek-V3)
+        needs no draft for EAGLE/NEXTN/MTP, SGLang fills the draft path from the model itself."""
         algorithm = (config.get("--speculative-algorithm") or ("",))[0].upper()
+        if algorithm in MTP_ALGORITHMS and _mtp_layers(model_config or {}) > 0:
+            return None
         if algorithm in NEEDS_DRAFT and not any(flag in config.flags() for flag in DRAFT_FLAGS):
             return (f"{algorithm} needs a draft model and none is given: a real launch would load the target "
                     "checkpoint as its draft and fail; add --speculative-draft-model-path (or --draft NAME)")

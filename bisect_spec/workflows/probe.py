@@ -31,6 +31,10 @@ class ProbeResult:
     worker: dict[str, Any]
     notes: list[str] = field(default_factory=list)
 
+    #: the target as understood from the options and a pasted command (its model, draft, GPU count): what every
+    #: command the tool prints for this probe names
+    spec: TargetSpec | None = None
+
     #: the nearest configuration that passes, verified (:func:`bisect_spec.reduce.repair.nearest_working`'s best
     #: fix: edits, argv, reason), or None (it passed, a fault of ours, or no nearby configuration passes)
     next_step: dict[str, Any] | None = None
@@ -119,7 +123,7 @@ def next_step(session: Session, config: Config, outcome: Outcome) -> dict[str, A
 
     # EAGLE3 (or another drafted algorithm) with no draft: the way out is a draft (the warning says so), never
     # another algorithm the user did not ask for, though one may pass on these stages
-    keep_algorithm = session.missing_draft(config) is not None
+    keep_algorithm = session.missing_draft(config, session.target.model.config) is not None
     algorithm = config.get("--speculative-algorithm")
     found = nearest_working(config, shrink_space(session, config, outcome), evaluate_many,
                             limit=5 if keep_algorithm else 1, failing=outcome)
@@ -149,8 +153,8 @@ def probe(tokens: Sequence[str], spec: TargetSpec | None = None, *,
     :raises UsageError: unknown flag for this release, bad value, not an SGLang command.
     """
     with first_evaluation(tokens, spec, jobs=1, timeout=timeout, on_start=on_start, warm=warm,
-                           notify=notify) as (session, full, outcome, notes, _):
-        return ProbeResult(session.target, full, outcome, session.info, notes,
+                           notify=notify) as (session, full, outcome, notes, understood):
+        return ProbeResult(session.target, full, outcome, session.info, notes, understood,
                            next_step(session, full, outcome) if fix else None)
 
 
@@ -204,7 +208,7 @@ class ProbeSession:
         session = self._session(target)
         full, outcome = _evaluate_first(session, config, notes)
         _release_warning(session.target.release, notes)
-        return ProbeResult(session.target, full, outcome, session.info, notes)
+        return ProbeResult(session.target, full, outcome, session.info, notes, spec)
 
     def _session(self, target: Target) -> Session:
         name = json.dumps([target.describe(), str(target.model.path), str(target.draft.path if target.draft else "")],
@@ -259,7 +263,7 @@ def _evaluate_first(session: Session, config: Config, notes: list[str]) -> tuple
     full = session.with_draft(merged)
     if full != merged:
         notes.append(f"added --speculative-draft-model-path for the '{target.draft.name if target.draft else ''}' draft")
-    missing = session.missing_draft(full)
+    missing = session.missing_draft(full, session.target.model.config)
     if missing:
         notes.append(f"warning: {missing}")
     outcome = session.evaluate(full)

@@ -537,7 +537,7 @@ class SweepRun:
         """Whether the target's draft path avoids a failure whose minimal reproducer runs a drafted algorithm
         with none (one evaluation, cached): True when with it the reproducer no longer fails with ``signature``.
         None where that is not the question (no draft path to give, or the reproducer needs none)."""
-        if self.session.missing_draft(minimal) is None:
+        if self.session.missing_draft(minimal, self.target.model.config) is None:
             return None
         with_path = self.session.with_draft(minimal)
         if with_path == minimal:
