@@ -87,6 +87,8 @@ import contextlib
 import copy
 import functools
 import importlib
+import importlib.abc
+import importlib.machinery
 import importlib.util
 import inspect
 import os
@@ -547,13 +549,47 @@ class _ImportingModels(dict):  # type: ignore[type-arg]
         return self[architecture] if architecture in self else default  # noqa: SIM401 - self.get is this method
 
 
-def _registry_importing() -> None:
-    """SGLang's model registry, imported (a launch has it by the stages after the weights: the loader imports it),
-    its ``models`` made to answer as :class:`_ImportingModels` says; once per worker."""
-    registry = _attribute(("sglang.srt.models.registry",), "ModelRegistry")
+_REGISTRY_MODULE = "sglang.srt.models.registry"
+
+
+def _importing_registry(module: Any) -> None:
+    """``module``'s ``ModelRegistry.models`` made to answer as :class:`_ImportingModels` says."""
+    registry: Any = getattr(module, "ModelRegistry", None)
     models = getattr(registry, "models", None)
     if isinstance(models, dict) and not isinstance(models, _ImportingModels):
         registry.models = _ImportingModels(models)
+
+
+class _RegistryImported(importlib.abc.MetaPathFinder):
+    """Wraps SGLang's model registry the moment its module has been executed (whichever stage imports it first), so
+    no stage consults the registry as its first import left it; the import itself is not moved (it costs seconds:
+    every model module)."""
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
+        if fullname != _REGISTRY_MODULE:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        loader = getattr(spec, "loader", None)
+        if spec is None or loader is None or not hasattr(loader, "exec_module"):
+            return spec
+        execute = loader.exec_module
+
+        def exec_module(module: types.ModuleType) -> None:
+            execute(module)
+            _importing_registry(module)
+
+        loader.exec_module = exec_module
+        return spec
+
+
+def _registry_importing() -> None:
+    """SGLang's model registry answering as :class:`_ImportingModels` says: wrapped now where it is imported, else
+    as soon as its module runs (:class:`_RegistryImported`); once per worker."""
+    module = sys.modules.get(_REGISTRY_MODULE)
+    if module is not None:
+        _importing_registry(module)
+    elif not any(isinstance(finder, _RegistryImported) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _RegistryImported())
 
 
 def _up_to_the_device(progress: Progress, stage: Callable[..., None], *args: Any) -> None:
