@@ -131,7 +131,7 @@ def render(facts: Facts) -> str:
 def configuration_error(facts: Facts) -> str:
     """A configuration that will not start on the box, as Markdown: what it needs against what the box has, the
     command, and the nearest configuration that starts where one was found. Not a bug report."""
-    from bisect_spec.report.text import will_not_start_line
+    from bisect_spec.report.summary import will_not_start_line
 
     figures = facts.outcome.will_not_start or {}
     command = launch_command(facts.config, facts.names, facts.env, facts.model_args)

@@ -263,3 +263,13 @@ def triage(summary: dict[str, Any]) -> None:
     """(Re)classify every signature of ``summary`` in place, after shrinking added reproducers."""
     for entry in summary["signatures"]:
         entry["speculative"] = speculative_reason(entry)
+
+
+def will_not_start_line(figures: dict[str, Any]) -> str:
+    """Needed against available, per GPU: ``out of memory: needs ≥ 95.64 GiB per GPU, has 95.59 GiB``."""
+    gib = 1 << 30
+    if figures.get("cause") == "gpus":
+        return f"the layout needs {figures.get('needed')} GPUs per node, the box has {figures.get('available')}"
+    at_least = "≥ " if figures.get("at_least") else ""
+    return (f"out of memory: the weights need {at_least}{float(figures.get('needed', 0)) / gib:.2f} GiB per GPU, "
+            f"{float(figures.get('available', 0)) / gib:.2f} GiB available")

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from bisect_spec.model.outcome import AFTER_WEIGHTS, stage_sort_key
 from bisect_spec.report.bug_report import reason_heading
-from bisect_spec.report.summary import shown_message, users_failures, verdicts_line
+from bisect_spec.report.summary import shown_message, users_failures, verdicts_line, will_not_start_line
 
 if TYPE_CHECKING:
     from bisect_spec.model.outcome import Outcome
@@ -88,16 +88,6 @@ def memory_pool_line(pool: dict[str, Any], *, failed: bool | None = False) -> st
         return line
     return line + ("; a real box has less free memory, so it fails there too" if failed
                    else "; a real box has less free memory, so this is an upper bound")
-
-
-def will_not_start_line(figures: dict[str, Any]) -> str:
-    """Needed against available, per GPU: ``out of memory: needs ≥ 95.64 GiB per GPU, has 95.59 GiB``."""
-    gib = 1 << 30
-    if figures.get("cause") == "gpus":
-        return f"the layout needs {figures.get('needed')} GPUs per node, the box has {figures.get('available')}"
-    at_least = "≥ " if figures.get("at_least") else ""
-    return (f"out of memory: the weights need {at_least}{float(figures.get('needed', 0)) / gib:.2f} GiB per GPU, "
-            f"{float(figures.get('available', 0)) / gib:.2f} GiB available")
 
 
 def outcome_text(outcome: Outcome) -> str:

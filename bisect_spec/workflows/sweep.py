@@ -260,11 +260,32 @@ class SweepRun:
     def _deployment_shape(self) -> DeploymentShape:
         """The base of every row (:mod:`bisect_spec.search.shape`): a few evaluations of the widths the box runs."""
         fixed = Config.from_argv(list(self.strategy.fixed))
-        self._start()
         hardware = self.target.hardware
-        return deployment_shape(lambda batch: list(self.session.evaluate_many(batch)), gpus=hardware.gpus,
+        return deployment_shape(self._cached_or_evaluated, gpus=hardware.gpus,
                                 given=self.session.canonical(fixed), model=self.target.model.name,
                                 gpu=hardware.name.replace("-", " ").upper(), tp=self.session.canonical_flag(TP))
+
+    def _cached_or_evaluated(self, batch: Sequence[Config]) -> list[Outcome]:
+        """Outcomes of ``batch`` outside any phase (the deployment shape's widths): from the cross-run cache where it
+        holds them, else evaluated (the workers started only then) and cached."""
+        from bisect_spec.runtime import store
+
+        key = store.OutcomeCache.target_key(target_record(self.target))
+        cache = store.OutcomeCache(environments.home() / "cache" / "outcomes.sqlite") if self.use_cache else None
+        try:
+            hits = cache.get_many(key, [c.key() for c in batch]) if cache is not None else {}
+            found = {c.key(): Outcome.from_dict(hits[c.key()]) for c in batch if c.key() in hits}
+            todo = [c for c in batch if c.key() not in found]
+            if todo:
+                self._start()
+                for outcome in self.session.evaluate_many(todo):
+                    found[outcome.config.key()] = outcome
+                    if cache is not None and outcome.status.value in DURABLE:
+                        cache.put(key, outcome.config.key(), outcome.to_dict())
+            return [found[c.key()] for c in batch]
+        finally:
+            if cache is not None:
+                cache.close()
 
     def _start(self) -> None:
         """The session's workers, started once; the caller's ``on_start`` told once."""

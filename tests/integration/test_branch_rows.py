@@ -55,8 +55,8 @@ def test_branch_rows_reach_the_unified_memory_check_under_dflash_that_covering_r
         return
     assert "branch" not in shown and "cover" in shown  # one bar for the plan and its branch rows
     contexts = [o for o in rows if "--attention-backend" not in o["config"] and "--page-size" not in o["config"]]
-    assert {" ".join(o["config"]) for o in contexts} >= {
-        "--enable-unified-memory --speculative-algorithm DFLASH --speculative-draft-model-path @draft"}
+    assert {" ".join(o["config"]) for o in contexts} >= {  # at the deployment shape: Kimi-K2.6 needs 8 GPUs
+        "--enable-unified-memory --speculative-algorithm DFLASH --speculative-draft-model-path @draft --tp-size 8"}
     refused = [o for o in rows if (o.get("frame") or {}).get("function") == "_assert_spec_verify_backends"]
     assert refused and all(o["config"][o["config"].index("--attention-backend") + 1] == "flashmla" for o in refused)
     # a context that fails (EAGLE3 needs a hybrid target under unified memory) gets no rows of its own

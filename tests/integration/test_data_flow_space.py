@@ -9,6 +9,7 @@ the LoRA group makes ``--enable-lora`` valid where the flag alone fails.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -81,7 +82,7 @@ def test_the_lora_group_makes_enable_lora_valid_where_the_flag_alone_fails() -> 
     space = default_space("0.5.23")
     alone = session.evaluate(Config.of({"--enable-lora": PRESENT}))
     assert not alone.passed and "--max-lora-rank and --lora-target-modules" in alone.headline
-    grouped = session.evaluate(space.complete({"--enable-lora": PRESENT}))
+    grouped = session.evaluate(space.complete({"--enable-lora": PRESENT, "--tp-size": ("8",)}))  # Kimi needs 8 GPUs
     assert grouped.passed, grouped.headline
 
 
@@ -89,7 +90,7 @@ def test_an_environment_variable_the_checks_read_joins_the_space_and_decides_its
     space = default_space("0.5.23")
     assert "SGLANG_ENABLE_PP_SPEC" in space.flags
     session = shared_session("0.5.23")
-    pipeline = {"--pp-size": "2", "--speculative-algorithm": "EAGLE"}
+    pipeline = {"--tp-size": "4", "--pp-size": "2", "--speculative-algorithm": "EAGLE"}  # Kimi needs 8 GPUs
     without = session.evaluate(Config.of(pipeline))
     assert not without.passed and without.frame.get("function") == "check_pipeline_parallel_compat", without.headline
     assert session.evaluate(Config.of({**pipeline, "SGLANG_ENABLE_PP_SPEC": "1"})).passed
@@ -136,6 +137,7 @@ def test_0_5_23s_unified_memory_branch_under_dflash_gives_rows_that_reach_its_ba
     branch = next(b for b in space.branches if b.algorithms == ("DFLASH",))
     assert branch.where.startswith("handle_unified_memory_pool:") and branch.switches == ("--enable-unified-memory",)
     assert {"--attention-backend", "--prefill-attention-backend", "--dcp-size"} <= set(branch.reads)
+    space = dataclasses.replace(space, base=Config.of({"--tp-size": "8"}))  # the deployment shape: Kimi needs 8 GPUs
     base = Config.of({"--speculative-algorithm": "DFLASH", "--speculative-draft-model-path": "@draft"})
     context, rows = next((c, r) for c, r in contexts(space, {"DFLASH": base}) if c.get("--speculative-algorithm") == ("DFLASH",))
     session = shared_session("0.5.23")

@@ -95,7 +95,8 @@ def test_worker_faults_under_ray_become_the_same_records_as_locally() -> None:
 def test_a_killed_actor_is_replaced_and_its_configurations_evaluated_again() -> None:
     require_release(RELEASE)
     target = SPEC.resolve()
-    configs = [Config(), Config.of({"--speculative-algorithm": "NGRAM"}), Config.of({"--tp-size": "2"}),
+    configs = [Config.of({"--tp-size": "8"}), Config.of({"--tp-size": "8", "--speculative-algorithm": "NGRAM"}),
+               Config.of({"--tp-size": "2"}),  # Kimi-K2.6 on 2 RTX PRO 6000: will not start
                Config.of({"--speculative-algorithm": "EAGLE3", "--speculative-num-draft-tokens": "3"})]
     with Session(target, jobs=1, timeout=60, executor="ray") as session:
         before = [comparable(o) for o in map(session.evaluate, configs)]
@@ -104,7 +105,7 @@ def test_a_killed_actor_is_replaced_and_its_configurations_evaluated_again() -> 
         after = {o.config.key(): comparable(o) for o in session.evaluate_many(configs)}
         assert session.pool.actors_replaced == 1
     assert [after[c.key()] for c in configs] == before
-    assert [r["status"] for r in before] == ["passed", "passed", "passed", "failed"]
+    assert [r["status"] for r in before] == ["passed", "passed", "failed", "failed"]
 
 
 @pytest.mark.parametrize("how", ["ray.kill", "sigkill"])

@@ -8,6 +8,7 @@ wherever a result must come from SGLang rather than from an earlier run.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -92,15 +93,18 @@ def test_results_follow_the_plan_and_the_same_seed_gives_identical_files(referen
     assert again.run_id != reference.run_id
     for name in ("run.json", "results.jsonl", "summary.json", "summary.md"):
         assert (again.run_path / name).read_bytes() == (reference.run_path / name).read_bytes(), name
-    # results.jsonl is the plan (baseline first, in plan order), then the search's new configurations
+    # results.jsonl is the plan (the baseline at the deployment shape first, in plan order), then the search's new
+    # configurations
     strategy = load_strategy("quick")
     session = Session(reference.target)
     try:
-        plan = covering_plan(strategy.space(session.flags()), strategy)
+        base = Config.from_argv(reference.summary["shape"]["argv"])
+        plan = covering_plan(dataclasses.replace(strategy.space(session.flags()), base=base), strategy)
     finally:
         session.close()
     keys = result_keys(reference.run_path)
-    assert keys[:len(plan)] == [c.key() for c in plan] and plan[0] == Config()
+    assert base == Config.of({"--tp-size": "8"})  # Kimi-K2.6 fits 8 RTX PRO 6000, not fewer
+    assert keys[:len(plan)] == [c.key() for c in plan] and plan[0] == base
     assert len(set(keys)) == len(keys)
 
 
