@@ -149,7 +149,13 @@ def import_module(module: str) -> Any:
     try:
         load(module)
     except ImportError as exc:
-        raise NotLoaded(f"imports {module}, which does not import on this machine ({exc})") from None
+        # as SGLang's own model registry imports it, under the simulated box: the registry does so the first time
+        # its module is imported (every model module), so a later evaluation of the same worker finds the module
+        # imported this way; importing it so now keeps the first evaluation's verdict the same as theirs
+        try:
+            importlib.import_module(module)
+        except Exception:
+            raise NotLoaded(f"imports {module}, which does not import on this machine ({exc})") from None
     return sys.modules[module]
 
 

