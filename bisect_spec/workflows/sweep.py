@@ -139,6 +139,8 @@ class SweepRun:
         self.progress = progress
         self.on_start = on_start
         self.notify = notify
+        #: the deployment shape's own evaluations, cached after the plan's rows (:meth:`_cached_or_evaluated`)
+        self.shape_outcomes: list[Outcome] = []
         self.extra_env = extra_env
         self.shrink, self.fix, self.shrink_budget = shrink, fix, shrink_budget
         self.executor = executor
@@ -267,7 +269,8 @@ class SweepRun:
 
     def _cached_or_evaluated(self, batch: Sequence[Config]) -> list[Outcome]:
         """Outcomes of ``batch`` outside any phase (the deployment shape's widths): from the cross-run cache where it
-        holds them, else evaluated (the workers started only then) and cached."""
+        holds them, else evaluated (the workers started only then). Written to the cache once the plan's rows are
+        evaluated (:meth:`cover`), so a run's count of reused outcomes stays its phases' own."""
         from bisect_spec.runtime import store
 
         key = store.OutcomeCache.target_key(target_record(self.target))
@@ -280,8 +283,7 @@ class SweepRun:
                 self._start()
                 for outcome in self.session.evaluate_many(todo):
                     found[outcome.config.key()] = outcome
-                    if cache is not None and outcome.status.value in DURABLE:
-                        cache.put(key, outcome.config.key(), outcome.to_dict())
+                    self.shape_outcomes.append(outcome)
             return [found[c.key()] for c in batch]
         finally:
             if cache is not None:
@@ -354,6 +356,11 @@ class SweepRun:
             index_of = {c.key(): i for i, c in todo}
             for outcome in self.session.evaluate_many(c for _, c in todo):
                 self.record("cover", index_of[outcome.config.key()], outcome, False)
+        if self.cache is not None:  # the shape's widths, for the next run's shape
+            for outcome in self.shape_outcomes:
+                if outcome.status.value in DURABLE and outcome.config.key() not in self.outcomes:
+                    self.cache.put(self.target_key, outcome.config.key(), outcome.to_dict())
+        self.shape_outcomes.clear()
 
     def branch_rows(self) -> None:
         """Branch rows (:mod:`bisect_spec.search.branches`), journaled as phase ``branch``: every context first,
