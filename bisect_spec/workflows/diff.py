@@ -118,6 +118,7 @@ def diff(old: str, new: str, spec: TargetSpec | None = None, *, strategy: str = 
     outcomes: dict[str, dict[str, Outcome]] = {}
     runs: dict[str, str] = {}
     targets = {}
+    shapes: dict[str, Config] = {}  # each side's deployment shape: what its rows have where they set none of it
     shown = base  # the rows hold the flags as typed (their keys match); the report names them canonically
     if len(base):  # the flags typed after -- must be flags of both sides (one line naming the one that is not)
         for side_spec in sides.values():
@@ -136,6 +137,7 @@ def diff(old: str, new: str, spec: TargetSpec | None = None, *, strategy: str = 
             raise Interrupted(f"{kept}; run the same diff again: what was evaluated is reused"
                               + ("" if use_cache else " (without --no-cache)")) from None
         outcomes[side] = {o.config.key(): o for o in result.outcomes}
+        shapes[side] = Config.from_argv(list((result.summary.get("shape") or {}).get("argv") or []))
         runs[side] = str(result.run_path)
         targets[side] = result.target
     every = {key: o.config for side in outcomes.values() for key, o in side.items()}
@@ -183,7 +185,13 @@ def diff(old: str, new: str, spec: TargetSpec | None = None, *, strategy: str = 
                                        fix=False, first=failing, memo=dict(outcomes[here]))
             minimal = report.result.minimal if report.result.status == "minimal" else group.example
             sessions[there].start()
-            other = sessions[there].evaluate(minimal)
+            # at the other side's deployment shape, as its rows were: a reproducer that dropped the width (its
+            # failure is found before the weights) must not run out of memory there instead
+            shaped = minimal
+            for flag, value in shapes.get(there, Config()).items:
+                if shaped.get(flag) is None:
+                    shaped = shaped.with_(flag, value)
+            other = sessions[there].evaluate(shaped)
             group.reproducer = {"argv": minimal.argv(), "status": report.result.status,
                                 "evaluations": report.result.evaluations,
                                 "here": here, "there": there, "there_status": other.status.value,

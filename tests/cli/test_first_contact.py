@@ -95,8 +95,9 @@ def test_4_a_whole_systemd_unit_is_its_exec_start_and_environment(tmp_path: Path
     require_release("0.5.23")
     code, output = run("probe", "--sglang", "0.5.23", "--hardware", "h100x8", "--", UNIT)
     assert code == 3, output
-    assert ("flags:    SGLANG_ENABLE_TORCH_COMPILE=0 --speculative-algorithm EAGLE3 --speculative-draft-model-path "
-            "@draft --speculative-num-draft-tokens 3 --tp-size 8") in lines(output)
+    # the unit's command as typed: it names no draft path, and none is added (issue 41)
+    assert ("flags:    SGLANG_ENABLE_TORCH_COMPILE=0 --speculative-algorithm EAGLE3 --speculative-num-draft-tokens 3 "
+            "--tp-size 8") in lines(output)
     assert "verdict:  FAILED  AssertionError (srt/arg_groups/speculative_hook.py:1162 in _handle_eagle_family)" \
         in lines(output)
 

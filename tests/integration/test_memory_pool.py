@@ -182,7 +182,9 @@ def test_deepseek_v3_at_tp_8_takes_its_fp8_weights_and_its_post_load_processing_
 
 
 def test_a_release_whose_model_module_does_not_import_here_names_the_stop() -> None:
-    session = shared_session("0.5.1.post3", model="llama-3.1-8b", draft="eagle3", hardware="h200")
+    # 0.4.6's llama module imports neither on the CPU nor as its registry imports it (0.5.1.post3's does, as the
+    # registry imports it: there the pool is sized)
+    session = shared_session("0.4.6", model="llama-3.1-8b", draft="eagle3", hardware="h200")
     outcome = session.evaluate(session.with_draft(Config.of(EAGLE3)))
     assert outcome.status is Status.PASSED, outcome.headline
     assert "does not import here" in outcome.record["needs_gpu"]["memory_pool"]
