@@ -167,6 +167,12 @@ class Config:
         mapping[flag] = value
         return Config.of(mapping)
 
+    def with_defaults(self, defaults: Config) -> Config:
+        """This configuration with each flag of ``defaults`` it does not set (a sweep's deployment shape)."""
+        mapping: dict[str, Value | str | None] = dict(defaults.as_dict())
+        mapping.update(self.as_dict())
+        return Config.of(mapping)
+
     def __len__(self) -> int:
         return len(self.items)
 

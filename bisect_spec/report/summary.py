@@ -24,6 +24,9 @@ MOST_VARIANTS = 12
 #: ran), ``passed_up_to`` (a stage stopped at a step no CPU can take: not every check ran), ``will_not_start`` (the
 #: box cannot start it: out of memory, too few GPUs), ``failed`` (SGLang refused or crashed).
 VERDICT_LEVELS = ("will_start", "passed_up_to", "will_not_start", "failed")
+#: :attr:`Outcome.verdict` -> its level (the other verdicts, CRASHED, TIMEOUT, USAGE, are none)
+_LEVEL_OF = {"PASSED": "will_start", "PASSED UP TO": "passed_up_to", "WILL NOT START": "will_not_start",
+             "FAILED": "failed"}
 #: Each level in the words of the summary line.
 VERDICT_WORDS = {"will_start": "will start", "passed_up_to": "passed up to a GPU step",
                  "will_not_start": "will not start (out of memory, too few GPUs)", "failed": "failed"}
@@ -32,13 +35,7 @@ VERDICT_WORDS = {"will_start": "will start", "passed_up_to": "passed up to a GPU
 def verdict_level(outcome: Outcome) -> str | None:
     """The outcome's :data:`VERDICT_LEVELS` entry; None for what is no verdict on the configuration (a fault of
     bisect-spec's, a crash of the worker, a timeout, a usage error)."""
-    if outcome.tool_fault is not None:
-        return None
-    if outcome.passed:
-        return "passed_up_to" if outcome.stopped_early else "will_start"
-    if outcome.will_not_start is not None:
-        return "will_not_start"
-    return "failed" if outcome.status.value == "failed" else None
+    return None if outcome.tool_fault is not None else _LEVEL_OF.get(outcome.verdict)
 
 
 def verdicts_line(verdicts: dict[str, int]) -> str:

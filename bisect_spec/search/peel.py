@@ -102,11 +102,8 @@ def peel(rows: Sequence[tuple[Config, str]], minimal: Mapping[str, Config],
             ranked = sorted(present, key=lambda f: (f in keep, -list(keep).index(f) if f in keep else 0, f))
             others = [f for f in ranked if f not in keep]
             present = others if remove == "non-core" and others else ranked[:1]
-        smaller = config.without(*present)
-        for flag, value in (base or Config()).items:  # the deployment shape stays: a row without it answers for another launch
-            if smaller.get(flag) is None:
-                smaller = smaller.with_(flag, value)
-        return smaller
+        # the deployment shape stays: a row without it answers for another launch
+        return config.without(*present).with_defaults(base or Config())
 
     for level in range(depth):
         peeled: list[Config] = []

@@ -187,11 +187,7 @@ def diff(old: str, new: str, spec: TargetSpec | None = None, *, strategy: str = 
             sessions[there].start()
             # at the other side's deployment shape, as its rows were: a reproducer that dropped the width (its
             # failure is found before the weights) must not run out of memory there instead
-            shaped = minimal
-            for flag, value in shapes.get(there, Config()).items:
-                if shaped.get(flag) is None:
-                    shaped = shaped.with_(flag, value)
-            other = sessions[there].evaluate(shaped)
+            other = sessions[there].evaluate(minimal.with_defaults(shapes.get(there, Config())))
             group.reproducer = {"argv": minimal.argv(), "status": report.result.status,
                                 "evaluations": report.result.evaluations,
                                 "here": here, "there": there, "there_status": other.status.value,
