@@ -34,7 +34,7 @@ class SweepProgress:
 def run_sweep(as_json: bool, strategy: str, jobs: int | None, seed: int | None, random_budget: int | None,
                runs_dir: str, resume: str | None, no_cache: bool, shrink: bool, fix: bool,
                executor: str = "local", address: str | None = None, fail_on: str | None = None,
-               **kwargs: Any) -> api.SweepResult:
+               algorithms: str = "draft", **kwargs: Any) -> api.SweepResult:
     from bisect_spec.cli import terminal
     from bisect_spec.report import text as render
 
@@ -43,7 +43,7 @@ def run_sweep(as_json: bool, strategy: str, jobs: int | None, seed: int | None, 
     result = api.sweep(spec, strategy=strategy, jobs=jobs, runs_dir=Path(runs_dir), resume=resume, seed=seed,
                        random_budget=random_budget, use_cache=not no_cache, progress=progress, on_start=announce_hardware,
                        shrink=shrink, fix=fix, executor=executor, address=address,
-                       notify=lambda line: click.echo(line, err=True))
+                       notify=lambda line: click.echo(line, err=True), algorithms=algorithms)
     progress.finish()
     if result.torn:
         click.echo(f"note: {result.torn} torn journal record was dropped and evaluated again", err=True)

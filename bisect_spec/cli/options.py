@@ -117,6 +117,9 @@ def sweep_options(func: F) -> F:
                      help="Sweep strategy: a name from strategies/ or a .toml file."),
         click.option("--jobs", "-j", type=int, default=None, help="Parallel workers (default: CPU cores)."),
         click.option("--seed", type=int, default=None, help="Override the strategy's seed."),
+        click.option("--algorithms", default="draft", show_default=True, metavar="draft|all|NAMES",
+                     help="The --speculative-algorithm values swept besides none: the ones the named --draft "
+                          "serves, every one the release accepts, or a list such as EAGLE3,NGRAM."),
         click.option("--budget", "random_budget", type=int, default=None,
                      help="Override the strategy's Hypothesis search budget (evaluations)."),
         click.option("--runs-dir", type=click.Path(file_okay=False), default="runs", show_default=True,

@@ -85,9 +85,10 @@ def runs_list(runs_dir: str, as_json: bool) -> None:
 @click.option("--runs-dir", type=click.Path(file_okay=False), default="runs", show_default=True,
               help="Where runs are stored.")
 @click.option("--json", "as_json", is_flag=True, help=f"The stored run as JSON ({schema_help('run-show')}).")
+@click.option("--findings", is_flag=True, help="List every finding in passing configurations, one line each.")
 @filter_options
 def runs_show(run: str, runs_dir: str, as_json: bool, algorithm: str | None, flag: str | None,
-              grep: str | None) -> None:
+              grep: str | None, findings: bool) -> None:
     """Show a stored run's summary (or its progress if it did not finish).
 
     RUN is a run id, latest (the newest run), or the unique beginning of an id or of
@@ -120,7 +121,7 @@ def runs_show(run: str, runs_dir: str, as_json: bool, algorithm: str | None, fla
     check_grep(grep)
     run_path = Path(run) if Path(run).is_dir() else Path(runs_dir) / run
     terminal.show(render.summary_text(summary, width=terminal_width(), run_path=str(run_path), algorithm=algorithm,
-                                      flag=flag, grep=grep))
+                                      flag=flag, grep=grep, findings=findings))
 
 
 EXIT_REGRESSION = 3

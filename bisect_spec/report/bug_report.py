@@ -95,6 +95,8 @@ class Facts:
     local: dict[str, str] = field(default_factory=dict)
     #: the configuration the user gave (None: not known)
     original: Config | None = None
+    #: the launch command the user pasted, as pasted (None: the user gave flags, not a command)
+    typed: str | None = None
 
 
 def launch_command(config: Config, names: Names, env: dict[str, str], model_args: Sequence[str]) -> str:
@@ -268,7 +270,9 @@ def _history(facts: Facts) -> str:
 
 def _reproduction(facts: Facts) -> list[str]:
     out = ["## Reproduction", ""]
-    if facts.original is not None and facts.original != facts.config:
+    if facts.typed:  # as pasted: no flag added, none renamed, the user's own model and draft spellings
+        out += ["The command as I ran it:", "", "```bash", facts.typed, "```", ""]
+    elif facts.original is not None and facts.original != facts.config:
         out += ["The command as I ran it:", "", "```bash",
                 launch_command(facts.original, facts.names, facts.env, facts.model_args), "```", ""]
     out += ["The minimal launch command (bisect-spec removed every flag the failure does not need, each removal "

@@ -14,8 +14,10 @@ from bisect_spec.model.findings import findings_of
 from bisect_spec.model.flags import Config
 from bisect_spec.model.outcome import Outcome
 from bisect_spec.model.signature import Signature, variant_of
-from bisect_spec.search.space import FlagSpace, simplicity_key
+from bisect_spec.search.space import DRAFT_FLAG, FlagSpace, simplicity_key
 
+#: How a configuration names the draft's path (``bisect_spec.report.bug_report.DRAFT_TOKEN``).
+DRAFT_TOKEN = "@draft"
 #: Variants (the values that triggered one signature) kept per signature, most frequent first.
 MOST_VARIANTS = 12
 
@@ -270,3 +272,69 @@ def will_not_start_line(figures: dict[str, Any]) -> str:
     at_least = "≥ " if figures.get("at_least") else ""
     return (f"out of memory: the weights need {at_least}{float(figures.get('needed', 0)) / gib:.2f} GiB per GPU, "
             f"{float(figures.get('available', 0)) / gib:.2f} GiB available")
+
+
+#: The resolved values a launch command is read with (``Outcome.resolved``), in the order people read them.
+STARTS_RESOLVED = ("speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk",
+                   "speculative_num_draft_tokens", "attention_backend", "prefill_attention_backend",
+                   "decode_attention_backend", "speculative_draft_attention_backend", "page_size")
+#: The draft's knobs a map shows.
+KNOBS = ("--speculative-num-steps", "--speculative-eagle-topk", "--speculative-num-draft-tokens")
+
+
+def _algorithm(outcome: Outcome) -> str | None:
+    value = outcome.config.get("--speculative-algorithm")
+    return value[0].upper() if value else None
+
+
+def starts_on_the_box(outcomes: Sequence[Outcome], space: FlagSpace | None, users: frozenset[str]) -> dict[str, Any] | None:
+    """What a user of the draft launches on the box: the configuration that got furthest with the draft's own
+    algorithm (every check run first, then the stage reached), the simplest of those; with the draft's path where
+    any row gave it. Its values as SGLang resolved them, the pool and graph sizes, and how many such rows passed.
+    None where no row of the draft's algorithm passed (or no draft was named)."""
+    from bisect_spec.model.outcome import stage_sort_key
+
+    mine = [o for o in outcomes if o.passed and _algorithm(o) in users]
+    with_draft = [o for o in mine if DRAFT_TOKEN in o.config.flag_argv()]
+    mine = with_draft or mine
+    if not users or not mine:
+        return None
+
+    def key(outcome: Outcome) -> tuple[Any, ...]:
+        stage = str(outcome.record.get("stage") or "")
+        return (bool(outcome.stopped_early), -stage_sort_key(stage)[0], simplicity_key(outcome.config, space))
+
+    best = min(mine, key=key)
+    full = sum(1 for o in mine if not o.stopped_early)
+    return {"argv": best.config.argv(), "verdict": best.verdict, "reached": best.reached,
+            "stopped": dict(best.stopped_early), "full_passes": full, "passes": len(mine),
+            "resolved": {k: best.resolved[k] for k in STARTS_RESOLVED if best.resolved.get(k) is not None},
+            **{part: best.record[part] for part in ("memory_pool", "cuda_graphs") if best.record.get(part)}}
+
+
+def knob_map(outcomes: Sequence[Outcome], users: frozenset[str], base: Config) -> list[dict[str, Any]]:
+    """The draft's knobs by verdict at the deployment shape: every row of the draft's algorithm that sets nothing
+    but those knobs (steps, topk, draft tokens; the draft path and the base's flags aside), one cell per setting."""
+    allowed = {"--speculative-algorithm", DRAFT_FLAG, *KNOBS, *base.flags()}
+    cells: dict[tuple[str, ...], dict[str, Any]] = {}
+    for outcome in outcomes:
+        level = verdict_level(outcome)
+        if level is None or _algorithm(outcome) not in users or not set(outcome.config.flags()) <= allowed:
+            continue
+        if any(outcome.config.get(flag) != value for flag, value in base.items):
+            continue
+        setting = tuple(" ".join(outcome.config.get(knob) or ("",)) for knob in KNOBS)
+        cell = cells.setdefault(setting, {"steps": setting[0], "topk": setting[1], "draft_tokens": setting[2],
+                                          "levels": {}})
+        cell["levels"][level] = cell["levels"].get(level, 0) + 1
+    for cell in cells.values():  # the worst level a setting met (with or without the draft's path)
+        cell["verdict"] = next(level for level in reversed(VERDICT_LEVELS) if level in cell["levels"])
+    return sorted(cells.values(), key=lambda c: tuple((len(v) == 0, _number(v)) for v in
+                                                        (c["steps"], c["topk"], c["draft_tokens"])))
+
+
+def _number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        return float("inf")

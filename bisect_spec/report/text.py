@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import re
+import shlex
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -241,7 +242,8 @@ CARD_LINES = 30
 
 
 def summary_text(summary: dict[str, Any], *, width: int = 120, run_path: str | None = None,
-                 algorithm: str | None = None, flag: str | None = None, grep: str | None = None) -> str:
+                 algorithm: str | None = None, flag: str | None = None, grep: str | None = None,
+                 findings: bool = False) -> str:
     """The end of a sweep for a terminal ``width`` columns wide: the answer to the user's question first.
 
     With filters (``algorithm``, ``flag``, ``grep``: :func:`bisect_spec.report.summary.matches`), the
@@ -269,7 +271,8 @@ def summary_text(summary: dict[str, Any], *, width: int = 120, run_path: str | N
         if chosen:
             parts.append(_fitted_signatures(_simplest_first(chosen), width))
     elif users:
-        parts = _users_question(signatures, users, target, width, show)
+        parts = [*starts_lines(summary.get("starts"), target, width, run_path), *_users_question(
+            signatures, users, target, width, show)]
     else:
         speculative = [s for s in signatures if s.get("speculative", speculative_reason(s))]
         other = [s for s in signatures if not s.get("speculative", speculative_reason(s))]
@@ -297,9 +300,11 @@ def summary_text(summary: dict[str, Any], *, width: int = 120, run_path: str | N
         new = len(peel["new_signatures"])
         parts.append(f"peeling: {peel['rows']} failing rows again without their failure's reproducer "
                      f"({len(peel['levels'])} levels), {new} new signature{'' if new == 1 else 's'}")
-    if summary["findings"]:
+    if summary["findings"] and findings:
         parts += ["", f"{len(summary['findings'])} findings in passing configurations:",
                   _fitted_findings(summary["findings"], width)]
+    elif summary["findings"]:
+        parts += ["", _wrapped(folded_findings(summary["findings"]) + f"; list them: {show} --findings", width, "  ")]
     if run_path is not None:
         shrunk = [s for s in signatures if (s.get("shrink") or {}).get("reproducers")]
         parts.append("")
@@ -314,6 +319,79 @@ def summary_text(summary: dict[str, Any], *, width: int = 120, run_path: str | N
             parts.append("reproducers:  none written (--no-shrink, or nothing failed)")
         parts.append(f"HTML report:  {run_path}/report.html")
     return "\n".join(parts)
+
+
+def folded_findings(findings: Sequence[dict[str, Any]]) -> str:
+    """Findings in passing configurations, one count per kind (``override ×12, ignored ×3``)."""
+    kinds: dict[str, int] = {}
+    for finding in findings:
+        kinds[str(finding["kind"])] = kinds.get(str(finding["kind"]), 0) + int(finding.get("count") or 0)
+    shown = ", ".join(f"{kind} ×{count}" for kind, count in sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0])))
+    return f"{len(findings)} findings in passing configurations ({shown})"
+
+
+#: How a knob map's cell reads each verdict level
+MAP_MARKS = {"will_start": "ok", "passed_up_to": "ok*", "will_not_start": "OOM", "failed": "FAIL"}
+
+
+def starts_lines(starts: dict[str, Any] | None, target: dict[str, Any], width: int,
+                 run_path: str | None) -> list[str]:
+    """"Starts on your box": the command to launch (the furthest-reaching configuration of the draft's algorithm,
+    with the user's model and draft), what SGLang resolves it to, and the draft's knobs by verdict."""
+    if not starts:
+        return []
+    family = "/".join(starts.get("algorithms") or [])
+    if not starts.get("argv"):
+        return [f"starts on your box ({family}): no configuration of {family} passed; see what bites below", ""]
+    verdict = starts["verdict"]
+    stopped = starts.get("stopped") or {}
+    said = ("PASSED: every check a CPU can run, ran" if verdict == "PASSED" else
+            f"PASSED UP TO {starts['reached']}: " + "; ".join(f"{stage}: {why}" for stage, why in stopped.items()))
+    parts = [f"starts on your box ({family}, {target.get('hardware')}, SGLang {target.get('release')}): "
+             f"{starts['full_passes']} of {starts['passes']} passing {family} configurations ran every check",
+             _wrapped(f"  {starts['command']}", width, "    "), _wrapped(f"  verdict: {said}", width, "    ")]
+    resolved = starts.get("resolved") or {}
+    if resolved:
+        words = {"speculative_algorithm": "algorithm", "speculative_num_steps": "steps", "speculative_eagle_topk":
+                 "topk", "speculative_num_draft_tokens": "draft tokens", "attention_backend": "attention",
+                 "prefill_attention_backend": "prefill", "decode_attention_backend": "decode",
+                 "speculative_draft_attention_backend": "draft attention", "page_size": "page size"}
+        line = "  resolves to: " + ", ".join(f"{words.get(k, k)} {v}" for k, v in resolved.items())
+        pool = starts.get("memory_pool") or {}
+        if pool.get("max_total_num_tokens") is not None:
+            line += f"; KV cache {pool['max_total_num_tokens']} tokens"
+        sizes = (starts.get("cuda_graphs") or {}).get("capture_bs") or []
+        if sizes:
+            line += f"; CUDA graphs for batch sizes {sizes[0]} … {sizes[-1]} ({len(sizes)})"
+        parts.append(_wrapped(line, width, "    "))
+    probe = " ".join(shlex.quote(a) for a in starts["argv"])
+    parts.append(_wrapped(f"  check it: bisect-spec probe --model {target.get('model')} --draft {target.get('draft')} "
+                          f"--hardware {target.get('hardware')} --sglang {target.get('release')} -- {probe}",
+                          width, "    "))
+    parts += knob_lines(starts.get("knobs") or [], width)
+    return [*parts, ""]
+
+
+def knob_lines(cells: Sequence[dict[str, Any]], width: int, *, rows: int = 8) -> list[str]:
+    """The draft's knobs by verdict: one line per (steps, topk), a cell per draft-token count
+    (``-``: not given, SGLang's default)."""
+    if not cells:
+        return []
+    tokens = sorted({c["draft_tokens"] for c in cells}, key=lambda v: (v != "", float(v) if v.lstrip("-").isdigit() else 0))
+    lines: dict[tuple[str, str], dict[str, str]] = {}
+    for cell in cells:
+        lines.setdefault((cell["steps"], cell["topk"]), {})[cell["draft_tokens"]] = MAP_MARKS[cell["verdict"]]
+    head = "  knobs (steps, topk) × draft tokens: " + "  ".join(f"{t or '-':>4}" for t in tokens)
+    out = [head if len(head) <= width else head[: width - 1] + "…"]
+    label = len("  knobs (steps, topk) × draft tokens: ")
+    for (steps, topk), marks in list(lines.items())[:rows]:
+        name = f"    steps {steps or '-'}, topk {topk or '-'}"
+        line = f"{name:<{label}}" + "  ".join(f"{marks.get(t, ''):>4}" for t in tokens)
+        out.append(line if len(line) <= width else line[: width - 1] + "…")
+    if len(lines) > rows:
+        out.append(f"    … {len(lines) - rows} more settings (report.html draws them all)")
+    out.append("    ok: every check ran · ok*: passed up to a GPU step · OOM: will not start · FAIL: SGLang refused")
+    return out
 
 
 def _run_reference(run_path: str | None) -> str:

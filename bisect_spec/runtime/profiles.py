@@ -117,6 +117,12 @@ class ModelProfile:
         return str((self.config.get("architectures") or ["?"])[0])
 
 
+#: the ``--speculative-algorithm`` values a draft of each kind serves: an EAGLE-3 head runs EAGLE3, a model's own
+#: NextN/MTP layers run NEXTN (and EAGLE, which SGLang gives the same path), a small model STANDALONE, n-grams NGRAM
+SERVES: dict[str, tuple[str, ...]] = {"eagle3": ("EAGLE3",), "eagle": ("EAGLE",), "nextn": ("NEXTN", "EAGLE"),
+                                      "standalone": ("STANDALONE",), "ngram": ("NGRAM",)}
+
+
 @dataclass(frozen=True)
 class DraftProfile:
     """A speculative draft: how it is materialised and which flags it implies."""
@@ -127,6 +133,11 @@ class DraftProfile:
     path: Path | None
     #: the Hugging Face id of a published draft of this kind for the target (the recipe's ``published``)
     hf_id: str | None = None
+
+    @property
+    def algorithms(self) -> tuple[str, ...]:
+        """The algorithms this draft serves (:data:`SERVES`; a user's draft: the one its architecture names)."""
+        return SERVES.get(self.kind, (self.algorithm,))
 
     @property
     def draft_args(self) -> tuple[str, ...]:

@@ -154,7 +154,9 @@ class Run:
         if self._journal is not None:
             self._journal.close()
             self._journal = None
-        if self._lock is not None:
+        if self._lock is not None:  # the file goes while still held: no lock survives a run, finished or stopped
+            with contextlib.suppress(OSError):
+                (self.path / "lock").unlink()
             fcntl.flock(self._lock, fcntl.LOCK_UN)
             self._lock.close()
             self._lock = None

@@ -43,7 +43,7 @@ from typing import Any
 from bisect_spec.errors import UsageError
 from bisect_spec.model.flags import Config
 from bisect_spec.search.covering import covering_array
-from bisect_spec.search.space import CORE, FlagSpace, build_space
+from bisect_spec.search.space import CORE, FlagSpace, build_space, focused
 
 DEFAULT_STRATEGY = "default"
 #: what peeling removes of a failure's reproducer (:func:`bisect_spec.search.peel.peel`'s ``remove``)
@@ -82,12 +82,16 @@ class Strategy:
     groups: Mapping[str, tuple[str, ...]] | None = None
     #: flags every row has, as typed (``diff``'s ``-- FLAGS``): not swept
     fixed: tuple[str, ...] = ()
+    #: the algorithms swept, besides none (``--algorithms``: the named draft's by default); empty: every one
+    #: the release accepts
+    algorithms: tuple[str, ...] = ()
 
     def space(self, table: Sequence[Mapping[str, Any]]) -> FlagSpace:
         """This strategy's flag space for a release (from that release's flag table)."""
         fixed = Config.from_argv(list(self.fixed))
-        return build_space(table, include=self.include, exclude=self.exclude, core=self.core,
-                           values=self.values, require=self.require, groups=self.groups, fixed=fixed)
+        space = build_space(table, include=self.include, exclude=self.exclude, core=self.core,
+                            values=self.values, require=self.require, groups=self.groups, fixed=fixed)
+        return focused(space, self.algorithms)
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "include": list(self.include), "exclude": list(self.exclude),
@@ -98,6 +102,7 @@ class Strategy:
                 "round_rows": self.round_rows, "peel": self.peel, "peel_depth": self.peel_depth,
                 "peel_width": self.peel_width, "peel_remove": self.peel_remove, "core_alone": self.core_alone,
                 "branches": self.branches, **({"fixed": list(self.fixed)} if self.fixed else {}),
+                **({"algorithms": list(self.algorithms)} if self.algorithms else {}),
                 **({} if self.groups is None else {"groups": {k: " ".join(v) for k, v in self.groups.items()}})}
 
 

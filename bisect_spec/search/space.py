@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from bisect_spec.errors import UsageError
@@ -164,6 +164,20 @@ class FlagSpace:
         return {"flags": {s.flag: [None if v is None else list(v) for v in s.values] for s in self.specs},
                 "core": list(self.core), "fixed": self.fixed.argv(), **({"base": self.base.argv()} if self.base else {}),
                 "groups": {flag: companions.argv() for flag, companions in self.groups.items()}}
+
+
+def focused(space: FlagSpace, algorithms: Sequence[str]) -> FlagSpace:
+    """``space`` with ``--speculative-algorithm`` swept over ``algorithms`` (the ones a draft serves) and the
+    flag not given (the baseline without speculative decoding); the branches of other algorithms go with
+    them. Names the release lacks are dropped; an empty ``algorithms`` keeps the space as it is."""
+    spec = space.spec("--speculative-algorithm")
+    if spec is None or not algorithms:
+        return space
+    wanted = {a.upper() for a in algorithms}
+    values = tuple(v for v in spec.values if v is ABSENT or (v and v[0].upper() in wanted))
+    specs = tuple(FlagSpec(s.flag, values, s.kind) if s is spec else s for s in space.specs)
+    branches = tuple(b for b in space.branches if not b.algorithms or wanted & {a.upper() for a in b.algorithms})
+    return replace(space, specs=specs, branches=branches)
 
 
 def simplicity_key(config: Config, space: FlagSpace | None = None) -> tuple[int, int, tuple[int, ...], str]:

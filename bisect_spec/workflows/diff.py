@@ -128,7 +128,8 @@ def diff(old: str, new: str, spec: TargetSpec | None = None, *, strategy: str = 
         say(f"sweeping the {side} side ({side_spec.release}) with strategy {strategy}")
         try:
             result = sweep(side_spec, strategy=chosen, jobs=jobs, runs_dir=runs_dir, timeout=timeout,
-                           use_cache=use_cache, progress=sweep_progress(side) if sweep_progress else None)
+                           use_cache=use_cache, progress=sweep_progress(side) if sweep_progress else None,
+                           algorithms="all")
         except ArchitectureUnknown as exc:  # its fix names --sglang, which diff takes as OLD and NEW
             raise ReleaseError(str(exc).replace("pick a newer --sglang or another --model", f"make {side.upper()} a "
                                                 "release that knows it, or pick another --model")) from None

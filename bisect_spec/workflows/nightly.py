@@ -224,7 +224,7 @@ def run_nightly(matrix_file: str | Path, *, out: Path = Path("nightlies"), resum
                 result = sweep(spec, strategy=matrix.strategy, jobs=jobs or matrix.jobs, runs_dir=runs_dir,
                                resume=unfinished[-1] if unfinished else None, seed=matrix.seed,
                                random_budget=matrix.budget, timeout=timeout, shrink=matrix.shrink,
-                               executor=executor, address=address)
+                               executor=executor, address=address, algorithms="all")
                 summary, run_id = result.summary, result.run_id
         except (StoreError, UsageError, ExecutorError):  # the whole nightly cannot run, not this cell
             raise

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 from collections.abc import Callable, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -171,11 +172,13 @@ def _explain(result: Any, space: Any, evaluate_many: Callable[[Sequence[Config]]
 
 
 def write_reproducers(session: Session, report: ShrinkReport, out_dir: Path, *, names: Any = None,
-                      history: dict[str, Any] | None = None) -> dict[str, str]:
+                      history: dict[str, Any] | None = None, typed: Sequence[str] | None = None) -> dict[str, str]:
     """Write launch.sh, repro.py, test_regression.py and bug_report.md for one signature.
 
     :param names: how the model and draft are named (:func:`report_names`; default: from the target).
     :param history: the reproducer on other releases (:func:`release_history`); None when not evaluated.
+    :param typed: the command the user pasted, word for word (the report's "command as I ran it"); None: the
+        configuration's own flags with the report's names.
     """
     from bisect_spec.report import bug_report, reproducers
     from bisect_spec.runtime import store
@@ -216,7 +219,8 @@ def write_reproducers(session: Session, report: ShrinkReport, out_dir: Path, *, 
         repro_command=f"bisect-spec env run {target.release} -- python repro.py\n"
                       f"# or, where SGLang {target.release} is importable: python repro.py",
         newest=history.get("newest"), newest_known=history.get("newest_known"), bisection=history.get("bisection"),
-        notes=list(history.get("notes") or []), local=local)
+        notes=list(history.get("notes") or []), local=local,
+        typed=(typed[0] if len(typed) == 1 else shlex.join(typed)) if typed else None)
     files = {
         "launch.sh": reproducers.launch_script(bug_report.launch_command(config, names, env, model_args), described,
                                                config),
@@ -358,5 +362,6 @@ def shrink(tokens: Sequence[str], spec: TargetSpec | None = None, *, budget: Any
                                       timeout=max(timeout, 120.0))
             report.history = history
             report.files = write_reproducers(session, report, out_dir or runs_dir / f"shrink-{found.id}",
-                                             names=names, history=history)
+                                             names=names, history=history,
+                                             typed=tokens if pasted.model_path is not None else None)
         return report

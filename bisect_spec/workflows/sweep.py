@@ -8,6 +8,7 @@ what ``--fail-on`` counts.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import time
@@ -74,8 +75,13 @@ def sweep(spec: TargetSpec | None = None, *, strategy: str | Any = "default", jo
           progress: ProgressFn | None = None, on_start: Callable[[Session], None] | None = None,
           extra_env: tuple[tuple[str, str], ...] = (), shrink: bool = False, fix: bool = False,
           shrink_evaluations: int = 300, shrink_seconds: float = 60.0, executor: str = "local",
-          address: str | None = None, notify: Callable[[str], None] | None = None) -> SweepResult:
+          address: str | None = None, notify: Callable[[str], None] | None = None,
+          algorithms: str = "draft") -> SweepResult:
     """Sweep a strategy's flag space on one target and store the run.
+
+    ``algorithms``: which ``--speculative-algorithm`` values the plan sweeps besides none: ``"draft"`` (the
+    algorithms the named draft serves; every one where no draft was named), ``"all"`` (every one the release
+    accepts), or a comma-separated list.
 
     A covering array is evaluated in parallel, then the strategy's branch rows
     (:mod:`bisect_spec.search.branches`) and masking-aware rounds; a Hypothesis-driven search spends
@@ -95,7 +101,7 @@ def sweep(spec: TargetSpec | None = None, *, strategy: str | Any = "default", jo
                     random_budget=random_budget, timeout=timeout, use_cache=use_cache, progress=progress,
                     on_start=on_start, extra_env=extra_env, shrink=shrink, fix=fix,
                     shrink_budget=(shrink_evaluations, shrink_seconds), executor=executor, address=address,
-                    notify=notify).run()
+                    notify=notify, algorithms=algorithms).run()
 
 
 #: journal phase -> the progress bar's phase, where the bar would otherwise restart at every switch
@@ -130,7 +136,8 @@ class SweepRun:
                  progress: ProgressFn | None = None, on_start: Callable[[Session], None] | None = None,
                  extra_env: tuple[tuple[str, str], ...] = (), shrink: bool = False, fix: bool = False,
                  shrink_budget: tuple[int, float] = (300, 60.0), executor: str = "local",
-                 address: str | None = None, notify: Callable[[str], None] | None = None) -> None:
+                 address: str | None = None, notify: Callable[[str], None] | None = None,
+                 algorithms: str = "draft") -> None:
         from bisect_spec.runtime import store
         from bisect_spec.search.plan import Strategy, load_strategy
 
@@ -156,13 +163,17 @@ class SweepRun:
                 "values": {k: tuple(v) for k, v in meta["strategy"]["values"].items()},
                 "forbid": {k: tuple(v) for k, v in meta["strategy"].get("forbid", {}).items()},
                 "fit": meta["strategy"].get("fit", False),  # a run from before fit.py: its plan
-                "fixed": tuple(meta["strategy"].get("fixed", ()))})
+                "fixed": tuple(meta["strategy"].get("fixed", ())),
+                "algorithms": tuple(meta["strategy"].get("algorithms", ()))})
         elif isinstance(strategy, Strategy):  # built by the caller (``diff``: a strategy with the user's flags fixed)
             self.strategy = strategy
         else:
             self.strategy = load_strategy(strategy, seed=seed, random_budget=random_budget)
         self.spec = spec or TargetSpec()
         self.target = self.spec.resolve()
+        self.asked_algorithms = algorithms
+        if resume is None:
+            self.strategy = dataclasses.replace(self.strategy, algorithms=self._algorithms(algorithms))
         self.session = Session(self.target, jobs=jobs, timeout=timeout,
                                log_dir=(self.store.path if self.store else None), extra_env=extra_env,
                                executor=executor, address=address)
@@ -236,6 +247,10 @@ class SweepRun:
         target, chosen = self.target, self.strategy
         table = self.session.flags()
         self.space = chosen.space(table)
+        algorithm = self.space.spec("--speculative-algorithm")
+        if self.asked_algorithms not in ("draft", "all") and algorithm is not None and not any(algorithm.values):
+            raise UsageError(f"--algorithms {','.join(chosen.algorithms)}: SGLang {target.release} has no such "
+                             f"--speculative-algorithm; give draft, all, or names it accepts")
         self.shape = (DeploymentShape.from_dict(self.store.meta["shape"]) if self.store is not None
                       and self.store.meta.get("shape") else self._deployment_shape())
         self.space = dataclasses.replace(self.space, base=self.shape.base)
@@ -244,6 +259,8 @@ class SweepRun:
         self.plan, self.search_space, unfit = fitted_plan(
             self.space, chosen, model_config=target.model.config, hardware=target.hardware.record,
             will_not_start=[(self.session.canonical_flag(TP), value, why) for value, why in self.shape.will_not_start])
+        if self.notify is not None and self.store is None:
+            self.notify(estimate_line(len(self.plan), self._rate_key(), self.session.pool.jobs))
         if self.store is None:
             # the release is recorded as resolved: a resume must not drift to a newer install
             # what decides the target (how a pasted command was read is not part of it)
@@ -258,6 +275,27 @@ class SweepRun:
             self.session.pool.spec = self.session.environment.worker_spec(
                 hardware=target.hardware.record, gpus=target.hardware.gpus,
                 log_path=str(self.store.path / f"worker-{target.release}.log"), extra_env=self.extra_env)
+
+    def _rate_key(self) -> str:
+        """What a sweep's pace depends on: the release, the model, the box and the algorithms swept."""
+        return (f"{self.target.release} {self.target.model.name} {self.target.hardware.label} "
+                f"{self.strategy.name} {','.join(self.strategy.algorithms) or 'all'}")
+
+    def _algorithms(self, asked: str) -> tuple[str, ...]:
+        """The algorithms the plan sweeps besides none (empty: every one): ``asked`` as :func:`sweep` documents it;
+        by default the named draft's, unless the strategy lists its own values for ``--speculative-algorithm``."""
+        if self.strategy.algorithms:
+            return tuple(self.strategy.algorithms)
+        if asked == "all":
+            return ()
+        if asked == "draft":  # a strategy that lists its algorithms (quick, nightly, a file's [values]) keeps them
+            draft = self.target.draft
+            listed = any(flag in ("--speculative-algorithm", "--speculative-algo") for flag in self.strategy.values)
+            return draft.algorithms if draft is not None and self.spec.draft_chosen and not listed else ()
+        names = tuple(a.strip().upper() for a in asked.split(",") if a.strip())
+        if not names:
+            raise UsageError("--algorithms takes draft, all, or names such as EAGLE3,NGRAM")
+        return names
 
     def _deployment_shape(self) -> DeploymentShape:
         """The base of every row (:mod:`bisect_spec.search.shape`): a few evaluations of the widths the box runs."""
@@ -514,6 +552,9 @@ class SweepRun:
         self.ordered = ordered
         summary = summarise(ordered, self.space, self.target.describe(), self.strategy.name, self.strategy.seed)
         summary["shape"] = self.shape.to_dict()
+        starts = self._starts(ordered)
+        if starts is not None:
+            summary["starts"] = starts
         if (release_warning := smoke.warning(self.target.release)) is not None:
             summary["release_warning"] = release_warning
         if self.masking is not None:
@@ -521,6 +562,27 @@ class SweepRun:
         if self.peeled is not None:
             summary["peel"] = self.peeled.to_dict()
         self.summary = summary
+
+    def _starts(self, ordered: Sequence[Outcome]) -> dict[str, Any] | None:
+        """"Starts on your box" (:func:`bisect_spec.report.summary.starts_on_the_box`): the configuration a user of
+        the named draft launches, as a paste-ready command with the user's model and draft, and the draft's knobs
+        by verdict at the deployment shape. None without a named draft."""
+        from bisect_spec.report.bug_report import launch_command
+        from bisect_spec.report.summary import knob_map, starts_on_the_box
+        from bisect_spec.workflows.shrink import report_names
+
+        draft = self.target.draft
+        if draft is None or not self.spec.draft_chosen:
+            return None
+        users = frozenset(draft.algorithms)
+        starts = starts_on_the_box(ordered, self.space, users) or {"argv": None}
+        if starts["argv"] is not None:
+            names = report_names(self.target, spec=self.spec)
+            starts["command"] = launch_command(Config.from_argv(starts["argv"]), names, dict(self.target.env),
+                                               list(self.target.model.extra_args))
+        starts["algorithms"] = sorted(users)
+        starts["knobs"] = knob_map(ordered, users, self.shape.base)
+        return starts
 
     def shrink_signatures(self) -> None:
         """Shrink every failure signature of the summary in place (adds ``shrink``: the minimal argv and friends),
@@ -596,11 +658,53 @@ class SweepRun:
         stored = SweepInput(run.id, _as_stored(run.meta), _as_stored(self.summary),
                             [json.loads(store.canonical_json(r)) for r in results])
         run.write_text("report.html", render(stored, "html"))
+        if not self.reused:  # an estimate for the next run of this target (a run that reused outcomes says nothing)
+            remember_rate(self._rate_key(), seconds=time.time() - self.started, rows=len(self.ordered),
+                          plan=len(self.plan), jobs=self.session.pool.jobs)
         run.write_json("timing.json", {"started": self.started, "finished": time.time(),
                                        "seconds": round(time.time() - self.started, 3), "jobs": self.session.pool.jobs,
                                        "executor": self.executor,
                                        "reused_from_cache": self.reused, "torn_records": run.torn,
                                        "worker": self.session.info})
+
+
+#: What a sweep costs where no earlier run of its target says: seconds per row on one worker, rows per plan row
+#: (measured: the main job, 0.5.23, kimi-k2.6 + eagle3, its draft's algorithm, on 2 workers of this 2-core machine)
+FIRST_GUESS = {"seconds_per_row": 0.35, "rows_per_plan_row": 1.6}
+
+
+def _rates_file() -> Path:
+    return environments.home() / "cache" / "rates.json"
+
+
+def remember_rate(key: str, *, seconds: float, rows: int, plan: int, jobs: int) -> None:
+    """Keep what a finished sweep cost (seconds per row per worker, rows per plan row) for :func:`estimate_line`."""
+    from bisect_spec.runtime.files import write_if_changed
+
+    if rows <= 0 or plan <= 0:
+        return
+    try:
+        rates = json.loads(_rates_file().read_text())
+    except (OSError, ValueError):
+        rates = {}
+    rates[key] = {"seconds_per_row": round(seconds * max(jobs, 1) / rows, 4), "rows_per_plan_row": round(rows / plan, 3)}
+    with contextlib.suppress(OSError):  # an estimate is a courtesy: a read-only home loses it, not the run
+        write_if_changed(_rates_file(), json.dumps(rates, indent=1, sort_keys=True))
+
+
+def estimate_line(plan: int, key: str, jobs: int) -> str:
+    """``plan: N rows to start with, about M more from the later phases: about T on J workers (from ...)``."""
+    try:
+        known = json.loads(_rates_file().read_text()).get(key)
+    except (OSError, ValueError):
+        known = None
+    rate = known or FIRST_GUESS
+    rows = round(plan * float(rate["rows_per_plan_row"]))
+    seconds = rows * float(rate["seconds_per_row"]) / max(jobs, 1)
+    took = f"{seconds / 60:.0f} min" if seconds >= 90 else f"{max(seconds, 1):.0f} s"
+    source = "from the last run of this target" if known else "a first guess: no earlier run of this target here"
+    return (f"plan: {plan} rows, then about {max(rows - plan, 0)} from the later phases: about {took} on {jobs} "
+            f"worker{'' if jobs == 1 else 's'} ({source})")
 
 
 def _as_stored(data: dict[str, Any]) -> dict[str, Any]:

@@ -173,3 +173,17 @@ def test_a_validation_failure_is_not_called_a_crash_and_no_fix_skips_the_search(
     assert result.exit_code == EXIT_VERDICT_FAILS, result.output
     assert "kind:" not in result.stdout and "next:" not in result.stdout
     assert "more:     bisect-spec shrink" in result.stdout
+
+
+def test_draft_beside_a_pasted_draft_id_stands_for_it_offline(tmp_path: Path) -> None:
+    require_release("0.5.23")
+    pasted = ("python -m sglang.launch_server --model-path Qwen/Qwen3-32B --tp 4 --speculative-algorithm EAGLE3 "
+              "--speculative-draft-model-path AngelSlim/Qwen3-32B_eagle3 --speculative-num-steps 3 "
+              "--speculative-eagle-topk 1 --speculative-num-draft-tokens 4")
+    result = CliRunner().invoke(main, ["probe", "--json", "--sglang", "0.5.23", "--hardware", "h100", "--gpus", "4",
+                                       "--draft", "specforge-eagle3-qwen3-32b", "--no-fix", "--", pasted],
+                                env={"HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path)})
+    data = json.loads(result.stdout)
+    assert data["target"]["draft"] == "specforge-eagle3-qwen3-32b", result.output
+    assert any("AngelSlim/Qwen3-32B_eagle3: evaluated with the 'specforge-eagle3-qwen3-32b' draft profile you chose"
+               in note for note in data["notes"])

@@ -9,6 +9,7 @@ verdict and the first bad release.
 from __future__ import annotations
 
 import re
+import shlex
 from pathlib import Path
 
 import pytest
@@ -65,7 +66,12 @@ def test_the_form_sections_and_checklist_in_order(shrunk: tuple[str, api.ShrinkR
 
 
 def test_no_local_path_and_no_placeholder(shrunk: tuple[str, api.ShrinkReport, str]) -> None:
-    _, report, text = shrunk
+    name, report, text = shrunk
+    # the command as the user pasted it, as pasted (their own paths in it are theirs to show); nowhere else
+    tokens = EPISODES[name][0]
+    typed = tokens[0] if len(tokens) == 1 else shlex.join(tokens)
+    assert f"The command as I ran it:\n\n```bash\n{typed}\n```" in text
+    text = text.replace(typed, "")
     for word in [*LOCAL, *PLACEHOLDERS, str(environments.home())]:
         assert word not in text, f"{word!r} in bug_report.md"
     assert "@draft" not in Path(report.files["launch.sh"]).read_text()
@@ -73,8 +79,9 @@ def test_no_local_path_and_no_placeholder(shrunk: tuple[str, api.ShrinkReport, s
 
 def test_the_users_model_and_draft_in_every_command(shrunk: tuple[str, api.ShrinkReport, str]) -> None:
     name, report, text = shrunk
-    _, _, model, draft = EPISODES[name]
-    commands = [line.strip() for line in section(text, "## Reproduction").splitlines()
+    tokens, _, model, draft = EPISODES[name]
+    typed = tokens[0] if len(tokens) == 1 else shlex.join(tokens)  # as pasted: the user's own paths
+    commands = [line.strip() for line in section(text, "## Reproduction").replace(typed, "").splitlines()
                 if "sglang.launch_server" in line]
     assert len(commands) >= 2, "the minimal command and at least one workaround"
     for command in commands:

@@ -55,6 +55,10 @@ def test_create_run_writes_metadata_and_holds_the_lock(tmp_path: Path) -> None:
     assert store_error(store.create_run, tmp_path, META, run.id) == (
         f"run {run.id} exists already in {tmp_path}: resume it with --resume {run.id}")
     run.close()
+    assert not (run.path / "lock").exists()  # no lock survives the run
+    again = store.open_run(tmp_path, run.id)  # and a resume locks it afresh
+    assert (again.path / "lock").read_text() == str(os.getpid())
+    again.close()
 
 
 def test_a_locked_run_cannot_be_opened_twice_in_one_process(tmp_path: Path) -> None:
