@@ -1630,7 +1630,8 @@ def _with_tolerant_processing(initialize: Callable[..., Any], skipped: list[tupl
         def tolerant(layer: Any, *more: Any, _process: Any = process,
                      _skip: tuple[str, bool] = (type(method).__name__, _size_neutral(method)), **options: Any) -> Any:
             try:
-                return _process(layer, *more, **options)
+                with _jit_kernels_on_meta():
+                    return _process(layer, *more, **options)
             except Exception as exc:
                 if _meta_value(exc) is None and _device_step(exc) is None:  # a value, or a kernel only a GPU has
                     raise
@@ -1641,6 +1642,67 @@ def _with_tolerant_processing(initialize: Callable[..., Any], skipped: list[tupl
         with contextlib.suppress(AttributeError, TypeError):
             method.process_weights_after_loading = tolerant
     return model
+
+
+class _MetaKernels:
+    """What SGLang's JIT kernel loader (``sglang.kernels.jit.utils.load_jit``, 0.5.2x) gives a post-load processing
+    on ``meta``: each kernel, called with ``meta`` tensors only, writes nothing (it fills outputs SGLang's own Python
+    allocated, with their shapes and dtypes; on ``meta`` there are no values to write, as with the fake
+    implementations sgl-kernel registers for ``torch.compile``). The kernel's own device-side checks do not run.
+    Called with any other tensor, it is a device step."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __getattr__(self, kernel: str) -> Callable[..., None]:
+        def on_meta(*args: Any, **kwargs: Any) -> None:
+            tensors = [a for a in (*args, *kwargs.values()) if hasattr(a, "is_meta")]
+            if not tensors or not all(t.is_meta for t in tensors):
+                raise RuntimeError(f"SGLang's JIT kernel {self.name}.{kernel} needs a CUDA device")
+            return None
+
+        return on_meta
+
+
+@contextlib.contextmanager
+def _jit_kernels_on_meta() -> Iterator[None]:
+    """SGLang's JIT kernel modules load as :class:`_MetaKernels` while it lasts; afterwards no module keeps one
+    (``cache_once`` holds what a loader returned: those entries are dropped, so no later step of this evaluation or
+    of another sees a kernel that was not built)."""
+    modules = [m for name, m in list(sys.modules.items())
+               if (name == "sglang.kernels" or name.startswith("sglang.kernels.")) and callable(vars(m).get("load_jit"))]
+    if not modules:
+        yield
+        return
+    originals = {m: vars(m)["load_jit"] for m in modules}
+
+    def load_on_meta(*args: Any, **_kwargs: Any) -> _MetaKernels:
+        return _MetaKernels(str(args[0]) if args else "?")
+
+    for module in modules:
+        module.load_jit = load_on_meta
+    try:
+        yield
+    finally:
+        for module, original in originals.items():
+            module.load_jit = original
+        _forget_meta_kernels()
+
+
+def _forget_meta_kernels() -> None:
+    """Drop every :class:`_MetaKernels` a ``cache_once`` wrapper of ``sglang.kernels`` holds."""
+    for name, module in list(sys.modules.items()):
+        if not (name == "sglang.kernels" or name.startswith("sglang.kernels.")):
+            continue
+        for value in list(vars(module).values()):  # functions only: a lazy proxy answers any attribute
+            for cell in (value.__closure__ or ()) if isinstance(value, types.FunctionType) else ():
+                try:
+                    held = cell.cell_contents
+                except ValueError:
+                    continue
+                if isinstance(held, dict):
+                    for key in [k for k, v in held.items() if isinstance(v, _MetaKernels)]:
+                        del held[key]
 
 
 def _request_slots(runner: Any, args: Any) -> int | None:
@@ -2437,6 +2499,9 @@ def _device_step(exc: BaseException) -> str | None:
         frames = traceback.extract_tb(link.__traceback__)
         if not frames:
             continue
+        stub = _kernel_stub(link)
+        if stub is not None:
+            return stub
         if isinstance(link, ModuleNotFoundError) and _GPU_CODE.search(str(link)):
             caller = _sglang_frame(frames) or frames[-1]
             return f"imports the GPU code of {link.name or link} ({_where(caller)}): needs a GPU install"
@@ -2450,6 +2515,26 @@ def _device_step(exc: BaseException) -> str | None:
         caller = next((f for f in reversed(frames) if not os.path.abspath(f.filename).startswith(root)), frames[-1])
         return f"{caller.line or caller.name} ({_where(caller)}) needs a GPU"
     return None
+
+
+def _kernel_stub(exc: BaseException) -> str | None:
+    """SGLang's stand-in for a kernel that did not import on this machine, raising: a function of SGLang's that takes
+    only ``*args, **kwargs`` (it reads no argument, no configuration) and raises at once, bound where the kernel's
+    import failed (0.5.18's ``gptq_kernels._unsupported_kernel``: "GPTQ CUDA kernels are unavailable on the current
+    platform"). A GPU install has the kernel; None for anything else."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is None:
+        return None
+    code = tb.tb_frame.f_code
+    if "/sglang/" not in code.co_filename.replace(os.sep, "/") or code.co_argcount or code.co_kwonlyargcount \
+            or not (code.co_flags & inspect.CO_VARARGS and code.co_flags & inspect.CO_VARKEYWORDS):
+        return None
+    frame = traceback.extract_tb(exc.__traceback__)[-1]
+    if not (frame.line or "").lstrip().startswith("raise "):
+        return None
+    return f"calls {code.co_name} ({_where(frame)}), SGLang's stand-in for a GPU kernel that does not import here"
 
 
 def _meta_value(exc: BaseException) -> str | None:
