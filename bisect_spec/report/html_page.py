@@ -63,6 +63,9 @@ h3{font-size:14px;margin:14px 0 6px;color:#333}
 table{border-collapse:collapse;background:#fff;font-size:13px;margin:6px 0}
 th,td{border:1px solid #ddd;padding:4px 8px;text-align:left;vertical-align:top}th{background:#f0f0f0}
 td.num{text-align:right}
+td.knob{text-align:center;font-weight:600}td.knob.good{background:#edf7ed;color:#2e7d32}
+td.knob.partial{background:#fff8e1;color:#8d6e00}td.knob.bad{background:#fdecea;color:#c62828}
+#starts pre{background:#f3f3f3;padding:8px;white-space:pre-wrap;word-break:break-all}
 code{font:12px ui-monospace,SFMono-Regular,Menlo,monospace;background:#f3f3f3;padding:1px 3px;border-radius:3px}
 .badge{display:inline-block;white-space:nowrap;border-radius:3px;padding:0 6px;font-size:12px;font-weight:600;color:#fff}
 .b-new{background:#c62828}.b-vanished{background:#2e7d32}.b-changed{background:#ef6c00}
@@ -173,7 +176,7 @@ def page(model: dict[str, Any], data: Any) -> str:
         body += [_changes(model), _heatmaps(model), _cells_table(model)]
     else:
         assert isinstance(data, SweepInput)
-        body += [_sweep_pictures(model, data), _findings(model["findings"])]
+        body += [_starts(data.summary), _sweep_pictures(model, data), _findings(model["findings"])]
     head = ('<meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">'
             + el("title", "bisect-spec " + esc(model["title"])) + el("style", CSS))
     script = el("script", FILTER_SCRIPT) if 'id="filters"' in "".join(body) else ""
@@ -410,6 +413,55 @@ def _sweep_pictures(model: dict[str, Any], data: SweepInput) -> str:
                    f"your configuration ({len(own)} configurations)")
     return "\n".join([_signature_tables(cell, colours), el("h2", "Outcomes"), _outcome_bar(cell, colours),
                       _stages(cell), el("h2", heading), _pair_maps(data, cell, colours)])
+
+
+#: How a knob map's cell reads each verdict level, and its colour class
+_KNOB_CELLS = {"will_start": ("ok", "good"), "passed_up_to": ("ok*", "partial"), "will_not_start": ("OOM", "bad"),
+               "failed": ("FAIL", "bad")}
+
+
+def _starts(summary: dict[str, Any]) -> str:
+    """"Starts on your box": the command to launch, what SGLang resolves it to, and the draft's knobs by verdict at
+    the deployment shape (the same answer as the terminal's first lines)."""
+    from bisect_spec.report.summary import knob_order
+
+    starts = summary.get("starts")
+    if not starts:
+        return ""
+    family = "/".join(starts.get("algorithms") or [])
+    target = summary.get("target") or {}
+    parts = [el("h2", f"Starts on your box ({esc(family)}, {esc(target.get('hardware'))})")]
+    if not starts.get("argv"):
+        parts.append(el("p", f"No configuration of {esc(family)} passed: see the failures below.", class_="note"))
+        return el("section", "".join(parts), id="starts")
+    said = ("every check a CPU can run, ran" if starts["verdict"] == "PASSED" else
+            "passed up to " + esc(starts["reached"]) + ": "
+            + esc("; ".join(f"{k}: {v}" for k, v in (starts.get("stopped") or {}).items())))
+    parts += [el("p", f"{esc(starts['verdict'])}: {said} ({starts['full_passes']} of {starts['passes']} passing "
+                      f"{esc(family)} configurations ran every check)"),
+              el("pre", el("code", esc(starts.get("command") or " ".join(starts["argv"]))))]
+    resolved = starts.get("resolved") or {}
+    if resolved:
+        parts.append(table(["resolved", "value"], [[code(k), esc(v)] for k, v in resolved.items()]))
+    cells = starts.get("knobs") or []
+    if cells:
+        tokens = sorted({c["draft_tokens"] for c in cells}, key=knob_order)
+        rows: dict[tuple[str, str], dict[str, str]] = {}
+        for cell in cells:
+            rows.setdefault((cell["steps"], cell["topk"]), {})[cell["draft_tokens"]] = cell["verdict"]
+        head = el("tr", el("th", "steps, topk \\ draft tokens") + "".join(el("th", esc(t or "-")) for t in tokens))
+        body = []
+        for (steps, topk), marks in rows.items():
+            tds = []
+            for t in tokens:
+                word, cls = _KNOB_CELLS.get(marks.get(t, ""), ("", ""))
+                tds.append(el("td", word, class_=f"knob {cls}".strip()))
+            body.append(el("tr", el("th", f"{esc(steps or '-')}, {esc(topk or '-')}") + "".join(tds)))
+        parts += [el("h3", "The draft's knobs at this shape"),
+                  el("table", el("thead", head) + el("tbody", "".join(body)), class_="knobs"),
+                  el("p", "ok: every check ran · ok*: passed up to a GPU step · OOM: will not start · FAIL: SGLang "
+                          "refused", class_="note")]
+    return el("section", "".join(parts), id="starts")
 
 
 def _stages(cell: dict[str, Any]) -> str:

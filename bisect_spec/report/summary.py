@@ -329,12 +329,14 @@ def knob_map(outcomes: Sequence[Outcome], users: frozenset[str], base: Config) -
         cell["levels"][level] = cell["levels"].get(level, 0) + 1
     for cell in cells.values():  # the worst level a setting met (with or without the draft's path)
         cell["verdict"] = next(level for level in reversed(VERDICT_LEVELS) if level in cell["levels"])
-    return sorted(cells.values(), key=lambda c: tuple((len(v) == 0, _number(v)) for v in
-                                                        (c["steps"], c["topk"], c["draft_tokens"])))
+    return sorted(cells.values(), key=lambda c: tuple(knob_order(v) for v in (c["steps"], c["topk"], c["draft_tokens"])))
 
 
-def _number(text: str) -> float:
+def knob_order(text: str) -> tuple[int, float]:
+    """How a knob's values line up for a reader: not given (SGLang's choice), then the values people use, smallest
+    first, then 0 and the negative ones (the nonsense the sweep also tries)."""
     try:
-        return float(text)
+        number = float(text)
     except ValueError:
-        return float("inf")
+        return (0, 0.0) if text == "" else (3, 0.0)
+    return (1, number) if number > 0 else (2, -number)

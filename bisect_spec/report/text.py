@@ -377,7 +377,9 @@ def knob_lines(cells: Sequence[dict[str, Any]], width: int, *, rows: int = 8) ->
     (``-``: not given, SGLang's default)."""
     if not cells:
         return []
-    tokens = sorted({c["draft_tokens"] for c in cells}, key=lambda v: (v != "", float(v) if v.lstrip("-").isdigit() else 0))
+    from bisect_spec.report.summary import knob_order
+
+    tokens = sorted({c["draft_tokens"] for c in cells}, key=knob_order)
     lines: dict[tuple[str, str], dict[str, str]] = {}
     for cell in cells:
         lines.setdefault((cell["steps"], cell["topk"]), {})[cell["draft_tokens"]] = MAP_MARKS[cell["verdict"]]
@@ -565,7 +567,8 @@ def summary_markdown(summary: dict[str, Any]) -> str:
              f"Strategy `{summary['strategy']}` (seed {summary['seed']}), {summary['evaluated']} configurations: "
              + ", ".join(f"{v} {k}" for k, v in summary["counts"].items()),
              *(["", f"Verdicts: {verdicts_line(summary['verdicts'])}"] if summary.get("verdicts") else []),
-             *(["", stages_line(summary["stages"])] if summary.get("stages") else []), "", "## Failure signatures", "",
+             *(["", stages_line(summary["stages"])] if summary.get("stages") else []),
+             *_starts_markdown(summary.get("starts")), "", "## Failure signatures", "",
              "| id | exception | SGLang location | count | smallest config seen | message |", "|---|---|---|---|---|---|"]
     mine, rest = users_failures(list(summary["signatures"]), target)
     if mine:  # the user's question first: the draft's own failures, then the rest (the table's order says so)
@@ -585,6 +588,19 @@ def summary_markdown(summary: dict[str, Any]) -> str:
             lines.append(f"| `{f['id']}` | {f['kind']} | `{f['field']}` | {f['count']} | `{' '.join(f['smallest'])}` | "
                          f"{_md(f['detail'])} |")
     return "\n".join(lines) + "\n"
+
+
+def _starts_markdown(starts: dict[str, Any] | None) -> list[str]:
+    """"Starts on your box" in Markdown: the command, its verdict, what it resolves to."""
+    if not starts:
+        return []
+    family = "/".join(starts.get("algorithms") or [])
+    if not starts.get("argv"):
+        return ["", "## Starts on your box", "", f"No configuration of {family} passed."]
+    resolved = ", ".join(f"{k} {v}" for k, v in (starts.get("resolved") or {}).items())
+    return ["", "## Starts on your box", "", f"{starts['verdict']} ({starts['full_passes']} of {starts['passes']} "
+            f"passing {family} configurations ran every check):", "", "```bash", str(starts.get("command")), "```",
+            *(["", f"Resolves to: {resolved}."] if resolved else [])]
 
 
 def _md(text: str) -> str:

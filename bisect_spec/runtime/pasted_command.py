@@ -99,6 +99,8 @@ def _pasted_draft(path: str, config: Config, spec: TargetSpec, notes: list[str])
         notes.append(f"draft {path} is the published {recipe} draft for {for_model}: using the '{recipe}' draft "
                      "profile (its config shaped for the model)")
         return TargetSpec(**{**spec.__dict__, "draft": recipe})
+    if path == DRAFT and spec.draft is not None:  # the placeholder for the draft: the one chosen
+        return spec
     if spec.draft_chosen and spec.draft is not None:  # --draft beside the pasted id: that profile stands for it
         notes.append(f"draft {path}: evaluated with the '{spec.draft}' draft profile you chose (--draft); "
                      "its own config.json not read")

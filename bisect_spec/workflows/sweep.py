@@ -505,13 +505,17 @@ class SweepRun:
         The reproducers the masking-aware rounds learnt are the known ones; a failing signature
         without one is shrunk first (its smallest row, the sweep's shrink budget). One flag of a
         reproducer is peeled at a time, the strategy's core flags last. Peeled rows are journaled as
-        phase ``peel``.
+        phase ``peel``. A plan focused on the named draft's algorithms peels only rows that run one of them.
         """
         from bisect_spec.search.peel import peel
 
         masking, strategy, space = self.masking, self.strategy, self.search_space
         failing: dict[Config, str] = {}
+        focus = {a.upper() for a in strategy.algorithms}
         for config in [*self.plan, *self.branch_configs, *self.round_configs, *self.searched]:
+            algorithm = config.get("--speculative-algorithm")
+            if focus and (not algorithm or algorithm[0].upper() not in focus):
+                continue  # a plan focused on the draft peels the draft's rows: what bites a user of it
             key = outcome_key(self.outcomes[config.key()])
             if key is not None and ":" not in key:
                 failing.setdefault(config, key)
