@@ -1680,12 +1680,12 @@ def _jit_kernels_on_meta() -> Iterator[None]:
         return _MetaKernels(str(args[0]) if args else "?")
 
     for module in modules:
-        module.load_jit = load_on_meta
+        module.load_jit = load_on_meta  # type: ignore[attr-defined]
     try:
         yield
     finally:
         for module, original in originals.items():
-            module.load_jit = original
+            module.load_jit = original  # type: ignore[attr-defined]
         _forget_meta_kernels()
 
 

@@ -613,10 +613,10 @@ def record_flag_table(directory: Path, table: list[dict[str, Any]]) -> None:
     Written whole, then renamed into place: two commands that start on a cold release at once
     both record it, and one may read it while the other writes.
     """
-    from bisect_spec.runtime.store import _atomic_write
+    from bisect_spec.runtime.files import atomic_write
 
     current = flags_cache_name()
-    _atomic_write(directory / current, json.dumps(table))
+    atomic_write(directory / current, json.dumps(table))
     for older in directory.glob("flags-*.json"):
         if older.name != current:
             older.unlink(missing_ok=True)

@@ -7,9 +7,13 @@ shared by all lets one writer rename another's staging file away (CI saw both).
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import threading
 from pathlib import Path
+
+from bisect_spec.errors import StoreError
 
 
 def staging_path(path: Path) -> Path:
@@ -34,3 +38,29 @@ def write_if_changed(path: Path, text: str, *, mode: int | None = None) -> None:
         staging.replace(path)
     finally:
         staging.unlink(missing_ok=True)
+
+
+def atomic_write(path: Path, text: str) -> None:
+    """Write ``text`` whole and durably (flushed to disk), then rename it into place; a staging file per process and
+    thread, so two writers of one path never write into the same file (the last rename wins, whole).
+
+    :raises StoreError: the disk is full, or the path cannot be written (one line saying which).
+    """
+    tmp = staging_path(path)
+    try:
+        with open(tmp, "w") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        tmp.replace(path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise store_error(exc, path) from exc
+
+
+def store_error(exc: OSError, path: Path) -> StoreError:
+    """One line for a failed write of ``path``: a full disk says how to go on."""
+    if exc.errno == errno.ENOSPC:
+        return StoreError(f"disk full while writing {path}: free some space, then resume the run with --resume")
+    return StoreError(f"cannot write {path}: {exc.strerror or exc}")

@@ -25,7 +25,6 @@ canonical configuration key, so a configuration is never evaluated twice across 
 from __future__ import annotations
 
 import contextlib
-import errno
 import fcntl
 import functools
 import hashlib
@@ -41,34 +40,12 @@ from typing import IO, Any
 
 from bisect_spec import __version__
 from bisect_spec.errors import StoreError, UsageError
-from bisect_spec.runtime.files import staging_path
+from bisect_spec.runtime.files import atomic_write, store_error
 
 logger = logging.getLogger(__name__)
 
 #: Bump when the meaning of a cached outcome changes.
 CACHE_SCHEMA = 2
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    """Write ``text`` whole, then rename it into place; a staging file per process and thread, so
-    two writers of one path never write into the same file (the last rename wins, whole)."""
-    tmp = staging_path(path)
-    try:
-        with open(tmp, "w") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        tmp.replace(path)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise _store_error(exc, path) from exc
-
-
-def _store_error(exc: OSError, path: Path) -> StoreError:
-    if exc.errno == errno.ENOSPC:
-        return StoreError(f"disk full while writing {path}: free some space, then resume the run with --resume")
-    return StoreError(f"cannot write {path}: {exc.strerror or exc}")
 
 
 def read_json(path: Path, advice: str) -> Any:
@@ -142,13 +119,13 @@ class Run:
             self._journal.flush()
             os.fsync(self._journal.fileno())
         except OSError as exc:
-            raise _store_error(exc, self.path / "journal.jsonl") from exc
+            raise store_error(exc, self.path / "journal.jsonl") from exc
 
     def write_json(self, name: str, data: Any) -> None:
-        _atomic_write(self.path / name, json.dumps(data, indent=2, sort_keys=True) + "\n")
+        atomic_write(self.path / name, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
     def write_text(self, name: str, text: str) -> None:
-        _atomic_write(self.path / name, text)
+        atomic_write(self.path / name, text)
 
     def close(self) -> None:
         if self._journal is not None:
@@ -204,7 +181,7 @@ def create_run(runs_dir: Path, meta: dict[str, Any], run_id: str | None = None) 
     except FileExistsError:
         raise StoreError(f"run {run_id} exists already in {runs_dir}: resume it with --resume {run_id}") from None
     except OSError as exc:
-        raise _store_error(exc, path) from exc
+        raise store_error(exc, path) from exc
     run = Run(path, meta, _lock(path))
     run.write_json("run.json", meta)
     return run

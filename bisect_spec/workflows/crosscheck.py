@@ -45,7 +45,6 @@ def crosscheck(configs: Sequence[tuple[str, Config]], spec: TargetSpec | None = 
     simulated profile). Stored as ``crosscheck.json`` with every launch log beside it.
     """
     from bisect_spec.launch import server as launch
-    from bisect_spec.runtime import store
 
     spec = spec or TargetSpec()
     plan = launch_plan(spec, allow_without_gpu=allow_without_gpu)
@@ -68,7 +67,9 @@ def crosscheck(configs: Sequence[tuple[str, Config]], spec: TargetSpec | None = 
     finally:
         session.close()
     report = CrosscheckReport(session.target, plan, rows, path, [*plan.notes, *leftovers])
-    store._atomic_write(path / "crosscheck.json", json.dumps(report.to_dict(), indent=2, sort_keys=True) + "\n")
+    from bisect_spec.runtime.files import atomic_write
+
+    atomic_write(path / "crosscheck.json", json.dumps(report.to_dict(), indent=2, sort_keys=True) + "\n")
     return report
 
 

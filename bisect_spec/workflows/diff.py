@@ -255,7 +255,7 @@ def code_elsewhere(session: Session, failing: Outcome) -> dict[str, Any]:
 def _store(report: DiffReport, runs_dir: Path) -> Path:
     """``diff.json`` and ``diff.md`` in a new ``<runs_dir>/diff-<old>-<new>-<salt>/``."""
     from bisect_spec.report.diff_text import diff_markdown
-    from bisect_spec.runtime.store import _atomic_write
+    from bisect_spec.runtime.files import atomic_write
 
     salt = hashlib.sha1(f"{time.time_ns()}{os.getpid()}".encode()).hexdigest()[:4]
     slug = re.sub(r"[^\w.-]+", "_", f"diff-{report.old}-{report.new}")[:80]
@@ -263,8 +263,8 @@ def _store(report: DiffReport, runs_dir: Path) -> Path:
     try:
         path.mkdir(parents=True, exist_ok=False)
         report.path = path
-        _atomic_write(path / "diff.json", json.dumps(report.to_dict(), indent=2, sort_keys=True) + "\n")
-        _atomic_write(path / "diff.md", diff_markdown(report.to_dict()))
+        atomic_write(path / "diff.json", json.dumps(report.to_dict(), indent=2, sort_keys=True) + "\n")
+        atomic_write(path / "diff.md", diff_markdown(report.to_dict()))
     except OSError as exc:
         raise StoreError(f"cannot write the diff under {path}: {exc.strerror or exc}") from exc
     return path

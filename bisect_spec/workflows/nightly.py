@@ -26,7 +26,8 @@ from bisect_spec.errors import BisectSpecError, ExecutorError, StoreError, Usage
 from bisect_spec.model.outcome import STAGE_ORDER
 from bisect_spec.model.signature import normalise_message
 from bisect_spec.runtime import environments
-from bisect_spec.runtime.store import _atomic_write, list_runs, read_json
+from bisect_spec.runtime.files import atomic_write
+from bisect_spec.runtime.store import list_runs, read_json
 from bisect_spec.workflows.matrix import Cell, Matrix, load_matrix
 from bisect_spec.workflows.sweep import sweep
 
@@ -195,7 +196,7 @@ def run_nightly(matrix_file: str | Path, *, out: Path = Path("nightlies"), resum
 
     def save() -> None:
         try:
-            _atomic_write(path / "nightly.json", json.dumps(data, indent=2, sort_keys=True) + "\n")
+            atomic_write(path / "nightly.json", json.dumps(data, indent=2, sort_keys=True) + "\n")
         except OSError as exc:
             raise StoreError(f"cannot write {path / 'nightly.json'}: {exc.strerror or exc}") from exc
 
@@ -248,7 +249,7 @@ def run_nightly(matrix_file: str | Path, *, out: Path = Path("nightlies"), resum
     save()
     from bisect_spec.report.text import nightly_markdown
 
-    _atomic_write(path / "nightly.md", nightly_markdown(data))
+    atomic_write(path / "nightly.md", nightly_markdown(data))
     data["path"] = str(path)
     return data
 

@@ -129,7 +129,7 @@ def launch(tokens: Sequence[str], spec: TargetSpec | None = None, *, repeat: int
     finally:
         session.close()
     report = LaunchReport(session.target, config, plan, attempts, path, notes)
-    from bisect_spec.runtime import store
+    from bisect_spec.runtime.files import atomic_write
 
-    store._atomic_write(path / "launch.json", json.dumps(report.to_dict(), indent=2, sort_keys=True) + "\n")
+    atomic_write(path / "launch.json", json.dumps(report.to_dict(), indent=2, sort_keys=True) + "\n")
     return report

@@ -181,7 +181,7 @@ def write_reproducers(session: Session, report: ShrinkReport, out_dir: Path, *, 
         configuration's own flags with the report's names.
     """
     from bisect_spec.report import bug_report, reproducers
-    from bisect_spec.runtime import store
+    from bisect_spec.runtime.files import atomic_write
 
     outcome = report.minimal or report.original
     signature = report.result.signature.to_dict()
@@ -237,7 +237,7 @@ def write_reproducers(session: Session, report: ShrinkReport, out_dir: Path, *, 
     for name, text in files.items():
         path = directory / name
         path.parent.mkdir(parents=True, exist_ok=True)
-        store._atomic_write(path, text)
+        atomic_write(path, text)
         if name.endswith((".sh", ".py")):
             path.chmod(0o755)
         written[name] = str(path)

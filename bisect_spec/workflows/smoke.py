@@ -229,9 +229,9 @@ def _path(release: str) -> Path:
 
 
 def record(result: SmokeResult) -> None:
-    from bisect_spec.runtime.store import _atomic_write
+    from bisect_spec.runtime.files import atomic_write
 
-    _atomic_write(_path(result.release), json.dumps(result.to_dict(), indent=2))
+    atomic_write(_path(result.release), json.dumps(result.to_dict(), indent=2))
 
 
 def recorded(release: str) -> SmokeResult | None:

@@ -80,6 +80,12 @@ LAYERS: dict[str, set[str]] = {
     "workflows": {"model", "search", "reduce", "report", "runtime", "launch", "inside", "root"},
     "cli": {"api", "model", "search", "reduce", "report", "runtime", "launch", "workflows", "root"},
     "inside": set(),
+    # the public façade: every layer below the CLI, and never the CLI
+    "api": {"model", "search", "reduce", "report", "runtime", "launch", "workflows", "root"},
+    # the console script and ``python -m bisect_spec``: the CLI, started once the façade is importable
+    "entry": {"cli", "api", "root"},
+    # errors, versions and the package's ``__init__`` (``__version__``, the model types it re-exports)
+    "root": {"model"},
 }
 #: the package itself counts as root: its ``__init__`` holds ``__version__`` and re-exports model types
 _ROOT_MODULES = {"bisect_spec.errors": "root", "bisect_spec.versions": "root", "bisect_spec": "root"}
@@ -89,8 +95,9 @@ def _layer(module: str) -> str:
     if module in _ROOT_MODULES:
         return _ROOT_MODULES[module]
     parts = module.split(".")
-    return parts[1] if len(parts) > 2 else "api" if module in ("bisect_spec.api", "bisect_spec.entry",
-                                                                "bisect_spec.__main__") else parts[-1]
+    if module in ("bisect_spec.entry", "bisect_spec.__main__"):
+        return "entry"
+    return parts[1] if len(parts) > 2 else "api" if module == "bisect_spec.api" else parts[-1]
 
 
 def test_every_import_follows_the_layers() -> None:
