@@ -1576,7 +1576,7 @@ def _loaded_on_meta(runner: Any, runner_cls: Any, cls: type, refusals: list[Base
     other failure of the load (a layer's platform check: a vision tower's "only available for cuda" on this CPU
     build of torch; a value only real weights hold) ends the stage, never a verdict."""
     try:
-        with platform(), _construction_within(total):
+        with platform(), _construction_within(total), _jit_kernels_on_meta():
             runner_cls.load_model(runner)
     except _OverTheGpu as over:
         oom = WillNotStart("weights", f"the weights built so far take {over.built / _GIB:.2f} GiB per GPU, more than "
@@ -1621,27 +1621,137 @@ def _with_tolerant_processing(initialize: Callable[..., Any], skipped: list[tupl
     method's class is listed in ``skipped`` with whether it changes no size (:func:`_size_neutral`; the sizing
     after it is a verdict only where every such method is)."""
     model = initialize(*args, **kwargs)
+    done: dict[Any, dict[str, Any] | None] = {}  # what each kind of layer's processing did, this load only
     for module in getattr(model, "modules", lambda: [])():
         method: Any = getattr(module, "quant_method", None)
         process = getattr(method, "process_weights_after_loading", None)
         if process is None or getattr(process, "_bisect_spec_tolerant", False):
             continue
 
-        def tolerant(layer: Any, *more: Any, _process: Any = process,
+        def tolerant(layer: Any, *more: Any, _process: Any = process, _method: Any = method,
                      _skip: tuple[str, bool] = (type(method).__name__, _size_neutral(method)), **options: Any) -> Any:
+            key = _processing_key(_method, layer) if not more and not options else None
+            effect = done.get(key) if key is not None else None
+            if effect is not None:  # a layer like one processed already: the same shapes, set without the arithmetic
+                _replay(effect, layer)
+                return None
+            before = _layer_tensors(layer) if key is not None else None
+            objects = _objects(layer, _method)
             try:
-                with _jit_kernels_on_meta():
-                    return _process(layer, *more, **options)
+                result = _process(layer, *more, **options)
             except Exception as exc:
                 if _meta_value(exc) is None and _device_step(exc) is None:  # a value, or a kernel only a GPU has
                     raise
                 skipped.append(_skip)
                 return None
+            if key is not None and before is not None and result is None and _objects(layer, _method) == objects:
+                done[key] = _effect(before, layer)
+            return result
 
         tolerant._bisect_spec_tolerant = True  # type: ignore[attr-defined]
         with contextlib.suppress(AttributeError, TypeError):
             method.process_weights_after_loading = tolerant
     return model
+
+
+#: The attributes of a layer or quantisation method that decide what its post-load processing does, besides its
+#: tensors' shapes and dtypes: plain values only (numbers, strings, booleans, None; tuples of them)
+_PLAIN = (int, float, str, bool, type(None))
+
+
+#: A layer's attributes that say which layer it is (its position and name), not what its processing does
+_NAMES_THE_LAYER = re.compile(r"(^|_)(layer_id|layer_idx|layer_name|prefix)$")
+
+
+def _plain(value: Any) -> bool:
+    return isinstance(value, _PLAIN) or (isinstance(value, tuple) and all(isinstance(v, _PLAIN) for v in value))
+
+
+def _processing_key(method: Any, layer: Any) -> Any:
+    """What a quantisation method's post-load processing of ``layer`` on ``meta`` depends on: the method's class and
+    plain settings, the layer's class and plain attributes, and its own tensors' names, shapes and dtypes. Two
+    layers with one key come out of the processing alike (Kimi-K2.6's 60 MoE layers: SGLang's Marlin repack loops
+    over every expert of each); None where the layer holds a tensor that is not on ``meta``."""
+    tensors = _layer_tensors(layer)
+    if tensors is None:
+        return None
+    settings = tuple(sorted((k, v) for k, v in vars(method).items() if _plain(v)))
+    own = tuple(sorted((k, v) for k, v in vars(layer).items()
+                       if _plain(v) and not k.startswith("_") and not _NAMES_THE_LAYER.search(k)))
+    return (type(method), settings, type(layer), own, tuple(sorted(tensors.items())))
+
+
+def _objects(layer: Any, method: Any) -> dict[tuple[int, str], int]:
+    """The layer's and the method's attributes that are neither plain values nor tensor stores, by identity: a
+    processing that sets one (a kernel workspace, a runner) is not replayed, it runs for every layer."""
+    found = {}
+    for number, owner in enumerate((layer, method)):
+        for name, value in vars(owner).items():
+            if name not in ("_parameters", "_buffers", "_modules") and not _plain(value) and not _meta_tensor(value) \
+                    and not (isinstance(value, dict) and all(_plain(k) and _plain(v) for k, v in value.items())):
+                found[(number, name)] = id(value)
+    return found
+
+
+def _meta_tensor(value: Any) -> bool:
+    """A tensor on ``meta`` kept as a plain attribute (a kernel's workspace): its shape and dtype are all it has."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(value, torch.Tensor) and not isinstance(value, torch.nn.Parameter) \
+        and value.is_meta
+
+
+def _layer_tensors(layer: Any) -> dict[str, tuple[Any, ...]] | None:
+    """``layer``'s own parameters and buffers (not its children's): name -> (kind, shape, dtype, requires_grad);
+    None where one is not on ``meta``."""
+    found: dict[str, tuple[Any, ...]] = {}
+    for kind, store in (("parameter", vars(layer).get("_parameters") or {}), ("buffer", vars(layer).get("_buffers") or {})):
+        for name, tensor in store.items():
+            if tensor is None:
+                continue
+            if not getattr(tensor, "is_meta", False):
+                return None
+            found[name] = (kind, tuple(tensor.shape), tensor.dtype, bool(getattr(tensor, "requires_grad", False)))
+    return found
+
+
+def _effect(before: dict[str, tuple[Any, ...]], layer: Any) -> dict[str, Any] | None:
+    """What a processing did to ``layer``'s own tensors (each one's kind, shape, dtype after it; those it removed)
+    and plain attributes; None where it did more than that (a new attribute of another kind: not replayed)."""
+    after = _layer_tensors(layer)
+    if after is None:
+        return None
+    attributes: dict[str, Any] = {}
+    tensors: dict[str, tuple[Any, ...]] = {}
+    for name, value in vars(layer).items():
+        if name in ("_parameters", "_buffers", "_modules") or name.startswith("_forward") or name.startswith("_backward"):
+            continue
+        if _plain(value):
+            attributes[name] = value
+        elif isinstance(value, dict) and all(_plain(k) and _plain(v) for k, v in value.items()):
+            attributes[name] = dict(value)
+        elif _meta_tensor(value):
+            tensors[name] = (tuple(value.shape), value.dtype)
+    return {"tensors": after, "removed": sorted(set(before) - set(after)), "attributes": attributes,
+            "tensor_attributes": tensors}
+
+
+def _replay(effect: dict[str, Any], layer: Any) -> None:
+    """Give ``layer`` the tensors and plain attributes :func:`_effect` recorded of a layer like it."""
+    import torch
+
+    for name in effect["removed"]:
+        (vars(layer).get("_parameters") or {}).pop(name, None)
+        (vars(layer).get("_buffers") or {}).pop(name, None)
+    for name, (kind, shape, dtype, grad) in effect["tensors"].items():
+        tensor = torch.empty(shape, dtype=dtype, device="meta")
+        if kind == "parameter":
+            layer._parameters[name] = torch.nn.Parameter(tensor, requires_grad=grad)
+        else:
+            layer._buffers[name] = tensor
+    for name, value in effect["attributes"].items():
+        setattr(layer, name, dict(value) if isinstance(value, dict) else value)
+    for name, (shape, dtype) in effect["tensor_attributes"].items():
+        setattr(layer, name, torch.empty(shape, dtype=dtype, device="meta"))
 
 
 class _MetaKernels:
