@@ -7,7 +7,7 @@ Same configurations, same release, same simulated hardware, one run, side by sid
              (environment, logging and caches leak from one config to the next), the same
              full launch path (resolution, ``check_server_args``, auto parsers, target and
              draft model configs, the model runner and its attention-backend choice:
-             ``launch_path.run_after_resolution``);
+             ``launch.run_after_resolution``);
 * isolated — bisect-spec's worker as a sweep uses it (``Session.evaluate_many``, one
              worker process): environment restored,
              caches cleared, platform reset before every evaluation.
@@ -41,7 +41,8 @@ lib = torch.library.Library("torchvision", "DEF")
 lib.define("nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
 lib.define("qnms(Tensor qdets, Tensor qscores, float iou_threshold) -> Tensor")
 from bisect_spec.inside.evaluator import Evaluator
-from bisect_spec.inside import launch_path
+from bisect_spec.inside import launch
+from bisect_spec.inside.launch import memory_pool, order
 spec = json.load(open(sys.argv[2]))
 ev = Evaluator(spec["hardware"], spec["gpus"])
 argvs = spec["argvs"]
@@ -54,8 +55,8 @@ started = time.perf_counter()
 failed = 0
 for argv in argvs:
     try:
-        args = ev._construct(launch_path.split_env(argv)[1])
-        launch_path.run_after_resolution(args, launch_path.Progress())
+        args = ev._construct(launch.split_env(argv)[1])
+        launch.run_after_resolution(args, launch.Progress())
     except BaseException:
         failed += 1
 elapsed = time.perf_counter() - started
@@ -73,13 +74,14 @@ def timed(name, function):
             stages[name] += time.perf_counter() - begun
     return wrapper
 for name in stages:
-    if name != "_construct":
-        setattr(launch_path, name, timed(name, getattr(launch_path, name)))
+    if name != "_construct":  # where each is called from: the order, or the memory pool's stage
+        where = memory_pool if name in ("_capture_sizes", "_requests_refusal", "_decode_graph_sizes") else order
+        setattr(where, name, timed(name, getattr(where, name)))
 ev._construct = timed("_construct", ev._construct)
 for argv in argvs:
     try:
-        args = ev._construct(launch_path.split_env(argv)[1])
-        launch_path.run_after_resolution(args, launch_path.Progress())
+        args = ev._construct(launch.split_env(argv)[1])
+        launch.run_after_resolution(args, launch.Progress())
     except BaseException:
         pass
 print(json.dumps({"seconds": elapsed, "failed": failed, "stages": stages}), file=sys.__stdout__)

@@ -43,7 +43,7 @@ import types
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
-from bisect_spec.inside import data_flow, launch_path
+from bisect_spec.inside import data_flow, launch
 
 T = TypeVar("T")
 
@@ -399,7 +399,7 @@ def _gpu_without_kernels(hardware: dict[str, Any] | None) -> bool:
 #: Modules resolution imports lazily: imported on the CPU first (else they reach for sgl_kernel).
 LAZY_MODULES = ("sglang.srt.configs.model_config", "sglang.srt.arg_groups.pipeline",
                 "sglang.srt.arg_groups.overrides", "sglang.srt.utils.hf_transformers_utils",
-                # the launch path's later stages (launch_path.py): launcher and scheduler modules
+                # the launch path's later stages (launch/): launcher and scheduler modules
                 "sglang.srt.managers.tokenizer_manager", "sglang.srt.speculative.spec_info",
                 "sglang.srt.model_executor.model_runner_components.spec_aux_hidden_state")
 
@@ -600,8 +600,8 @@ class Evaluator:
                     for context in data_flow.branch_contexts(self.package_root, [e["dest"] for e in out])]
         # environment variables the speculative code reads, and those its checks read (data flow, marked so):
         # swept like flags (kind "env")
-        checked = {name for name in reads if launch_path.ENV_READ.fullmatch(f"envs.{name}")}
-        for variable in launch_path.speculative_env_vars(self.package_root, also=checked):
+        checked = {name for name in reads if launch.ENV_READ.fullmatch(f"envs.{name}")}
+        for variable in launch.speculative_env_vars(self.package_root, also=checked):
             out.append({"option": variable["name"], "aliases": [variable["name"]], "kind": "env",
                         "type": variable["kind"], "default": variable["default"], "choices": None, "nargs": None,
                         "help": "environment variable read by the speculative code paths",
@@ -701,12 +701,12 @@ class Evaluator:
         evaluation only (and recorded as ``env``), as a shell prefix would apply them.
         """
         record: dict[str, Any] = {"argv": list(argv)}
-        env, argv = launch_path.split_env(argv)
+        env, argv = launch.split_env(argv)
         started = time.perf_counter()
         stderr = io.StringIO()
         state = _ProcessState()
         parser = _RecordingParser(self.parser)
-        progress = launch_path.Progress()
+        progress = launch.Progress()
         if self.paranoid or env:
             # memoised answers computed under the worker's own environment may not hold under
             # this one: start clean (and end clean: see ``state.dirty`` below)
@@ -726,7 +726,7 @@ class Evaluator:
                     args = self._construct(argv, parser, progress)
                     view = self._resolving_view(args) if self._resolving_view is not None else args
                     resolved = {f: _jsonable(getattr(view, f)) for f in RESOLVED_FIELDS if hasattr(view, f)}
-                    launch_path.run_after_resolution(args, progress)
+                    launch.run_after_resolution(args, progress)
                 record["status"] = "passed"
                 record["resolved"] = resolved
             except SystemExit as exc:
@@ -742,11 +742,11 @@ class Evaluator:
                 record.update(self._failure(exc, stderr.getvalue()))
                 record["status"] = "crashed"
                 record["crash"] = "MemoryError"
-            except launch_path.WillNotStart as exc:
+            except launch.WillNotStart as exc:
                 # the box cannot hold what SGLang built (out of memory) or place its ranks: a verdict of its own,
                 # from the tool's sizing of SGLang's build, never shown as SGLang's statement
                 record.update(will_not_start_record(exc, progress.stage))
-            except launch_path.NotLoaded as exc:
+            except launch.NotLoaded as exc:
                 # a stand-in of the emulation read outside the stage that would stop on it: our fault, recorded as
                 # one; the worker lives on (a BaseException, it would otherwise end the worker process)
                 record.update(self._failure(exc, stderr.getvalue()))
@@ -756,7 +756,7 @@ class Evaluator:
                 if lazy is not None and lazy not in self.cpu_imports and _retries < 8:
                     self.cpu_imports.append(lazy)
                     # evaluated again either way: where the CPU import failed too, a stage after the
-                    # weights records the import as a stop the second time (launch_path._import_retried_first)
+                    # weights records the import as a stop the second time (launch.device_stops._import_retried_first)
                     with contextlib.suppress(Exception):
                         with_stubs(functools.partial(self._memo.import_on_cpu, lazy), self.stubbed)
                     retry = True
@@ -764,7 +764,7 @@ class Evaluator:
                     record.update(self._failure(exc, stderr.getvalue()))
                     record["status"] = "failed"
                     gpu_code = isinstance(exc, ModuleNotFoundError) and bool(self._memo.packages_needed())
-                    fault = None if gpu_code else launch_path.tool_fault(exc, progress)
+                    fault = None if gpu_code else launch.tool_fault(exc, progress)
                     if fault is not None:  # the emulation's fault: never a verdict on SGLang
                         _record_tool_fault(record, fault, exc)
             if retry:  # outside the handler: the retry's own failure must not chain onto this ImportError
@@ -825,7 +825,7 @@ class Evaluator:
                 self.forgotten += 1
 
     def _construct(self, argv: list[str], parser: _RecordingParser | None = None,
-                   progress: launch_path.Progress | None = None) -> Any:
+                   progress: launch.Progress | None = None) -> Any:
         module, cls = self.module, self.server_args_cls
         original_argparse = getattr(module, "argparse")  # noqa: B009 - the module's own import
         original_add = cls.__dict__["add_cli_args"]
@@ -870,8 +870,8 @@ class Evaluator:
         return failure
 
 
-def will_not_start_record(exc: launch_path.WillNotStart, stage: str) -> dict[str, Any]:
-    """A record's fields for a configuration that will not start (:class:`launch_path.WillNotStart`): status failed,
+def will_not_start_record(exc: launch.WillNotStart, stage: str) -> dict[str, Any]:
+    """A record's fields for a configuration that will not start (:class:`launch.WillNotStart`): status failed,
     in torch's exception type (what a real launch dies of), the figures, and no SGLang frame or traceback: no
     statement of SGLang's refused it."""
     exc_type = "OutOfMemoryError" if exc.cause == "weights" else "RuntimeError"
