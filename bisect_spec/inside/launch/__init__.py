@@ -7,6 +7,10 @@ function or module exists in the release), never by version string, so a release
 than any we know runs the steps it has. Read from the sources of every release family
 (``shared/facts/sglang-launch-path.md``); the README lists, per family, which steps run.
 
+One module per SGLang component; each stage is a record (:class:`.stage.Stage`) in its component's module,
+and :func:`.order.launch_order` says which stages a release runs, in which order: adding a stage is one
+module and one line in the order (``docs/launch-path.md`` has the recipe and the module map).
+
 Stages, in launch order (``Progress.stage`` records how far an evaluation got, or where it
 failed):
 
@@ -85,9 +89,10 @@ from __future__ import annotations
 
 from .environment import ENV_READ, speculative_env_vars, split_env
 from .faults import sglang_verdict, tool_fault
-from .order import run_after_resolution
-from .server_args import gpus_needed
-from .stage import AFTER_WEIGHTS, STAGE_WORDS, STAGES, NotLoaded, Progress, WillNotStart
+from .order import AFTER_WEIGHTS, ALL_STAGES, STAGE_WORDS, STAGES, launch_order, run_after_resolution
+from .server_args import PARSE, RESOLVE, gpus_needed
+from .stage import Launch, NotLoaded, Progress, Stage, WillNotStart
 
-__all__ = ["AFTER_WEIGHTS", "ENV_READ", "STAGES", "STAGE_WORDS", "NotLoaded", "Progress", "WillNotStart", "gpus_needed",
-           "run_after_resolution", "sglang_verdict", "speculative_env_vars", "split_env", "tool_fault"]
+__all__ = ["AFTER_WEIGHTS", "ALL_STAGES", "ENV_READ", "PARSE", "RESOLVE", "STAGES", "STAGE_WORDS", "Launch", "NotLoaded",
+           "Progress", "Stage", "WillNotStart", "gpus_needed", "launch_order", "run_after_resolution", "sglang_verdict",
+           "speculative_env_vars", "split_env", "tool_fault"]

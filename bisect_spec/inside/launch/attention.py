@@ -15,23 +15,20 @@ from collections.abc import Iterator
 from typing import Any
 
 from .sglang_lookup import _replaced
-from .stage import Progress
+from .stage import Progress, Stage
 
 #: Attention modules whose classes the backend choice builds: building a backend is device work
 #: (workspaces, kernels, CUDA graphs' buffers), so these modules are stood in for while the choice runs.
 _BACKEND_PACKAGE = "sglang.srt.layers.attention."
 
 
-
 _NOT_BACKENDS = frozenset({"base_attn_backend"})
-
 
 
 def _is_backend_module(fullname: str) -> bool:
     leaf = fullname.rpartition(".")[2]
     return (fullname.startswith(_BACKEND_PACKAGE) and leaf.endswith("_backend") and leaf not in _NOT_BACKENDS
             and "." not in fullname[len(_BACKEND_PACKAGE):])
-
 
 
 class _Inert:
@@ -42,7 +39,6 @@ class _Inert:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return _Inert()
-
 
 
 def _backend_stand_in(fullname: str, chosen: list[str]) -> types.ModuleType:
@@ -66,7 +62,6 @@ def _backend_stand_in(fullname: str, chosen: list[str]) -> types.ModuleType:
     return module
 
 
-
 class _BackendFinder:
     """A ``sys.meta_path`` finder serving stand-ins for the backend modules first imported during the choice."""
 
@@ -83,7 +78,6 @@ class _BackendFinder:
 
     def exec_module(self, module: types.ModuleType) -> None:
         return None
-
 
 
 @contextlib.contextmanager
@@ -114,7 +108,6 @@ def _backends_stood_in() -> Iterator[list[str]]:
         sys.modules.update(real)
 
 
-
 def _attention_backend(runner: Any, progress: Progress) -> None:
     """The runner's ``init_attention_backend()``, SGLang's own: the decode and prefill backends it
     chooses (a hybrid of two, two-batch overlap, the MLA and capability checks, an unknown name), with
@@ -125,9 +118,8 @@ def _attention_backend(runner: Any, progress: Progress) -> None:
     """
     if _backend_choice(runner) is None:
         return
-    progress.enter("attention_backend")
+    progress.enter(ATTENTION_BACKEND.name)
     progress.attention_backends = _choose_backends(runner)
-
 
 
 def _backend_choice(runner: Any) -> tuple[Any, Any, Any, Any] | None:
@@ -144,7 +136,6 @@ def _backend_choice(runner: Any) -> tuple[Any, Any, Any, Any] | None:
     if init is None and build is None:
         return None
     return init, setup, resolve, build
-
 
 
 def _choose_backends(runner: Any) -> list[str]:
@@ -166,3 +157,9 @@ def _choose_backends(runner: Any) -> list[str]:
             with _replaced(setup, "init_cublas", lambda *args, **kwargs: None):  # a matmul on the device
                 build(model_runner=runner)
     return list(chosen)
+
+
+ATTENTION_BACKEND = Stage("attention_backend", "attention-backend selection, after the weights load",
+                          "ModelRunner.init_attention_backend (layers/attention/, attention_registry.py)",
+                          run=lambda launch: _attention_backend(launch.runner, launch.progress),
+                          after_weights=True, emulated=True)

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import inspect
 import sys
 from typing import Any
@@ -13,7 +14,7 @@ from .device_stops import _stop_words
 from .faults import _refused_in
 from .sglang_lookup import _attribute, _imported, _on_runner, _replaced
 from .siblings import model_classes
-from .stage import Progress, _NotLoaded
+from .stage import Progress, Stage, _NotLoaded
 from .standins import _CaptureReached, _Shell, _Unloaded
 from .target_worker import _request_pool_size
 
@@ -39,7 +40,7 @@ def _capture_sizes(runner: Any, runner_cls: Any, progress: Progress,
     init_graphs = getattr(runner_cls, "init_device_graphs", None)
     if graph_cls is None or statements is None or init_graphs is None or _request_pool_size(runner) is None:
         return None
-    progress.enter("cuda_graph_sizes")
+    progress.enter(CUDA_GRAPH_SIZES.name)
     defaults = {name: parameter.default for name, parameter in inspect.signature(graph_cls.__init__).parameters.items()
                 if parameter.default is not inspect.Parameter.empty}
 
@@ -80,7 +81,6 @@ def _capture_sizes(runner: Any, runner_cls: Any, progress: Progress,
             raise _NotLoaded(f"the runner's {step}, before its CUDA graphs, stopped at {_stop_words(exc)}") from None
 
 
-
 #: Where 0.5.14+ choose the batch sizes of the target's decode graphs, once its pools and backends are built:
 #: ``(module, function)``, the runner's own method where ``module`` is None. Every release 0.5.14 … 0.5.23 has the
 #: runner's ``init_decode_cuda_graph`` (0.5.16+: a wrapper of ``cuda_graph_setup.capture_decode_graph``, the second
@@ -92,19 +92,15 @@ _DECODE_GRAPH_ENTRIES: tuple[tuple[str | None, str], ...] = (
     ("sglang.srt.model_executor.model_runner_components.cuda_graph_setup", "capture_decode_graph"))
 
 
-
 #: The module that defines ``get_batch_sizes_to_capture`` on 0.5.14+, the one that builds the decode graphs, and
 #: the one whose shared logits buffer (0.5.15+) is sized for the graphs first.
 _GRAPH_SIZES_MODULE = "sglang.srt.model_executor.runner.base_cuda_graph_runner"
 
 
-
 _DECODE_GRAPH_MODULE = "sglang.srt.model_executor.runner.decode_cuda_graph_runner"
 
 
-
 _SHARED_OUTPUT_MODULE = "sglang.srt.model_executor.graph_shared_output"
-
 
 
 def _decode_graph_sizes(runner: Any, runner_cls: Any, progress: Progress,
@@ -135,7 +131,7 @@ def _decode_graph_sizes(runner: Any, runner_cls: Any, progress: Progress,
             break
     if original is None or entry is None or _request_pool_size(runner) is None:
         return None
-    progress.enter("cuda_graph_sizes")
+    progress.enter(CUDA_GRAPH_SIZES.name)
     _imported(_DECODE_GRAPH_MODULE)  # imported before the name is replaced in every module holding it
     shared_cls = _attribute((_SHARED_OUTPUT_MODULE,), "GraphSharedOutput")
     create = vars(shared_cls).get("create_for_model_runner") if isinstance(shared_cls, type) else None
@@ -177,7 +173,6 @@ def _decode_graph_sizes(runner: Any, runner_cls: Any, progress: Progress,
     return None
 
 
-
 class _BackendDefaults:
     """The target's attention backend as the decode graphs' sizing reads it, not built here: the plain values every
     backend inherits from SGLang's ``AttentionBackend`` (0.5.23's ``dllm_attention = None``); not its methods or
@@ -193,7 +188,6 @@ class _BackendDefaults:
         return inherited[name]
 
 
-
 def _step_that_sets(exc: BaseException, runner: Any, runner_cls: Any, steps: set[str] | frozenset[str]) -> str | None:
     """The runner's own step before its CUDA graphs (:func:`model_classes.steps_before_graphs`, not yet run) that
     sets the runner attribute whose absence ``exc`` is, or None."""
@@ -202,3 +196,17 @@ def _step_that_sets(exc: BaseException, runner: Any, runner_cls: Any, steps: set
     owner = model_classes.assigning_method(runner_cls, exc.name)
     step = owner.rsplit(".", 1)[-1] if owner is not None else None
     return step if step in steps else None
+
+
+CUDA_GRAPH_SIZES = Stage("cuda_graph_sizes",
+                         "the batch sizes of the target's CUDA graphs, chosen against its request pool",
+                         "CudaGraphRunner.__init__ up to capture (model_executor/cuda_graph_runner.py), on the sized pool",
+                         run=lambda launch: _capture_sizes(launch.runner, type(launch.runner).__mro__[1], launch.progress,
+                                                           launch.refusals),
+                         after_weights=True)
+#: The same stage where the pools are sized apart (0.5.14+): the decode graph runner's sizes.
+DECODE_GRAPH_SIZES = dataclasses.replace(
+    CUDA_GRAPH_SIZES, mirrors="the decode graph runner's batch sizes (model_executor/runner/decode_cuda_graph_runner.py, "
+    "graph_shared_output.py), on the sized pool",
+    run=lambda launch: _decode_graph_sizes(launch.runner, type(launch.runner).__mro__[1], launch.progress,
+                                           launch.refusals))

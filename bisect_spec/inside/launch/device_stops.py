@@ -22,7 +22,6 @@ def _no_fused_kernel(_original: Callable[..., Any], *_args: Any, **_kwargs: Any)
     return None
 
 
-
 def _kv_copy_up_to_the_device(original: Callable[..., Any], pool: Any) -> None:
     """The KV pool's copy-kernel set-up, SGLang's own, up to its first device value, then declined as SGLang's own
     NPU pool declines it (``MHATokenToKVPool._init_kv_copy_and_warmup`` there: ``self._kv_copy_config = None``).
@@ -36,7 +35,6 @@ def _kv_copy_up_to_the_device(original: Callable[..., Any], pool: Any) -> None:
         if not (meta_device.reads_a_value(exc) or _device_step(exc)):
             raise  # SGLang's own refusal (0.5.22+'s assert), or anything else: not declined silently
         pool._kv_copy_config = None
-
 
 
 #: Device work on the way to the sizes that sizes nothing: (module, class, method, what runs instead, called with
@@ -53,7 +51,6 @@ _KERNEL_CHOICES: tuple[tuple[str, str, str, Callable[..., None]], ...] = (
     ("sglang.srt.mem_cache.memory_pool", "MHATokenToKVPool", "_init_kv_copy_and_warmup", _kv_copy_up_to_the_device))
 
 
-
 @contextlib.contextmanager
 def _kernel_choices_declined() -> Iterator[None]:
     """Each of :data:`_KERNEL_CHOICES` the release has runs its stand-in while it lasts."""
@@ -65,11 +62,9 @@ def _kernel_choices_declined() -> Iterator[None]:
         yield
 
 
-
 #: SGLang modules whose import failed on GPU code once: the evaluator then imports each on the CPU
 #: (GPU hidden, as at start-up) and evaluates again; a second failure is a stop, not a retry.
 _IMPORTS_RETRIED: set[str] = set()
-
 
 
 def _import_retried_first(exc: BaseException) -> bool:
@@ -85,14 +80,11 @@ def _import_retried_first(exc: BaseException) -> bool:
     return True
 
 
-
 _UNWRITTEN = re.compile(r"has not been written|not published|not been built|is not initialized", re.I)
-
 
 
 #: SGLang's modules that hold what ``init_torch_distributed`` builds (the parallel groups).
 _DEVICE_STATE_FILES = ("runtime_context.py", "parallel_state.py")
-
 
 
 def _unwritten_context(exc: BaseException) -> str | None:
@@ -103,7 +95,6 @@ def _unwritten_context(exc: BaseException) -> str | None:
         if frames and os.path.basename(frames[-1].filename) in _DEVICE_STATE_FILES and _UNWRITTEN.search(str(link)):
             return f"reads what the device steps build ({str(link)[:160]})"
     return None
-
 
 
 def _set_in_a_later_step(exc: BaseException, progress: Progress) -> str | None:
@@ -121,7 +112,6 @@ def _set_in_a_later_step(exc: BaseException, progress: Progress) -> str | None:
     return None
 
 
-
 def _stop_words(exc: BaseException) -> str:
     """``exc`` in a stop's words: SGLang's statement where one is named, else the exception and where it rose."""
     where = _device_step(exc) or _meta_value(exc)
@@ -131,20 +121,16 @@ def _stop_words(exc: BaseException) -> str:
     return where
 
 
-
 #: A kernel torch's CPU build has no CUDA implementation of (a tensor made on the device).
 _CUDA_KERNEL = re.compile(r"with arguments from the 'CUDA' backend|Torch not compiled with CUDA|no NVIDIA driver")
-
 
 
 #: The simulated box's refusal to import a GPU package's code (``simulated_gpu``).
 _GPU_CODE = re.compile(r"on the simulated box but bisect-spec never imports GPU code")
 
 
-
 #: The simulated box's refusal to build GPU code (``simulated_gpu.BUILD_REFUSED``: a kernel's JIT build).
 _GPU_BUILD = re.compile(r"on the simulated box but bisect-spec never builds GPU code")
-
 
 
 def _device_step(exc: BaseException) -> str | None:
@@ -170,7 +156,6 @@ def _device_step(exc: BaseException) -> str | None:
     return None
 
 
-
 def _meta_value(exc: BaseException) -> str | None:
     """A statement that read a value of a tensor the GPU would hold (made on ``meta`` here), or checked such
     a tensor's placement: it stops the stage (:mod:`meta_device`); or None."""
@@ -190,9 +175,7 @@ def _meta_value(exc: BaseException) -> str | None:
     return None
 
 
-
 _UNREGISTERED = re.compile(r"is not a registered model|are not supported for now|failed to be inspected")
-
 
 
 def _unregistered_here(exc: BaseException) -> str | None:
@@ -210,18 +193,15 @@ def _unregistered_here(exc: BaseException) -> str | None:
     return None
 
 
-
 def _sglang_frame(frames: list[traceback.FrameSummary]) -> traceback.FrameSummary | None:
     """The innermost of ``frames`` in SGLang's own code (the statement a stop or a verdict names), or None."""
     return next((f for f in reversed(frames) if "/sglang/" in f.filename.replace(os.sep, "/")), None)
-
 
 
 def _where(frame: traceback.FrameSummary) -> str:
     """``file:line`` of a frame, the file relative to the ``sglang`` package where it is SGLang's."""
     path = frame.filename.replace(os.sep, "/")
     return f"{path.rpartition('/sglang/')[2] or os.path.basename(frame.filename)}:{frame.lineno}"
-
 
 
 def _chain(exc: BaseException) -> Iterator[BaseException]:

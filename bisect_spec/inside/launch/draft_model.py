@@ -18,13 +18,12 @@ from .faults import _refused_by_the_model, sglang_verdict
 from .model_build import _platform_flags_of_the_box
 from .sglang_lookup import _accepted, _attribute, _call, _replaced, _view
 from .siblings import model_classes, version_shims
-from .stage import Progress, _NotLoaded
+from .stage import Progress, Stage, _NotLoaded
 from .standins import _Shell
 from .target_model import _architectures, _note_source, _target_architectures
 
 #: Algorithms whose worker shares the target's embedding and head with the draft (the EAGLE family).
 _EMBED_SHARING_ALGORITHMS = frozenset({"EAGLE", "EAGLE3", "NEXTN", "MTP"})
-
 
 
 def _worker_class(algorithm: str, progress: Progress) -> Any:
@@ -40,7 +39,6 @@ def _worker_class(algorithm: str, progress: Progress) -> Any:
         return getattr(model_classes.import_module(name), "EAGLEWorker", None)
     except _NotLoaded:  # its module does not import here (<= 0.5.3): its statements are still in its source
         return model_classes.source_reference(name, "EAGLEWorker")
-
 
 
 class _StepRunners:
@@ -66,7 +64,6 @@ class _StepRunners:
         return (self[index] for index in range(self._steps))
 
 
-
 def _draft_model(args: Any, target: Any, progress: Progress) -> None:
     """The draft model's class, as SGLang's registry serves it for the draft's config, and the draft
     worker's own statements that share the target's embedding and head with it (``get_embed_and_head``
@@ -77,7 +74,7 @@ def _draft_model(args: Any, target: Any, progress: Progress) -> None:
     draft_config = progress.held.get("draft_model_config")
     if algorithm not in _EMBED_SHARING_ALGORITHMS or draft_config is None:
         return
-    progress.enter("draft_model")
+    progress.enter(DRAFT_MODEL.name)
     worker_cls = _worker_class(algorithm, progress)
     target_architectures = _target_architectures(progress, target)
     target_cls = model_classes.model_class(target_architectures)
@@ -89,7 +86,7 @@ def _draft_model(args: Any, target: Any, progress: Progress) -> None:
         missing = [a for cls, names in ((target_cls, target_architectures), (draft_cls, _architectures(draft_config)))
                    if cls is None for a in names[:1]]
         if missing:
-            progress.needs_gpu["draft_model"] = f"no module of sglang.srt.models defines {', '.join(missing)}"
+            progress.needs_gpu[DRAFT_MODEL.name] = f"no module of sglang.srt.models defines {', '.join(missing)}"
         return
     _draft_built(draft_config, draft_cls, progress)
     statements = model_classes.lm_head_statements(worker_cls)
@@ -123,7 +120,6 @@ def _draft_model(args: Any, target: Any, progress: Progress) -> None:
     model_classes.run(statements, self=shell)
 
 
-
 def _draft_built(draft_config: Any, draft_cls: type, progress: Progress) -> None:
     """The draft model built as the draft worker's loader builds it, on ``meta``: SGLang's own
     ``_initialize_model`` (the class's ``__init__`` with the draft's real config and quantization), serving the
@@ -151,11 +147,17 @@ def _draft_built(draft_config: Any, draft_cls: type, progress: Progress) -> None
                      if quantization is not None and "quant_config" in (_accepted(loader) or ()) else {})
             _call(loader, draft_config, load_config, **extra)
     except _NotLoaded as stop:
-        progress.needs_gpu["draft_model"] = f"building {draft_cls.__name__} on meta: {stop}"
+        progress.needs_gpu[DRAFT_MODEL.name] = f"building {draft_cls.__name__} on meta: {stop}"
     except Exception as exc:
         if _refused_by_the_model(exc, draft_cls) or sglang_verdict(exc):
             raise
         frame = _sglang_frame(traceback.extract_tb(exc.__traceback__))
         where = f" ({_where(frame)})" if frame is not None else ""
-        progress.needs_gpu["draft_model"] = (f"building {draft_cls.__name__} on meta stopped at "
+        progress.needs_gpu[DRAFT_MODEL.name] = (f"building {draft_cls.__name__} on meta stopped at "
                                              f"{type(exc).__name__}: {str(exc)[:120]}{where}")
+
+
+DRAFT_MODEL = Stage("draft_model", "the draft model's class and the embedding/head it shares, after the weights load",
+                    "the registry's draft class, get_embed_and_head/set_embed_and_head (speculative/eagle_worker*.py)",
+                    run=lambda launch: _draft_model(launch.args, launch.target, launch.progress),
+                    after_weights=True, emulated=True)

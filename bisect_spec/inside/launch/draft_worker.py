@@ -14,12 +14,11 @@ from .model_runner import _set_plain_attributes_after_device
 from .parallel_groups import _parallel_state
 from .process_state import _speculative_classes_kept
 from .sglang_lookup import _accepted, _attribute, _call, _replaced, _view
-from .stage import Progress
+from .stage import Progress, Stage
 from .standins import _DeviceReached, _DraftRunnerReached, _LoadedTarget
 
 #: Algorithms whose draft worker builds a draft ``ModelConfig`` (EAGLE family and STANDALONE).
 _DRAFT_MODEL_ALGORITHMS = frozenset({"EAGLE", "EAGLE3", "NEXTN", "MTP", "STANDALONE"})
-
 
 
 def _draft_worker(args: Any, target: Any, runner: Any, progress: Progress) -> None:
@@ -43,7 +42,7 @@ def _draft_worker(args: Any, target: Any, runner: Any, progress: Progress) -> No
     create = getattr(spec, "create_worker", None)
     if create is None or (callable(getattr(spec, "is_none", None)) and spec.is_none()):
         return
-    progress.enter("draft_worker")
+    progress.enter(DRAFT_WORKER.name)
     worker_cls = create(args)
     if worker_cls is None:
         return
@@ -80,7 +79,6 @@ def _draft_worker(args: Any, target: Any, runner: Any, progress: Progress) -> No
             return
 
 
-
 def _draft_worker_config(args: Any, target: Any, model_config_cls: Any, progress: Progress) -> None:
     view = _view(args)
     algorithm = getattr(view, "speculative_algorithm", None)
@@ -103,3 +101,15 @@ def _draft_worker_config(args: Any, target: Any, model_config_cls: Any, progress
             args.context_length = context_len
         progress.held["draft_model_config"] = _call(from_server_args, args, forwards_to=model_config_cls.__init__,
                                                     **kwargs)
+
+
+DRAFT_WORKER_MODEL_CONFIG = Stage(
+    "draft_worker_model_config", "the draft worker's model config, after the weights load",
+    "the draft worker's ModelConfig with the target's context length (speculative/eagle_worker*.py, "
+    "standalone_worker*.py)",
+    run=lambda launch: _draft_worker_config(launch.args, launch.target, launch.model_config_cls, launch.progress),
+    after_weights=True, emulated=True)
+DRAFT_WORKER = Stage("draft_worker", "the draft worker's construction, after the weights load",
+                     "the speculative worker's __init__ up to its draft runner (speculative/*_worker*.py)",
+                     run=lambda launch: _draft_worker(launch.args, launch.target, launch.runner, launch.progress),
+                     after_weights=True, emulated=True)

@@ -11,7 +11,6 @@ from typing import Any
 _ENV_ASSIGNMENT = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>.*)$", re.S)
 
 
-
 def split_env(argv: list[str]) -> tuple[dict[str, str], list[str]]:
     """Leading ``VAR=value`` tokens (an environment prefix) and the flags after them."""
     env: dict[str, str] = {}
@@ -34,15 +33,12 @@ ENV_READ = re.compile(r"""(?:envs\.|get_bool_env_var\(\s*["']|get_int_env_var\(\
                       r"""getenv\(\s*["'])(?P<name>SGL(?:ANG)?_[A-Z0-9_]+)""")
 
 
-
 _ENV_DEFINITION = re.compile(r"^\s*(?P<name>SGL(?:ANG)?_[A-Z0-9_]+)\s*=\s*Env(?P<kind>Bool|Int|Float|Str)\((?P<default>[^)]*)\)",
                              re.M)
 
 
-
 #: Where the speculative code lives: whole files, and functions of ``server_args.py`` (<= 0.5.12).
 _SPECULATIVE_FILES = ("srt/speculative", "srt/arg_groups/speculative_hook.py")
-
 
 
 def speculative_env_vars(package_root: str, also: Iterable[str] = ()) -> list[dict[str, Any]]:

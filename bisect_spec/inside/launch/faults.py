@@ -11,7 +11,7 @@ import traceback
 
 from .device_stops import _chain, _device_step, _meta_value, _unregistered_here, _unwritten_context
 from .siblings import meta_device
-from .stage import Progress, WillNotStart, _NotLoaded
+from .stage import Progress, WillNotStart, _NotLoaded, declared
 
 
 def _refused_in(exc: BaseException, filename: str) -> bool:
@@ -20,9 +20,7 @@ def _refused_in(exc: BaseException, filename: str) -> bool:
     return last is not None and os.path.abspath(last.filename) == os.path.abspath(filename)
 
 
-
 _REFUSALS = (ValueError, AssertionError, NotImplementedError)
-
 
 
 def sglang_verdict(exc: BaseException) -> bool:
@@ -65,7 +63,6 @@ def sglang_verdict(exc: BaseException) -> bool:
     return cause is None or sglang_verdict(cause)
 
 
-
 def _refusing_statement(exc: BaseException) -> traceback.FrameSummary | None:
     """The frame whose own ``raise`` or ``assert`` statement raised ``exc``, unchained (a check refusing, not a
     failure on the way to one); None otherwise. Whose check it is, each caller decides from the frame."""
@@ -73,7 +70,6 @@ def _refusing_statement(exc: BaseException) -> traceback.FrameSummary | None:
     if not frames or exc.__cause__ is not None or exc.__context__ is not None:
         return None
     return frames[-1] if (frames[-1].line or "").lstrip().startswith(("raise", "assert")) else None
-
 
 
 def _refused_by_the_model(exc: BaseException, cls: type) -> bool:
@@ -103,16 +99,7 @@ _LAUNCH_PACKAGE = (os.path.dirname(os.path.abspath(globals()["__file__"])) + os.
                    if "__file__" in globals() else "\0")
 
 
-
-#: Stages whose set-up (the runtime context, a bare object) is this module's, not SGLang's.
-_EMULATED_STAGES = frozenset({"tokenizer_manager", "target_model_config", "draft_model_config", "model_runner",
-                              "target_model", "attention_backend", "draft_worker_model_config", "draft_worker",
-                              "draft_model"})
-
-
-
 _UNPUBLISHED = re.compile(r"not published|publish\(\) (?:was )?not called|no (?:runtime )?context published", re.I)
-
 
 
 #: What each of bisect-spec's inside modules stands in for, for the fault's one line.
@@ -122,11 +109,9 @@ _OWN_STEPS = {"simulated_gpu": "the simulated GPU box", "version_shims": "a vers
               "model_classes": "the model stand-ins"}
 
 
-
 #: ``worker_main._no_network``'s refusal: evaluations run offline, and SGLang reaching for the hub is a
 #: failure of the configuration (a hub id where a local path belongs), recorded as SGLang's, not a fault.
 _OFFLINE = "bisect-spec blocked network access"
-
 
 
 def tool_fault(exc: BaseException, progress: Progress) -> str | None:
@@ -153,6 +138,7 @@ def tool_fault(exc: BaseException, progress: Progress) -> str | None:
             return f"stage {progress.stage}: {progress.built[id(owner)]}"
         if owner is not None and str(getattr(type(owner), "__module__", "")).startswith("bisect_spec"):
             return f"{_OWN_STEPS['simulated_gpu']}: {type(owner).__name__} has no attribute {getattr(link, 'name', '?')!r}"
-        if progress.stage in _EMULATED_STAGES and _UNPUBLISHED.search(str(link)):
+        stage = declared(progress.stage)
+        if stage is not None and stage.emulated and _UNPUBLISHED.search(str(link)):
             return f"runtime-context publication before stage {progress.stage}"
     return None

@@ -17,7 +17,6 @@ import types
 from collections.abc import Iterator
 from typing import Any
 
-from .cuda_graphs import _capture_sizes, _decode_graph_sizes
 from .device_stops import _device_step, _meta_value, _stop_words
 from .faults import _refusing_statement, sglang_verdict
 from .model_build import (
@@ -35,13 +34,15 @@ from .parallel_groups import _groups_on_runner
 from .process_state import _process_state_kept
 from .sglang_lookup import _attribute, _replaced, _view
 from .siblings import model_classes, version_shims
-from .stage import Progress, _NotLoaded
+from .stage import Progress, Stage, _NotLoaded
 from .standins import _Unloaded
 from .target_model import _target_architectures
-from .target_worker import _request_slots, _requests_refusal
+from .target_worker import _request_slots
 
 
-def _memory_pool(args: Any, target: Any, runner: Any, progress: Progress) -> None:
+@contextlib.contextmanager
+def _memory_pool(args: Any, target: Any, runner: Any, progress: Progress,
+                 refusals: list[BaseException]) -> Iterator[bool]:
     """The target's memory pool, sized by SGLang's own runner code against the simulated box's memory, where the
     runner sizes it in the method that loads the weights (0.4.6 … 0.5.13: :func:`model_classes.memory_pool_statements`).
 
@@ -62,28 +63,33 @@ def _memory_pool(args: Any, target: Any, runner: Any, progress: Progress) -> Non
     free memory (the CUDA context, communication buffers, what ``post_load_weights`` adds), so what the
     simulation leaves for the KV cache is an upper bound, and SGLang's "Not enough memory" here means not enough
     there. A pool sized here is not a promise; the outcome records the figures (``memory_pool``). Where SGLang
-    sized it (also where building the pools stopped after the sizing, at a value only the device holds), two
-    stages read the sizes as a launch does next: the CUDA graphs' batch sizes (:func:`_capture_sizes`) and the
-    target worker's check on its runner (:func:`_requests_refusal`). The runner's
-    own attributes are put back afterwards, so the stages after it see the runner they saw before; what the
-    sizing wrote into the server arguments (the draft's cache size) stays, as on a real box.
+    sized it (also where building the pools stopped after the sizing, at a value only the device holds), this
+    context manager yields True: the stages the order runs on the sized pool (``MEMORY_POOL.on_it``: the CUDA
+    graphs' batch sizes and the target worker's check on its runner) read the sizes inside it, as a launch does
+    next; it yields False where the stage stopped before (or sized with processing not run). The runner's own
+    attributes are put back when the window closes, so the stages after it see the runner they saw before; what
+    the sizing wrote into the server arguments (the draft's cache size) stays, as on a real box. ``refusals``:
+    the load's failures that are SGLang's verdict, and those the stages on the sized pool return.
     """
     runner_cls: Any = type(runner).__mro__[1]
     statements = model_classes.memory_pool_statements(runner_cls)
     if statements is None:
+        yield False
         return
-    progress.enter("memory_pool")
+    progress.enter(MEMORY_POOL.name)
     architectures = _target_architectures(progress, target)
     cls = model_classes.model_class(architectures)
     view = _view(args)
     unsimulated = _unsimulated_memory(view)
     if unsimulated is not None:
-        progress.needs_gpu["memory_pool"] = unsimulated
+        progress.needs_gpu[MEMORY_POOL.name] = unsimulated
+        yield False
         return
     if cls is None or model_classes.FROM_SOURCE in vars(cls):
         what = "does not import here" if cls is not None else "defines none of them"
-        progress.needs_gpu["memory_pool"] = (f"building {', '.join(architectures) or 'the target'} on meta: its "
+        progress.needs_gpu[MEMORY_POOL.name] = (f"building {', '.join(architectures) or 'the target'} on meta: its "
                                              f"module of sglang.srt.models {what}")
+        yield False
         return
     import torch
 
@@ -105,7 +111,8 @@ def _memory_pool(args: Any, target: Any, runner: Any, progress: Progress) -> Non
     saved = dict(vars(runner))
     skipped: list[tuple[str, bool]] = []  # quantisation methods whose post-load processing read values (not run)
     post_load: list[str] = []  # the model's own post_load_weights, not run
-    refusals: list[BaseException] = []  # the load's failures that are SGLang's verdict (:func:`_loaded_on_meta`)
+    # refusals: the load's failures that are SGLang's verdict (:func:`_loaded_on_meta`), and those of the stages on
+    # the sized pool
     runner.load_model = functools.partial(_loaded_on_meta, runner, runner_cls, cls, refusals, total,
                                           _platform_flags_of_the_box(torch))
     verdict = True
@@ -158,19 +165,16 @@ def _memory_pool(args: Any, target: Any, runner: Any, progress: Progress) -> Non
                                      "reads the weights' values)") from None
                 raise _NotLoaded(f"the statements after the load stopped at {_stop_words(failure)}") from None
             if device:  # building the pools stopped past the sizing, at what only the device holds: a GPU goes on
-                progress.needs_gpu["memory_pool"] = device
+                progress.needs_gpu[MEMORY_POOL.name] = device
                 _sizes_on_runner(runner, derived)
             elif unsized:  # sized, but on weights whose post-load processing did not run: figures, not a check
-                progress.needs_gpu["memory_pool"] = (f"sized without the post-load processing of {', '.join(unsized)} "
+                progress.needs_gpu[MEMORY_POOL.name] = (f"sized without the post-load processing of {', '.join(unsized)} "
                                                      "(it reads the weights' values or builds GPU kernels), which can "
                                                      "change the weights' bytes")
-            if not unsized:  # what SGLang sized, as the steps after the pool read it on the way to serving
-                refusal = (_requests_refusal(runner, progress, refusals)
-                           or _decode_graph_sizes(runner, runner_cls, progress, refusals)) if apart else (
-                    _capture_sizes(runner, runner_cls, progress, refusals)
-                    or _requests_refusal(runner, progress, refusals))
-                if refusal is not None:
-                    raise refusal
+            # what SGLang sized, as the steps after the pool read it on the way to serving: the stages the order runs
+            # on the sized pool (:data:`MEMORY_POOL`'s ``on_it``) run now, inside this window, unless the sizes are
+            # not SGLang's own (post-load processing not run)
+            yield not unsized
     finally:  # what SGLang sized, also where building the pools stopped after the sizing (a warm-up on the device)
         sized = vars(runner).get("max_total_num_tokens")  # unset where SGLang refused before it (0.5.10+)
         if vars(runner).get("model") is not None and verdict:
@@ -185,7 +189,6 @@ def _memory_pool(args: Any, target: Any, runner: Any, progress: Progress) -> Non
                 progress.memory_pool["processing_skipped"] = sorted({name for name, _ in skipped} | set(post_load))
         vars(runner).clear()
         vars(runner).update(saved)
-
 
 
 @contextlib.contextmanager
@@ -208,10 +211,8 @@ def _derived_sizes_kept(derived: list[Any]) -> Iterator[None]:
         yield
 
 
-
 #: What the runner's ``alloc_memory_pool`` takes from the configurator's sizes once the pools are built (0.5.16+).
 _SIZES_TAKEN = ("max_total_num_tokens", "max_running_requests")
-
 
 
 def _sizes_on_runner(runner: Any, derived: list[Any]) -> None:
@@ -224,7 +225,6 @@ def _sizes_on_runner(runner: Any, derived: list[Any]) -> None:
         value = getattr(derived[-1], name, None)
         if name not in vars(runner) and isinstance(value, int) and not isinstance(value, bool):
             setattr(runner, name, value)
-
 
 
 def _unsimulated_memory(view: Any) -> str | None:
@@ -244,7 +244,6 @@ def _unsimulated_memory(view: Any) -> str | None:
     return None
 
 
-
 def _batch_invariant_ops(view: Any) -> types.ModuleType | None:
     """SGLang's batch-invariant kernels' module, where ``--enable-deterministic-inference`` has ``initialize`` switch
     them on: it replaces torch's own operators process-wide (kernel choice; it sizes nothing), so the switch is not
@@ -257,11 +256,9 @@ def _batch_invariant_ops(view: Any) -> types.ModuleType | None:
         return None
 
 
-
 #: Where SGLang sizes the pool (the functions a sizing failure is raised under).
 _SIZING_FUNCTIONS = frozenset({"init_memory_pool", "profile_max_num_token", "handle_max_mamba_cache",
                                "_resolve_memory_pool_config", "_profile_available_bytes", "_init_pools"})
-
 
 
 def _sized_by_sglang(exc: BaseException, statements: Any) -> bool:
@@ -274,3 +271,11 @@ def _sized_by_sglang(exc: BaseException, statements: Any) -> bool:
         return False
     own = last.name == statements.function and os.path.abspath(last.filename) == os.path.abspath(statements.filename)
     return own or any(frame.name in _SIZING_FUNCTIONS for frame in traceback.extract_tb(exc.__traceback__))
+
+
+MEMORY_POOL = Stage("memory_pool", "the target's memory pool, sized against the simulated box's memory",
+                    "ModelRunner.initialize from load_model() to init_memory_pool() (model_executor/model_runner.py, "
+                    "mem_cache/)",
+                    window=lambda launch: _memory_pool(launch.args, launch.target, launch.runner, launch.progress,
+                                                       launch.refusals),
+                    after_weights=True)

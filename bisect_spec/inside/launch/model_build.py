@@ -22,18 +22,15 @@ from .standins import _OverTheGpu
 _GIB = 1 << 30
 
 
-
 #: What a GPU takes before any weight: the CUDA context and the allocator's first blocks (about 0.5–1 GiB seen on
 #: H100/H200). Weights within this of the whole memory may run out of memory while they load, on a real box.
 _CONTEXT_BYTES = 2 << 30
-
 
 
 def _model_unchanged(model: Any, *_args: Any, **_kwargs: Any) -> Any:
     """``apply_torchao_config_to_model`` without a torchao config: SGLang returns the model as it is (0.5.8 imports
     ``torchao`` first, a dependency a GPU install has and this machine lacks)."""
     return model
-
 
 
 @contextlib.contextmanager
@@ -57,10 +54,8 @@ def _platform_flags_of_the_box_now(torch: Any) -> Iterator[None]:
             vars(module)["_is_cuda"] = False
 
 
-
 def _platform_flags_of_the_box(torch: Any) -> Callable[[], Any]:
     return functools.partial(_platform_flags_of_the_box_now, torch)
-
 
 
 @contextlib.contextmanager
@@ -91,7 +86,6 @@ def _construction_within(total: int) -> Iterator[None]:
     finally:
         for handle in handles:
             handle.remove()
-
 
 
 def _loaded_on_meta(runner: Any, runner_cls: Any, cls: type, refusals: list[BaseException], total: int,
@@ -128,7 +122,6 @@ def _loaded_on_meta(runner: Any, runner_cls: Any, cls: type, refusals: list[Base
         raise oom
 
 
-
 def _size_neutral(method: Any) -> bool:
     """Whether ``method``'s post-load processing changes no tensor's size: the KV-cache scales of a quantised
     checkpoint's attention layers, SGLang's ``BaseKVCacheMethod.process_weights_after_loading`` not overridden
@@ -138,7 +131,6 @@ def _size_neutral(method: Any) -> bool:
         return False
     inherited: Any = base
     return getattr(type(method), "process_weights_after_loading", None) is inherited.process_weights_after_loading
-
 
 
 def _with_tolerant_processing(initialize: Callable[..., Any], skipped: list[tuple[str, bool]], *args: Any,
@@ -170,7 +162,6 @@ def _with_tolerant_processing(initialize: Callable[..., Any], skipped: list[tupl
     return model
 
 
-
 def _post_load_not_run(not_run: list[str], model: Any, *_args: Any, **_kwargs: Any) -> None:
     """The loader's call of the model's ``post_load_weights`` (``post_load_weights(model, model_config)`` up to
     0.5.11, ``_post_load_weights(model)`` from 0.5.12), not run: it derives tensors from the weights' values
@@ -180,10 +171,8 @@ def _post_load_not_run(not_run: list[str], model: Any, *_args: Any, **_kwargs: A
         not_run.append(f"{type(model).__name__}.post_load_weights")
 
 
-
 def _no_values(*_args: Any, **_kwargs: Any) -> None:
     """The dummy loader's random values, not drawn: a ``meta`` tensor holds none."""
-
 
 
 def _device_bytes(model: Any) -> int:
@@ -199,7 +188,6 @@ def _device_bytes(model: Any) -> int:
                 seen.add(id(tensor))
                 total += tensor.numel() * tensor.element_size()
     return total
-
 
 
 @contextlib.contextmanager

@@ -54,9 +54,7 @@ class _ImportingModels(dict):  # type: ignore[type-arg]
         return self[architecture] if architecture in self else default  # noqa: SIM401 - self.get is this method
 
 
-
 _REGISTRY_MODULE = "sglang.srt.models.registry"
-
 
 
 def _importing_registry(module: Any) -> None:
@@ -65,7 +63,6 @@ def _importing_registry(module: Any) -> None:
     models = getattr(registry, "models", None)
     if isinstance(models, dict) and not isinstance(models, _ImportingModels):
         registry.models = _ImportingModels(models)
-
 
 
 class _RegistryImported(importlib.abc.MetaPathFinder):
@@ -88,7 +85,6 @@ class _RegistryImported(importlib.abc.MetaPathFinder):
 
         loader.exec_module = exec_module
         return spec
-
 
 
 def _registry_importing() -> None:

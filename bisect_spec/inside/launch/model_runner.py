@@ -11,9 +11,11 @@ import sys
 import textwrap
 from typing import Any
 
-from .parallel_groups import _parallel_state
+from .parallel_groups import _dp_attention_initialized, _groups_built, _parallel_state
+from .scheduler import _moe_config_initialized
+from .server_args import _gpus_checked
 from .sglang_lookup import _call, _imported, _view
-from .stage import Progress
+from .stage import Launch, Progress, Stage
 from .standins import _DeviceReached
 
 
@@ -34,7 +36,7 @@ def _model_runner(args: Any, target: Any, progress: Progress) -> Any:
     runner_cls = getattr(module, "ModelRunner", None)
     if runner_cls is None or not callable(getattr(runner_cls, "init_torch_distributed", None)):
         return None
-    progress.enter("model_runner")
+    progress.enter(MODEL_RUNNER.name)
     view = _view(args)
 
     def stop(runner: Any, *_args: Any, **_kwargs: Any) -> None:
@@ -54,7 +56,6 @@ def _model_runner(args: Any, target: Any, progress: Progress) -> Any:
         _set_plain_attributes_after_device(runner, runner_cls)
         return runner
     raise RuntimeError("ModelRunner.__init__ returned without calling init_torch_distributed()")
-
 
 
 @functools.cache
@@ -84,10 +85,25 @@ def _plain_assignments_after_device(runner_cls: type) -> tuple[tuple[str, Any], 
     return tuple(found)
 
 
-
 def _set_plain_attributes_after_device(runner: Any, runner_cls: type) -> None:
     namespace = vars(sys.modules[runner_cls.__module__])
     for name, code in _plain_assignments_after_device(runner_cls):
         if name not in vars(runner):
             with contextlib.suppress(Exception):
                 setattr(runner, name, eval(code, namespace))  # SGLang's own constant or module name
+
+
+def _run_model_runner(launch: Launch) -> None:
+    """The scheduler's ``initialize_moe_config``, then the runner up to its device step; then what the device
+    step would have built, for the stages after it: each rank's GPU checked, the parallel groups stood in for
+    (kept until the launch path ends)."""
+    launch.keep(_moe_config_initialized(launch.args))
+    launch.runner = _model_runner(launch.args, launch.target, launch.progress)
+    _gpus_checked(launch.args)  # the device step sets each rank's GPU next
+    launch.keep(_groups_built(launch.args))
+    launch.keep(_dp_attention_initialized(launch.args, launch.target))
+
+
+MODEL_RUNNER = Stage("model_runner", "the model runner, before the weights load",
+                     "ModelRunner.__init__ up to model_specific_adjustment() (model_executor/model_runner.py)",
+                     run=_run_model_runner, emulated=True)

@@ -26,7 +26,6 @@ from .standins import _Unloaded
 _RUNNER_GROUPS = {"tp_group": "_TP", "pp_group": "_PP", "attention_tp_group": "_ATTN_TP"}
 
 
-
 def _groups_on_runner(runner: Any, runner_cls: type) -> None:
     """The group attributes the runner's device step sets (:data:`_RUNNER_GROUPS`, where its source sets them and
     :func:`model_classes.device_step_assignments` did not), given the groups' stand-ins (:func:`_groups_built`)."""
@@ -39,7 +38,6 @@ def _groups_on_runner(runner: Any, runner_cls: type) -> None:
         group = vars(state).get(global_name) if state is not None else None
         if f"self.{name} =" in source and name not in vars(runner) and group is not None:
             setattr(runner, name, group)
-
 
 
 class _GroupStandIn:
@@ -67,7 +65,6 @@ class _GroupStandIn:
         return f"<stand-in {vars(self)['unique_name']} group of {vars(self)['world_size']}>"
 
 
-
 #: SGLang's parallel groups (``parallel_state``'s module globals) a stand-in is given for, with the group's
 #: name in the runtime context (0.5.21+) and its width's name there (``_SELF_PP``, the draft's pipeline group
 #: of one: "one"). ``_PDMUX_PREFILL_TP_GROUP`` is left unbuilt: a read of it ends the stage, as before.
@@ -78,7 +75,6 @@ _GROUPS = (("_WORLD", "world_group", "world_size", "world"), ("_TP", "tp_group",
            ("_MOE_DP", "moe_dp_group", "moe_dp_size", "moe_dp"),
            ("_SHARED_EXPERTS_TP", "shared_experts_tp_group", "shared_experts_tp_size", "shared_experts_tp"),
            ("_SELF_PP", "self_pp_group", "one", "self_pp"))
-
 
 
 def _group_widths(args: Any) -> dict[str, int]:
@@ -101,7 +97,6 @@ def _group_widths(args: Any) -> dict[str, int]:
                 if isinstance(value, int) and not isinstance(value, bool) and value > 0:
                     widths[name] = value
     return widths
-
 
 
 @contextlib.contextmanager
@@ -144,10 +139,8 @@ def _groups_built(args: Any) -> Iterator[None]:
             setattr(state, module_name, None)
 
 
-
 #: A module's plain global constants (``_ATTN_DP_SIZE``), put back after a stage wrote them.
 _PLAIN_GLOBAL = re.compile(r"^_[A-Z][A-Z0-9_]*$")
-
 
 
 @contextlib.contextmanager
@@ -195,7 +188,6 @@ def _dp_attention_initialized(args: Any, target: Any) -> Iterator[None]:
                     setattr(wrapper, name, value)
 
 
-
 @contextlib.contextmanager
 def _parallel_override(groups: dict[str, Any]) -> Iterator[None]:
     """SGLang's ``get_parallel().override(**groups)`` for the groups it accepts (those whose width it agrees with)."""
@@ -213,7 +205,6 @@ def _parallel_override(groups: dict[str, Any]) -> Iterator[None]:
             continue
     with override(**accepted):
         yield
-
 
 
 def _attention_world(view: Any) -> tuple[int, int, int, int]:
@@ -234,7 +225,6 @@ def _attention_world(view: Any) -> tuple[int, int, int, int]:
         return 0, max(1, tp // attn_dp // cp), 0, attn_dp
     rank, width, dp_rank = (int(v) for v in found[:3])
     return rank, width, dp_rank, int(found[3]) if len(found) > 3 else attn_dp
-
 
 
 def _parallel_state(view: Any) -> Any:

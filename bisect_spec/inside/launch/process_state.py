@@ -51,7 +51,6 @@ def _runtime_context() -> Iterator[Callable[..., None] | None]:
         yield publish
 
 
-
 def _state_names(target: Any) -> list[str]:
     names: list[str] = []
     for klass in type(target).__mro__:
@@ -59,7 +58,6 @@ def _state_names(target: Any) -> list[str]:
         names += [slots] if isinstance(slots, str) else list(slots)
     names += list(getattr(target, "__dict__", {}))
     return [n for n in dict.fromkeys(names) if n not in ("__dict__", "__weakref__")]
-
 
 
 @contextlib.contextmanager
@@ -93,7 +91,6 @@ def _saved_state(target: Any) -> Iterator[None]:
                 setattr(target, name, value)
 
 
-
 def _put_back_contents(value: Any, contents: Any) -> None:
     """``value``'s contents as its copy ``contents`` holds them (a dict's items, a list's elements, an
     object's attributes, one level deep); nothing for an immutable value or one that could not be copied."""
@@ -108,7 +105,6 @@ def _put_back_contents(value: Any, contents: Any) -> None:
         for name in _state_names(contents):
             with contextlib.suppress(AttributeError, TypeError):
                 object.__setattr__(value, name, getattr(contents, name))
-
 
 
 @contextlib.contextmanager
@@ -132,18 +128,14 @@ def _architectures_kept(target: Any, progress: Progress) -> Iterator[None]:
                 hf_config.architectures = architectures
 
 
-
 #: Modules whose classes the draft workers write class attributes of (``EagleDraftInput.ALLOC_LEN_PER_DECODE``).
 _SPECULATIVE_PACKAGE = "sglang.srt.speculative."
-
 
 
 _SIMPLE = (int, float, str, bool, type(None), tuple, frozenset)
 
 
-
 _CLASSES: dict[str, Any] = {"modules": -1, "classes": []}
-
 
 
 def _speculative_classes() -> list[type]:
@@ -157,7 +149,6 @@ def _speculative_classes() -> list[type]:
         _CLASSES.update(modules=len(sys.modules), classes=classes)
     found: list[type] = _CLASSES["classes"]
     return found
-
 
 
 @contextlib.contextmanager
@@ -175,13 +166,11 @@ def _speculative_classes_kept() -> Iterator[None]:
                         setattr(klass, key, value)
 
 
-
 #: Module-level caches the build fills: a rotary module cached by its arguments is handed to the next build,
 #: and the load grows its tables in place (``reserve_rope_cache_for_long_sequences``), so the next evaluation
 #: would count another's bytes. Emptied for the stage and put back after it.
 _BUILD_CACHES = (("sglang.srt.layers.rotary_embedding", "_ROPE_DICT"),
                  ("sglang.srt.layers.rotary_embedding.factory", "_ROPE_DICT"))
-
 
 
 @contextlib.contextmanager
@@ -206,14 +195,12 @@ def _process_state_kept(torch: Any) -> Iterator[None]:
             cache.update(contents)
 
 
-
 #: Process-wide state the model runner writes: ``(module, global name)``. Put back after every
 #: evaluation so the next one starts from the same state (found by feature: a name a release
 #: lacks is skipped).
 _RUNNER_GLOBALS = (("sglang.srt.managers.schedule_batch", "global_server_args_dict"),
                    ("sglang.srt.server_args", "_global_server_args"),
                    ("sglang.srt.model_executor.model_runner", "global_server_args_dict"))
-
 
 
 @contextlib.contextmanager

@@ -10,8 +10,9 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from .process_state import _runner_globals_kept, _runtime_context
 from .sglang_lookup import _accepted, _attribute, _call, _view
-from .stage import Progress
+from .stage import Launch, Progress, Stage
 
 
 def _publish_scheduler(publish: Callable[..., None], args: Any) -> None:
@@ -24,7 +25,6 @@ def _publish_scheduler(publish: Callable[..., None], args: Any) -> None:
         kwargs["ranks"] = _call(spawn_ranks, world_rank=rank, dp_rank=None,
                                 gpu_id=getattr(_view(args), "base_gpu_id", 0))
     _call(publish, args, **kwargs)
-
 
 
 @contextlib.contextmanager
@@ -53,7 +53,6 @@ def _moe_config_initialized(args: Any) -> Iterator[None]:
                 setattr(module, name, value)
 
 
-
 def _tokenizer_manager(args: Any, publish: Callable[..., None] | None, progress: Progress) -> None:
     """The launcher's ``TokenizerManager.init_model_config``, on an instance with nothing else built."""
     manager = _attribute(("sglang.srt.managers.tokenizer_manager",), "TokenizerManager")
@@ -62,12 +61,11 @@ def _tokenizer_manager(args: Any, publish: Callable[..., None] | None, progress:
         return
     if publish is not None:
         _call(publish, args, role="tokenizer")
-    progress.enter("tokenizer_manager")
+    progress.enter(TOKENIZER_MANAGER.name)
     bare = manager.__new__(manager)
     bare.server_args = args
     progress.built[id(bare)] = "a TokenizerManager built with server_args alone"
     init_model_config(bare)
-
 
 
 def _auto_parsers(args: Any, progress: Progress) -> None:
@@ -78,5 +76,22 @@ def _auto_parsers(args: Any, progress: Progress) -> None:
     view = _view(args)
     unconditional = "_architecture_parser_defaults" in getattr(resolve, "__globals__", {})
     if unconditional or "auto" in (getattr(view, "reasoning_parser", None), getattr(view, "tool_call_parser", None)):
-        progress.enter("auto_parsers")
+        progress.enter(AUTO_PARSERS.name)
         resolve(args)
+
+
+def _run_tokenizer_manager(launch: Launch) -> None:
+    """The launcher's tokenizer manager, inside the runtime context (put back when the launch path ends); then the
+    scheduler process's ``publish(role="scheduler")``."""
+    publish = launch.publish = launch.keep(_runtime_context())
+    launch.keep(_runner_globals_kept())
+    _tokenizer_manager(launch.args, publish, launch.progress)
+    if publish is not None:
+        _publish_scheduler(publish, launch.args)
+
+
+AUTO_PARSERS = Stage("auto_parsers", "parser detection", "resolve_auto_parsers (0.5.12+, entrypoints/engine.py)",
+                     run=lambda launch: _auto_parsers(launch.args, launch.progress))
+TOKENIZER_MANAGER = Stage("tokenizer_manager", "the tokenizer manager's model config",
+                          "TokenizerManager.init_model_config (managers/tokenizer_manager.py), on a bare instance",
+                          run=_run_tokenizer_manager, emulated=True)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from .sglang_lookup import _view
-from .stage import WillNotStart
+from .stage import FIRST_STAGE, Launch, Stage, WillNotStart
 
 
 def gpus_needed(view: Any) -> int:
@@ -24,7 +24,6 @@ def gpus_needed(view: Any) -> int:
     return base + (per_node - 1) * step + 1
 
 
-
 def _gpus_checked(args: Any) -> None:
     """The box has the GPUs the parallel layout places its ranks on (:func:`gpus_needed`), else it will not start."""
     import torch
@@ -38,3 +37,16 @@ def _gpus_checked(args: Any) -> None:
         raise WillNotStart("gpus", f"the parallel layout ({layout}) places ranks on {need} GPUs per node; the box has "
                            f"{have}: a real launch cannot set the device of the ranks past GPU {have - 1}",
                            needed=need, available=have)
+
+
+def _check_server_args(launch: Launch) -> None:
+    launch.progress.enter(CHECK_SERVER_ARGS.name)
+    launch.args.check_server_args()
+
+
+PARSE = Stage(FIRST_STAGE, "argument parsing", "argparse in prepare_server_args (srt/server_args.py); run by the evaluator")
+RESOLVE = Stage("resolve", "argument resolution",
+                "ServerArgs.__post_init__ and resolve_once() (srt/server_args.py, arg_groups/); run by the evaluator")
+CHECK_SERVER_ARGS = Stage("check_server_args", "check_server_args",
+                          "ServerArgs.check_server_args(), from Engine._launch_subprocesses (srt/server_args.py)",
+                          run=_check_server_args)

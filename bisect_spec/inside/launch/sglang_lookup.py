@@ -21,7 +21,6 @@ from typing import Any
 _ABSENT: set[str] = set()
 
 
-
 def _attribute(modules: tuple[str, ...], name: str) -> Any:
     """``name`` from the first of ``modules`` that has it, or None (the feature is absent)."""
     for module_name in modules:
@@ -43,11 +42,9 @@ def _attribute(modules: tuple[str, ...], name: str) -> Any:
     return None
 
 
-
 def _view(args: Any) -> Any:
     resolving_view = _attribute(("sglang.srt.arg_groups.overrides",), "resolving_view")
     return resolving_view(args) if resolving_view is not None else args
-
 
 
 def _accepted(function: Callable[..., Any], also: Callable[..., Any] | None = None) -> set[str] | None:
@@ -71,7 +68,6 @@ def _accepted(function: Callable[..., Any], also: Callable[..., Any] | None = No
     return names
 
 
-
 def _call(function: Callable[..., Any], *args: Any, forwards_to: Callable[..., Any] | None = None,
           **kwargs: Any) -> Any:
     """Call with the keyword arguments this release's signature accepts."""
@@ -81,7 +77,6 @@ def _call(function: Callable[..., Any], *args: Any, forwards_to: Callable[..., A
     return function(*args, **kwargs)
 
 
-
 def _instead_of(instead: Callable[..., None], original: Any) -> Callable[..., None]:
     """A method that calls ``instead(original, *args)`` (``args`` with the instance first, as a method gets them)."""
 
@@ -89,7 +84,6 @@ def _instead_of(instead: Callable[..., None], original: Any) -> Callable[..., No
         return instead(original, *args, **kwargs)
 
     return method
-
 
 
 @contextlib.contextmanager
@@ -102,7 +96,6 @@ def _on_runner(runner: Any, name: str, value: Any) -> Iterator[None]:
         vars(runner).pop(name, None)
 
 
-
 def _imported(name: str) -> types.ModuleType | None:
     """SGLang's module ``name``, imported, not looked up (:func:`_attribute` answers None when an import fails): an
     ImportError of GPU code must reach the evaluator, which imports the module on the CPU and evaluates again,
@@ -113,7 +106,6 @@ def _imported(name: str) -> types.ModuleType | None:
     if importlib.util.find_spec(name) is None:
         return None
     return importlib.import_module(name)
-
 
 
 def _set_past_guards(target: Any, name: str, value: Any) -> None:
@@ -132,7 +124,6 @@ def _set_past_guards(target: Any, name: str, value: Any) -> None:
     raise TypeError(f"cannot set {name} on {type(target).__name__}")
 
 
-
 @contextlib.contextmanager
 def _attribute_set(target: Any, name: str, value: Any) -> Iterator[None]:
     """``target.name`` is ``value`` while it lasts, then what it was."""
@@ -142,7 +133,6 @@ def _attribute_set(target: Any, name: str, value: Any) -> Iterator[None]:
         yield
     finally:
         _set_past_guards(target, name, original)
-
 
 
 @contextlib.contextmanager

@@ -1,49 +1,76 @@
-"""The launch path's record of how far an evaluation got (:class:`Progress`), and the two ways a stage ends
-that are not SGLang's verdict on the flags' values (:data:`NotLoaded`) or are (:class:`WillNotStart`).
+"""What a stage of the launch path is (:class:`Stage`), what the stages share while a launch runs (:class:`Launch`),
+and how far an evaluation got (:class:`Progress`); the two ways a stage ends that are not SGLang's verdict on the
+flags' values (:data:`NotLoaded`) or are (:class:`WillNotStart`).
+
+A stage is a record in the module of the SGLang component it mirrors (``memory_pool.MEMORY_POOL``); its name is
+spelled there once. :mod:`.order` says which stages a release runs, and in which order.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+import dataclasses
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Any, TypeVar
 
 from .siblings import model_classes
 
-#: Stages in launch order. A failure records the stage it failed in; a PASSED outcome the last
-#: stage it ran (``STAGE_WORDS`` says it in words: "PASSED up to attention-backend selection").
-STAGES = ("parse", "resolve", "check_server_args", "auto_parsers", "tokenizer_manager", "target_model_config",
-          "draft_model_config", "model_runner", "memory_pool", "cuda_graph_sizes", "target_worker", "target_model",
-          "attention_backend", "draft_worker_model_config", "draft_worker", "draft_model")
+_T = TypeVar("_T")
+
+#: The stage every evaluation begins in (``server_args.PARSE``).
+FIRST_STAGE = "parse"
+
+#: Every stage by name, as its module declared it (a stage declared twice, for two releases' ways of doing it,
+#: says the same of itself both times).
+_DECLARED: dict[str, Stage] = {}
 
 
+@dataclasses.dataclass(frozen=True)
+class Stage:
+    """One step of SGLang's launch path, as this emulation runs it.
 
-#: Stages that a real launch runs only after the target's weights are loaded.
-AFTER_WEIGHTS = frozenset({"memory_pool", "cuda_graph_sizes", "target_worker", "target_model", "attention_backend",
-                           "draft_worker_model_config", "draft_worker", "draft_model"})
+    ``name``: what an outcome records (``stage``, ``stages_passed``); ``words``: the stage in the words a verdict
+    uses ("PASSED up to ...", "FAILED in ..."); ``mirrors``: the SGLang function (and file) it mirrors;
+    ``after_weights``: a real launch runs it only after the target's weights load (it runs up to the first device
+    step: :func:`.order.run_after_resolution`); ``emulated``: its set-up (the runtime context, a bare object) is
+    this emulation's, not SGLang's (:func:`.faults.tool_fault`).
+
+    ``run(launch)`` runs it, and returns SGLang's refusal where the stage found one without raising it (the
+    stages on the sized memory pool), else None. A stage that holds a *window* instead (``window(launch)``, a
+    context manager: the memory pool, sized) runs the stages of ``on_it`` inside it, as the order lists them,
+    where the window says so. ``run`` is None for the stages the evaluator runs itself (parsing, resolution).
+    """
+
+    name: str
+    words: str
+    mirrors: str
+    run: Callable[[Launch], BaseException | None] | None = None
+    window: Callable[[Launch], AbstractContextManager[bool]] | None = None
+    on_it: tuple[Stage, ...] = ()
+    after_weights: bool = False
+    emulated: bool = False
+
+    def __post_init__(self) -> None:
+        known = _DECLARED.setdefault(self.name, self)
+        if (known.words, known.after_weights, known.emulated) != (self.words, self.after_weights, self.emulated):
+            raise ValueError(f"stage {self.name} declared twice, differently")
 
 
+def declared(name: str) -> Stage | None:
+    """The stage called ``name``, or None."""
+    return _DECLARED.get(name)
 
-#: Each stage in the words a verdict uses ("PASSED up to ...", "FAILED in ...").
-STAGE_WORDS = {"parse": "argument parsing", "resolve": "argument resolution",
-               "check_server_args": "check_server_args", "auto_parsers": "parser detection",
-               "tokenizer_manager": "the tokenizer manager's model config",
-               "target_model_config": "the target's model config", "draft_model_config": "the draft's model config",
-               "model_runner": "the model runner, before the weights load",
-               "memory_pool": "the target's memory pool, sized against the simulated box's memory",
-               "cuda_graph_sizes": "the batch sizes of the target's CUDA graphs, chosen against its request pool",
-               "target_worker": "the target worker's checks on its built runner",
-               "target_model": "the target model's class and the speculative calls on it, after the weights load",
-               "attention_backend": "attention-backend selection, after the weights load",
-               "draft_worker_model_config": "the draft worker's model config, after the weights load",
-               "draft_worker": "the draft worker's construction, after the weights load",
-               "draft_model": "the draft model's class and the embedding/head it shares, after the weights load"}
 
+#: A read of what only a loaded server has (the target's memory pool, its model): ends a stage.
+_NotLoaded = NotLoaded = model_classes.NotLoaded
 
 
 class Progress:
     """How far along the launch path an evaluation got."""
 
     def __init__(self) -> None:
-        self.stage = STAGES[0]
+        self.stage = FIRST_STAGE
         self.passed: list[str] = []
         self.after_weights = False
         #: ids of the objects this emulation built by hand (a bare ``TokenizerManager``): an
@@ -73,7 +100,8 @@ class Progress:
         if self.stage != stage:
             self.passed.append(self.stage)
         self.stage = stage
-        self.after_weights = stage in AFTER_WEIGHTS
+        known = declared(stage)
+        self.after_weights = known is not None and known.after_weights
 
     def back_to(self, stage: str) -> None:
         """The failure belongs to an earlier stage than the one entered (argparse inside ``resolve``)."""
@@ -84,10 +112,10 @@ class Progress:
     def to_record(self, *, passed: bool = False) -> dict[str, Any]:
         """The record's fields; ``passed``: the evaluation passed, so ``reached`` says the last stage that ran
         to its end (where the last one entered stopped early at a device step: the one before it, and that)."""
-        reached = STAGE_WORDS.get(self.stage, self.stage)
+        reached = _words(self.stage)
         whole = [stage for stage in self.passed if stage not in self.needs_gpu]
         if passed and self.stage in self.needs_gpu and whole:
-            reached = f"{STAGE_WORDS.get(whole[-1], whole[-1])} (then {self.stage}, stopped early)"
+            reached = f"{_words(whole[-1])} (then {self.stage}, stopped early)"
         record: dict[str, Any] = {"stage": self.stage, "reached": reached, "stages_passed": list(self.passed)}
         if self.after_weights:
             record["after_weights"] = True
@@ -109,11 +137,30 @@ class Progress:
             record["cuda_graphs"] = dict(self.cuda_graphs)
         return record
 
+@dataclasses.dataclass
+class Launch:
+    """What the stages of one launch share: the server arguments and the progress, the release's model-config
+    class, and what earlier stages built (the runtime context's ``publish``, the target's model config, the
+    runner; the refusals the memory pool's window gathers). ``keep`` enters a context that stays until the launch
+    path ends (the process state put back, the parallel groups stood in for), as SGLang's state stays set."""
+
+    args: Any
+    progress: Progress
+    kept: contextlib.ExitStack[bool | None] = dataclasses.field(default_factory=contextlib.ExitStack)
+    model_config_cls: Any = None
+    from_server_args: Any = None
+    publish: Callable[..., None] | None = None
+    target: Any = None
+    runner: Any = None
+    refusals: list[BaseException] = dataclasses.field(default_factory=list)
+
+    def keep(self, manager: AbstractContextManager[_T]) -> _T:
+        return self.kept.enter_context(manager)
 
 
-#: A read of what only a loaded server has (the target's memory pool, its model): ends a stage.
-_NotLoaded = NotLoaded = model_classes.NotLoaded
-
+def _words(name: str) -> str:
+    known = declared(name)
+    return known.words if known is not None else name
 
 
 class WillNotStart(Exception):

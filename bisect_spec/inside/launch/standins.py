@@ -14,7 +14,6 @@ class _DraftRunnerReached(BaseException):
     """The draft worker builds its draft model worker: the draft's weights load next."""
 
 
-
 class _Unloaded:
     """Something of the loaded target the draft worker is handed (a memory pool): any use of it ends the stage."""
 
@@ -29,7 +28,6 @@ class _Unloaded:
 
     def __bool__(self) -> bool:
         raise _NotLoaded(f"asks whether {self._what} is set (only a loaded server has it)")
-
 
 
 class _LoadedTarget:
@@ -51,7 +49,6 @@ class _LoadedTarget:
         raise _NotLoaded(f"reads the loaded target worker's {name}")
 
 
-
 class _BuiltRunner:
     """The target runner as far as it was built; what its weights and memory pool would add ends the stage."""
 
@@ -68,7 +65,6 @@ class _BuiltRunner:
         setattr(self._runner, name, value)
 
 
-
 class _CaptureReached(BaseException):
     """Ends the target runner's ``init_device_graphs`` once its graph runner chose the batch sizes it captures
     (the capture runs the model on the device)."""
@@ -78,7 +74,6 @@ class _CaptureReached(BaseException):
         self.sizes = sizes
 
 
-
 class _OverTheGpu(BaseException):
     """Ends a model's construction on ``meta`` once its registered tensors exceed the GPU's whole memory (a
     ``BaseException``: SGLang's ``except Exception`` around a layer does not swallow it)."""
@@ -86,7 +81,6 @@ class _OverTheGpu(BaseException):
     def __init__(self, built: int) -> None:
         super().__init__("the weights outgrew the GPU")
         self.built = built
-
 
 
 class _Shell:
@@ -99,7 +93,6 @@ class _Shell:
 
     def __getattr__(self, name: str) -> Any:
         raise _NotLoaded(f"reads {self._what}.{name} (only a loaded server has it)")
-
 
 
 class _DeviceReached(Exception):

@@ -8,13 +8,12 @@ from typing import Any
 
 from .sglang_lookup import _view
 from .siblings import model_classes
-from .stage import Progress
+from .stage import Progress, Stage
 from .standins import _BuiltRunner
 
 
 def _architectures(model_config: Any) -> list[str]:
     return list(getattr(getattr(model_config, "hf_config", None), "architectures", None) or [])
-
 
 
 def _target_architectures(progress: Progress, target: Any) -> list[str]:
@@ -23,18 +22,17 @@ def _target_architectures(progress: Progress, target: Any) -> list[str]:
     return held or _architectures(target)
 
 
-
 def _target_model(args: Any, runner: Any, progress: Progress) -> None:
     """The target's model class, as SGLang's registry serves it, and the runner's own call that asks it to
     capture auxiliary hidden states (EAGLE3, DFLASH: ``set_eagle3_layers_to_capture``), run on a stand-in of
     the built model (:mod:`model_classes`). Speculative configurations only."""
     if not getattr(_view(args), "speculative_algorithm", None):
         return
-    progress.enter("target_model")
+    progress.enter(TARGET_MODEL.name)
     architectures = _target_architectures(progress, runner.model_config)
     cls = model_classes.model_class(architectures)
     if cls is None:
-        progress.needs_gpu["target_model"] = ("no module of sglang.srt.models defines "
+        progress.needs_gpu[TARGET_MODEL.name] = ("no module of sglang.srt.models defines "
                                               f"{', '.join(architectures) or 'the architecture'}")
         return
     progress.model_classes["target"] = cls.__name__
@@ -52,8 +50,14 @@ def _target_model(args: Any, runner: Any, progress: Progress) -> None:
         del runner.model
 
 
-
 def _note_source(progress: Progress, role: str, cls: type) -> None:
     """Record a class read from its source (its module does not import on this machine)."""
     if model_classes.FROM_SOURCE in vars(cls) and role not in progress.classes_from_source:
         progress.classes_from_source.append(role)
+
+
+TARGET_MODEL = Stage("target_model",
+                     "the target model's class and the speculative calls on it, after the weights load",
+                     "the registry's model class and set_eagle3_layers_to_capture (model_runner.py, models/)",
+                     run=lambda launch: _target_model(launch.args, launch.runner, launch.progress),
+                     after_weights=True, emulated=True)

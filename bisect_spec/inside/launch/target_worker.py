@@ -11,7 +11,7 @@ from .device_stops import _stop_words
 from .faults import _refused_in
 from .sglang_lookup import _imported
 from .siblings import model_classes
-from .stage import Progress, _NotLoaded
+from .stage import Progress, Stage, _NotLoaded
 from .standins import _Shell
 
 
@@ -40,7 +40,7 @@ def _requests_refusal(runner: Any, progress: Progress, refusals: list[BaseExcept
     running = vars(runner).get("max_running_requests")
     if checks is None or not isinstance(running, int) or isinstance(running, bool):
         return None
-    progress.enter("target_worker")
+    progress.enter(TARGET_WORKER.name)
     unbuilt = len(checks.nodes) > 1 and vars(runner).get("req_to_token_pool") is None
     if unbuilt:  # 0.5.16+'s pools stopped before the runner took them: the checks after the first read them
         checks = model_classes.Statements(checks.filename, checks.function, checks.nodes[:1], checks.module,
@@ -56,10 +56,9 @@ def _requests_refusal(runner: Any, progress: Progress, refusals: list[BaseExcept
     except Exception as exc:
         raise _NotLoaded(f"the target worker's checks stopped at {_stop_words(exc)}") from None
     if unbuilt:
-        progress.needs_gpu["target_worker"] = ("its checks after the first read the request pool, which building the "
+        progress.needs_gpu[TARGET_WORKER.name] = ("its checks after the first read the request pool, which building the "
                                                "pools did not reach here (the memory pool's stop)")
     return None
-
 
 
 def _request_slots(runner: Any, args: Any) -> int | None:
@@ -71,8 +70,13 @@ def _request_slots(runner: Any, args: Any) -> int | None:
     return size if isinstance(size, int) else None
 
 
-
 def _request_pool_size(runner: Any) -> int | None:
     """The size of the request pool the runner built, or None before it exists."""
     size = getattr(vars(runner).get("req_to_token_pool"), "size", None)
     return size if isinstance(size, int) else None
+
+
+TARGET_WORKER = Stage("target_worker", "the target worker's checks on its built runner",
+                      "TpModelWorker.__init__'s checks on its runner (managers/tp_worker.py), on the sized pool",
+                      run=lambda launch: _requests_refusal(launch.runner, launch.progress, launch.refusals),
+                      after_weights=True)
