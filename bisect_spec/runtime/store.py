@@ -302,7 +302,7 @@ def list_runs(runs_dir: Path) -> list[dict[str, Any]]:
 
 #: The modules whose code decides an evaluation's outcome inside a release environment: the worker and every
 #: module of ``inside/`` it imports (tests/unit/test_store.py checks the closure).
-EVALUATION_MODULES = ("evaluator.py", "launch", "simulated_gpu.py", "version_shims.py", "worker_main.py",
+EVALUATION_MODULES = ("evaluator.py", "statements.py", "launch", "simulated_gpu.py", "version_shims.py", "worker_main.py",
                       "data_flow.py", "model_classes.py", "meta_device.py")
 
 
