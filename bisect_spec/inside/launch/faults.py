@@ -104,7 +104,7 @@ _UNPUBLISHED = re.compile(r"not published|publish\(\) (?:was )?not called|no (?:
 
 #: What each of bisect-spec's inside modules stands in for, for the fault's one line.
 _OWN_STEPS = {"simulated_gpu": "the simulated GPU box", "version_shims": "a version shim or stub",
-              "launch_path": "the launch-path emulation", "evaluator": "the evaluator",
+              "launch_path": "the launch-path emulation", "evaluator": "the evaluator", "statements": "the evaluator",
               "launch_oracle": "the launch oracle", "worker_main": "the worker",
               "model_classes": "the model stand-ins"}
 
