@@ -7,7 +7,7 @@ Same configurations, same release, same simulated hardware, one run, side by sid
              (environment, logging and caches leak from one config to the next), the same
              full launch path (resolution, ``check_server_args``, auto parsers, target and
              draft model configs, the model runner and its attention-backend choice:
-             ``launch_path.run_after_resolution``);
+             ``launch.run_after_resolution``);
 * isolated — bisect-spec's worker as a sweep uses it (``Session.evaluate_many``, one
              worker process): environment restored,
              caches cleared, platform reset before every evaluation.
@@ -41,7 +41,10 @@ lib = torch.library.Library("torchvision", "DEF")
 lib.define("nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
 lib.define("qnms(Tensor qdets, Tensor qscores, float iou_threshold) -> Tensor")
 from bisect_spec.inside.evaluator import Evaluator
-from bisect_spec.inside import launch_path
+from bisect_spec.inside import launch
+import contextlib
+from bisect_spec.inside.launch import attention, cuda_graphs, draft_model, draft_worker, memory_pool, model_runner
+from bisect_spec.inside.launch import scheduler, target_model, target_worker
 spec = json.load(open(sys.argv[2]))
 ev = Evaluator(spec["hardware"], spec["gpus"])
 argvs = spec["argvs"]
@@ -54,15 +57,15 @@ started = time.perf_counter()
 failed = 0
 for argv in argvs:
     try:
-        args = ev._construct(launch_path.split_env(argv)[1])
-        launch_path.run_after_resolution(args, launch_path.Progress())
+        args = ev._construct(launch.split_env(argv)[1])
+        launch.run_after_resolution(args, launch.Progress())
     except BaseException:
         failed += 1
 elapsed = time.perf_counter() - started
 # a second pass, not timed as a whole: each launch-path stage's own time (wrapped, so its callees count)
 stages = {name: 0.0 for name in ("_construct", "_tokenizer_manager", "_model_runner", "_memory_pool", "_target_model",
                                  "_attention_backend", "_draft_worker_config", "_draft_worker", "_draft_model",
-                                 # run inside _memory_pool, once SGLang sized the pools (counted there too)
+                                 # run inside _memory_pool's window, once SGLang sized the pools (counted there too)
                                  "_capture_sizes", "_requests_refusal", "_decode_graph_sizes")}
 def timed(name, function):
     def wrapper(*args, **kwargs):
@@ -72,14 +75,28 @@ def timed(name, function):
         finally:
             stages[name] += time.perf_counter() - begun
     return wrapper
-for name in stages:
-    if name != "_construct":
-        setattr(launch_path, name, timed(name, getattr(launch_path, name)))
+@contextlib.contextmanager
+def timed_window(name, function, *args, **kwargs):  # the memory pool: its window, the stages on the sized pool in it
+    begun = time.perf_counter()
+    try:
+        with function(*args, **kwargs) as sized:
+            yield sized
+    finally:
+        stages[name] += time.perf_counter() - begun
+#: where each is looked up when its stage runs: the module of its stage
+where = {"_tokenizer_manager": scheduler, "_model_runner": model_runner, "_memory_pool": memory_pool,
+         "_target_model": target_model, "_attention_backend": attention, "_draft_worker_config": draft_worker,
+         "_draft_worker": draft_worker, "_draft_model": draft_model, "_capture_sizes": cuda_graphs,
+         "_decode_graph_sizes": cuda_graphs, "_requests_refusal": target_worker}
+for name, module in where.items():
+    function = getattr(module, name)
+    setattr(module, name, (lambda f, n: lambda *a, **k: timed_window(n, f, *a, **k))(function, name)
+            if name == "_memory_pool" else timed(name, function))
 ev._construct = timed("_construct", ev._construct)
 for argv in argvs:
     try:
-        args = ev._construct(launch_path.split_env(argv)[1])
-        launch_path.run_after_resolution(args, launch_path.Progress())
+        args = ev._construct(launch.split_env(argv)[1])
+        launch.run_after_resolution(args, launch.Progress())
     except BaseException:
         pass
 print(json.dumps({"seconds": elapsed, "failed": failed, "stages": stages}), file=sys.__stdout__)

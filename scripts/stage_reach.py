@@ -4,7 +4,7 @@ stage after the weights stopped (``needs_gpu``), on every installed release.
 
 A run of this script is the measurement behind docs/fidelity.md's "how far each release gets" lines: run it
 on two versions of bisect-spec (``PYTHONPATH=<a checkout> python scripts/stage_reach.py``) and compare the
-JSON lines (``--compare A B``) to see what a change to ``inside/launch_path.py`` moved. Records are written as
+JSON lines (``--compare A B``) to see what a change to ``inside/launch/`` moved. Records are written as
 they are measured, so an interrupted run resumes.
 
 Usage: python scripts/stage_reach.py [--releases 0.5.18 ...] [--out runs/stage-reach.jsonl]

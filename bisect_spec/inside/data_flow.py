@@ -49,13 +49,13 @@ import os
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from bisect_spec.inside.launch_path import ENV_READ
+from bisect_spec.inside.launch.environment import ENV_READ
 
 #: Where the speculative checks live: a whole module from 0.5.13, and the argument modules that
 #: hold functions reading speculative fields (every release).
 SPECULATIVE_MODULE = os.path.join("srt", "arg_groups", "speculative_hook.py")
 ARGUMENT_MODULES = (os.path.join("srt", "server_args.py"), os.path.join("srt", "arg_groups"),
-                    # the launch path's modules up to the first GPU step (launch_path.py's stages)
+                    # the launch path's modules up to the first GPU step (the stages of launch/)
                     os.path.join("srt", "entrypoints", "engine.py"), os.path.join("srt", "configs", "model_config.py"),
                     os.path.join("srt", "managers", "tokenizer_manager.py"))
 #: A read of a field under this prefix puts a function in scope.

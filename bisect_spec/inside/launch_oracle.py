@@ -19,7 +19,7 @@ It has two halves in one file.
   every process of the tree has reached its stop point, :func:`verdict` turns a finished
   launch into ``reached`` / ``failed`` / ``timed-out`` with the deciding failure's
   exception type and failing statement, computed by the same code as in-process
-  (``evaluator.failure_from_block``). ``scripts/bench_fidelity.py`` compares that with
+  (``statements.failure_from_block``). ``scripts/bench_fidelity.py`` compares that with
   the in-process verdict.
 
 Stop points (each prints one marker line and then blocks the process; the zygote kills
@@ -208,7 +208,7 @@ def verdict(texts: Mapping[str, str], *, ended: str, returncode: int | None = No
         launch stopped (``set_device``, ``device-error``, ...) and where a failed one's
         failure was raised (``main`` or the subprocess's target).
     """
-    from . import evaluator
+    from . import statements
 
     events = events_of(texts)
     table = processes(events)
@@ -222,7 +222,7 @@ def verdict(texts: Mapping[str, str], *, ended: str, returncode: int | None = No
     role_of = {str(p["log"]): p["role"] for p in table.values() if p["log"]}
     blocks: list[tuple[int, str, dict[str, Any]]] = []  # (rank, log, block): genuine failures first
     for name, text in texts.items():
-        for block in evaluator.traceback_blocks(text):
+        for block in statements.traceback_blocks(text):
             if not block["type"]:
                 continue
             consequence = bool(CONSEQUENCE.search(f"{block['type']}: {block['message']}"))
@@ -230,7 +230,7 @@ def verdict(texts: Mapping[str, str], *, ended: str, returncode: int | None = No
     if blocks:
         # a subprocess's genuine failure explains the launcher's "see above"; in a tie the launcher's own
         _rank, name, block = sorted(blocks, key=lambda b: (b[0], b[1] != MAIN_LOG))[0]
-        failure = evaluator.failure_from_block(block)
+        failure = statements.failure_from_block(block)
         message = block["message"].splitlines()[0] if block["message"] else ""
         out.update(exception={k: v for k, v in failure["exception"].items() if k != "module"},
                    frame=failure.get("frame", {}), traceback_tail=failure["traceback_tail"],

@@ -91,7 +91,7 @@ def _nvidia_smi_answer(argv: list[str], profile: dict[str, Any], count: int) -> 
 #: minutes on a box with a CUDA toolchain; never run by an evaluation.
 KERNEL_BUILDERS = frozenset({"ninja", "nvcc", "cmake", "make"})
 
-#: The words of the refusal to build GPU code (``launch_path`` names a stage's stop by them).
+#: The words of the refusal to build GPU code (``launch/device_stops.py`` names a stage's stop by them).
 BUILD_REFUSED = "on the simulated box but bisect-spec never builds GPU code"
 
 

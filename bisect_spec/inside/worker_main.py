@@ -147,7 +147,7 @@ def main() -> int:
         elif op == "block":
             reply = evaluator.block_at(request["file"], int(request["line"]))
         elif op == "env_vars":
-            from bisect_spec.inside.launch_path import speculative_env_vars
+            from bisect_spec.inside.launch.environment import speculative_env_vars
 
             reply = {"env_vars": speculative_env_vars(evaluator.package_root)}
         elif op == "merged_argv":

@@ -45,7 +45,7 @@ CURRENT = "current"
 #: The modules that build a release's flag table (the worker's ``flags`` operation: ``evaluator.flags``
 #: and what it calls; keep this list with it): its cache file is named after their digest, so a change to
 #: the data flow never reads an older table.
-FLAG_TABLE_MODULES = ("evaluator.py", "data_flow.py", "launch_path.py")
+FLAG_TABLE_MODULES = ("evaluator.py", "data_flow.py", "launch")
 
 
 def flags_cache_name() -> str:

@@ -281,17 +281,19 @@ def list_runs(runs_dir: Path) -> list[dict[str, Any]]:
 
 #: The modules whose code decides an evaluation's outcome inside a release environment: the worker and every
 #: module of ``inside/`` it imports (tests/unit/test_store.py checks the closure).
-EVALUATION_MODULES = ("evaluator.py", "launch_path.py", "simulated_gpu.py", "version_shims.py", "worker_main.py",
+EVALUATION_MODULES = ("evaluator.py", "statements.py", "launch", "simulated_gpu.py", "version_shims.py", "worker_main.py",
                       "data_flow.py", "model_classes.py", "meta_device.py")
 
 
 @functools.cache
 def inside_digest(names: tuple[str, ...]) -> str:
-    """SHA-1 (hex) of the named modules of ``bisect_spec/inside``, names included, in order."""
+    """SHA-1 (hex) of the named modules of ``bisect_spec/inside``, names included, in order (a package: its
+    modules, by name)."""
     digest = hashlib.sha1()
     here = Path(__file__).parent.parent / "inside"
     for name in names:
-        digest.update(name.encode() + b"\0" + (here / name).read_bytes())
+        for path in sorted((here / name).glob("*.py")) if (here / name).is_dir() else [here / name]:
+            digest.update(path.relative_to(here).as_posix().encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()
 
 

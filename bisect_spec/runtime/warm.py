@@ -111,7 +111,7 @@ def workers_dir() -> Path:
 def _code_version() -> str:
     """Size and mtime of the code a warm worker runs: an edited or upgraded bisect-spec gets a fresh worker."""
     here = Path(__file__).parent
-    files = sorted([*WORKER_SCRIPT.parent.glob("*.py"), here / "worker.py", here / "warm_daemon.py"])
+    files = sorted([*WORKER_SCRIPT.parent.rglob("*.py"), here / "worker.py", here / "warm_daemon.py"])
     return ";".join(f"{f.name}:{f.stat().st_size}:{f.stat().st_mtime_ns}" for f in files if f.is_file())
 
 

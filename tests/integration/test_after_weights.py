@@ -345,13 +345,14 @@ def test_the_draft_worker_builds_its_draft_runner_on_the_parallel_groups_the_tar
 
 
 def test_a_collective_on_a_stood_in_group_stops_the_stage_naming_it() -> None:
-    from bisect_spec.inside import launch_path, model_classes
+    from bisect_spec.inside import model_classes
+    from bisect_spec.inside.launch import parallel_groups
 
-    group = launch_path._GroupStandIn("pp", 2)
+    group = parallel_groups._GroupStandIn("pp", 2)
     assert (group.world_size, group.rank_in_group, group.is_first_rank, group.is_last_rank) == (2, 0, True, False)
     with pytest.raises(model_classes.NotLoaded, match="pp group's all_reduce"):
         group.all_reduce  # noqa: B018
-    assert launch_path._GroupStandIn("self_pp", 1).is_last_rank
+    assert parallel_groups._GroupStandIn("self_pp", 1).is_last_rank
 
 
 def test_issue_23490_as_reported_the_draft_inherits_the_b200_default_and_the_reporters_way_out_is_offered() -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from bisect_spec import api
-from bisect_spec.inside import launch_path
+from bisect_spec.inside import launch
 from bisect_spec.model.flags import Config
 from bisect_spec.model.outcome import Status
 from bisect_spec.reduce.shrink import Budget
@@ -57,7 +57,7 @@ def test_eagle_with_the_same_lora_flags_passes_up_to_the_draft_worker() -> None:
     for stage in ("resolve", "check_server_args", "target_model_config", "draft_model_config", "model_runner",
                   "target_model", "attention_backend", "draft_worker_model_config", "draft_worker"):
         assert stage in passed
-    assert passed == sorted(passed, key=launch_path.STAGES.index)
+    assert passed == sorted(passed, key=launch.STAGES.index)
 
 
 @pytest.mark.parametrize("release", ["0.5.9", "0.5.12"])

@@ -96,13 +96,13 @@ def test_gpu_placement_becomes_meta_and_values_are_never_invented(tmp_path: Path
 REGISTRY_SCRIPT = textwrap.dedent('''
     import json, sys
     sys.path.insert(0, {root!r})
-    from bisect_spec.inside import launch_path
+    from bisect_spec.inside.launch import device_stops
 
     def refused(message):
         try:
             raise ValueError(message)
         except ValueError as exc:
-            return launch_path._unregistered_here(exc)
+            return device_stops._unregistered_here(exc)
 
     print(json.dumps({{
         "defined": refused("Cannot find model module. 'DeepseekV3ForCausalLMNextN' is not a registered model in the "

@@ -150,19 +150,20 @@ def test_the_inside_imports_nothing_from_the_orchestrator() -> None:
     """Code that runs in a release environment (bisect_spec/inside) talks to the orchestrator through
     the wire protocol only: it imports nothing of bisect_spec outside its own package."""
     offenders = {}
-    for path in sorted((ROOT / "bisect_spec" / "inside").glob("*.py")):
+    for path in sorted((ROOT / "bisect_spec" / "inside").rglob("*.py")):
         outside = sorted(m for m in all_imports(path) if m.startswith("bisect_spec")
                          and not m.startswith("bisect_spec.inside") and m != "bisect_spec")
         if outside:
-            offenders[path.name] = outside
+            offenders[path.relative_to(ROOT / "bisect_spec" / "inside").as_posix()] = outside
     assert offenders == {}
     modules = {p.stem for p in (ROOT / "bisect_spec" / "inside").glob("*.py")}
     assert {"worker_main", "evaluator", "launch_path", "simulated_gpu", "version_shims", "launch_main"} <= modules
 
 
 def test_the_modules_repro_py_embeds_import_nothing_of_bisect_spec() -> None:
-    """``repro.py`` carries ``simulated_gpu.py`` and ``launch_path.py`` as source and runs them where
-    bisect-spec is not installed: an import of bisect_spec there fails only in the reproducer."""
+    """``repro.py`` carries ``simulated_gpu.py`` and ``launch_path.py`` (which loads the package ``launch/``
+    from beside it) as source and runs them where bisect-spec is not installed: an import of bisect_spec there
+    fails only in the reproducer."""
     def unguarded(path: Path) -> list[str]:
         tree = ast.parse(path.read_text())
         guarded = {id(inner) for node in ast.walk(tree) if isinstance(node, ast.Try)
@@ -174,8 +175,10 @@ def test_the_modules_repro_py_embeds_import_nothing_of_bisect_spec() -> None:
             alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) and id(node) not in guarded
             for alias in node.names if alias.name.startswith("bisect_spec"))
 
-    embedded = {name: unguarded(ROOT / "bisect_spec" / "inside" / name) for name in ("simulated_gpu.py", "launch_path.py")}
-    assert embedded == {"simulated_gpu.py": [], "launch_path.py": []}
+    inside = ROOT / "bisect_spec" / "inside"
+    names = ["simulated_gpu.py", "launch_path.py", *(f"launch/{p.name}" for p in sorted((inside / "launch").glob("*.py")))]
+    embedded = {name: unguarded(inside / name) for name in names}
+    assert {name: found for name, found in embedded.items() if found} == {}
 
 
 def _package_imports() -> dict[str, set[str]]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from bisect_spec.inside import evaluator
+from bisect_spec.inside import statements
 from bisect_spec.launch import server as launch
 
 
@@ -82,13 +82,13 @@ def test_chained_tracebacks_are_separate_blocks_and_the_last_decides() -> None:
            '  File "/b.py", line 2, in g\n'
            "    raise ValueError('v')\n"
            "ValueError: v\n")
-    blocks = evaluator.traceback_blocks(log)
+    blocks = statements.traceback_blocks(log)
     assert [(b["type"], b["message"]) for b in blocks] == [("KeyError", "'k'"), ("ValueError", "v")]
     assert outcome_for(log).exception == {"type": "ValueError", "message": "v"}
 
 
 def test_marks_give_the_raising_sub_expression() -> None:
-    assert evaluator._expression_from_marks("    if a.x > 3 and b:", "       ^^^^^^^") == "a.x > 3"
+    assert statements._expression_from_marks("    if a.x > 3 and b:", "       ^^^^^^^") == "a.x > 3"
 
 
 def test_launch_outcome_round_trips_through_json() -> None:

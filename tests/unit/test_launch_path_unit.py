@@ -10,16 +10,17 @@ from pathlib import Path
 
 import pytest
 
-from bisect_spec.inside import launch_path
+from bisect_spec.inside import launch
+from bisect_spec.inside.launch import attention, device_stops, faults
 from bisect_spec.model import outcome
 from bisect_spec.model.flags import Config
 from bisect_spec.report import summary, text
 
 
 def test_the_report_layer_orders_stages_as_the_launch_path_runs_them() -> None:
-    assert outcome.STAGE_ORDER == launch_path.STAGES
-    assert outcome.AFTER_WEIGHTS == launch_path.AFTER_WEIGHTS
-    assert set(launch_path.STAGE_WORDS) == set(launch_path.STAGES)
+    assert outcome.STAGE_ORDER == launch.STAGES
+    assert outcome.AFTER_WEIGHTS == launch.AFTER_WEIGHTS
+    assert set(launch.STAGE_WORDS) == set(launch.STAGES)
 
 
 def test_stages_line_orders_by_launch_and_marks_stages_after_the_weights() -> None:
@@ -36,26 +37,26 @@ def test_stages_line_orders_by_launch_and_marks_stages_after_the_weights() -> No
 
 
 def test_a_pass_whose_last_stage_stopped_early_says_the_stage_before_it_ran_to_its_end() -> None:
-    progress = launch_path.Progress()
+    progress = launch.Progress()
     for stage in ("parse", "resolve", "draft_model", "memory_pool"):
         progress.enter(stage)
     progress.needs_gpu["memory_pool"] = "building X on meta: its module does not import here"
     record = progress.to_record(passed=True)
     assert record["stage"] == "memory_pool"
-    assert record["reached"] == (f"{launch_path.STAGE_WORDS['draft_model']} (then memory_pool, stopped early)")
-    assert progress.to_record()["reached"] == launch_path.STAGE_WORDS["memory_pool"]  # a failure: where it raised
+    assert record["reached"] == (f"{launch.STAGE_WORDS['draft_model']} (then memory_pool, stopped early)")
+    assert progress.to_record()["reached"] == launch.STAGE_WORDS["memory_pool"]  # a failure: where it raised
     progress.needs_gpu.clear()
-    assert progress.to_record(passed=True)["reached"] == launch_path.STAGE_WORDS["memory_pool"]
+    assert progress.to_record(passed=True)["reached"] == launch.STAGE_WORDS["memory_pool"]
 
 
 def test_backend_modules_are_stood_in_only_while_the_choice_runs(monkeypatch: pytest.MonkeyPatch) -> None:
     package = "sglang.srt.layers.attention"
     real = types.ModuleType(f"{package}.triton_backend")
     monkeypatch.setitem(sys.modules, f"{package}.triton_backend", real)
-    assert launch_path._is_backend_module(f"{package}.flashinfer_backend")
-    assert not launch_path._is_backend_module(f"{package}.base_attn_backend")
-    assert not launch_path._is_backend_module(f"{package}.nsa.nsa_backend")
-    with launch_path._backends_stood_in() as chosen:
+    assert attention._is_backend_module(f"{package}.flashinfer_backend")
+    assert not attention._is_backend_module(f"{package}.base_attn_backend")
+    assert not attention._is_backend_module(f"{package}.nsa.nsa_backend")
+    with attention._backends_stood_in() as chosen:
         stand_in = sys.modules[f"{package}.triton_backend"]
         assert stand_in is not real
         backend = stand_in.TritonAttnBackend(object())
@@ -75,9 +76,9 @@ def test_a_device_call_torch_refuses_is_named_not_taken_for_sglangs_verdict(
     try:
         exec(refuse)
     except RuntimeError as exc:
-        where = launch_path._device_step(exc)
+        where = device_stops._device_step(exc)
     assert where is not None and where.endswith("needs a GPU") and "test_launch_path_unit.py" in where
-    assert launch_path._device_step(AssertionError("Currently HybridAttentionBackend does not support ...")) is None
+    assert device_stops._device_step(AssertionError("Currently HybridAttentionBackend does not support ...")) is None
 
 
 REFUSING_MODELS = {
@@ -125,7 +126,7 @@ def test_a_refusal_counts_only_from_the_draft_class_own_modules_and_unchained(
         try:
             head(types.SimpleNamespace(**values))
         except Exception as exc:
-            return launch_path._refused_by_the_model(exc, head)
+            return faults._refused_by_the_model(exc, head)
         raise AssertionError("built")
 
     assert refused(layers=2) is True  # the class's own `raise`

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bisect_spec.inside.evaluator import describe_frame
+from bisect_spec.inside.statements import describe_frame
 
 SOURCE = '''\
 def _handle_speculative_decoding(self):

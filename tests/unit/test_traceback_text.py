@@ -1,4 +1,4 @@
-"""``evaluator.sglang_traceback``: SGLang's frames and the final exception, nothing of the machine or of bisect-spec.
+"""``statements.sglang_traceback``: SGLang's frames and the final exception, nothing of the machine or of bisect-spec.
 
 A package named ``sglang`` is written to a temporary directory and imported for real, so the
 frames are real frames of files under a package root (as in a release environment). The real
@@ -15,8 +15,8 @@ from types import ModuleType
 
 import pytest
 
-from bisect_spec.inside import evaluator
-from bisect_spec.inside.evaluator import portable_paths, sglang_traceback
+from bisect_spec.inside import statements
+from bisect_spec.inside.statements import portable_paths, sglang_traceback
 
 HOOK = '''
 def handle(value):
@@ -102,7 +102,7 @@ def test_paths_outside_the_package_are_named_by_where_they_are_installed() -> No
 
 
 def test_a_logged_traceback_loses_bisect_spec_frames_and_machine_paths() -> None:
-    own = evaluator.__file__.replace("evaluator.py", "launch_main.py")
+    own = statements.__file__.replace("statements.py", "launch_main.py")
     log = ("Traceback (most recent call last):\n"
            f'  File "{own}", line 80, in main\n'
            "    runpy.run_module('sglang.launch_server')\n"
@@ -110,8 +110,8 @@ def test_a_logged_traceback_loses_bisect_spec_frames_and_machine_paths() -> None
            '  File "/srv/env/site/sglang/srt/server_args.py", line 9, in resolve_once\n'
            "    assert x\n"
            "AssertionError\n")
-    (block,) = evaluator.traceback_blocks(log)
-    assert evaluator.failure_from_block(block)["traceback_tail"] == (
+    (block,) = statements.traceback_blocks(log)
+    assert statements.failure_from_block(block)["traceback_tail"] == (
         "Traceback (most recent call last):\n"
         '  File "srt/server_args.py", line 9, in resolve_once\n'
         "    assert x\n"
