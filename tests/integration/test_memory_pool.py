@@ -249,15 +249,33 @@ def test_no_running_request_per_attention_dp_rank_fails_until_sglang_keeps_one(r
     assert outcome.record["frame"]["function"] == "alloc_memory_pool"
 
 
-def test_a_quantised_moe_whose_processing_builds_kernels_is_sized_but_not_claimed() -> None:
-    # Kimi-K2.6's INT4 experts repack for Marlin after the load, a JIT-built GPU kernel (never built here); its
-    # vision tower's platform check reads the flag a module imported on the CPU computed, answered as the box does
+def test_a_quantised_moe_whose_processing_runs_sglangs_jit_kernels_on_meta_is_sized_and_claimed() -> None:
+    # Kimi-K2.6's INT4 experts repack for Marlin after the load: on 0.5.23 the repack is SGLang's own JIT kernel
+    # (sglang.kernels), whose output SGLang's Python allocates before the kernel fills it: on meta the shapes are
+    # SGLang's, the kernel writes nothing, the processing runs to its end and the sizing is a verdict
     session = shared_session("0.5.23", model="kimi-k2.6", draft="eagle3", hardware="h200")
+    outcome = session.evaluate(session.with_draft(Config.of({"--tp-size": "8", **EAGLE3})))
+    assert outcome.verdict == "PASSED", outcome.headline  # every check a CPU can run, ran
+    pool = outcome.record["memory_pool"]
+    assert "CompressedTensorsFusedMoEMethod" not in pool.get("processing_skipped", [])
+    assert 70 * 2**30 < pool["weights_bytes"] < 80 * 2**30  # about 1T parameters in 4 bits, over 8 ranks
+    assert pool["max_total_num_tokens"] > 0 and outcome.record["cuda_graphs"]["capture_bs"]
+    # half the GPU for weights and cache holds less than the weights: SGLang's own refusal, now a verdict
+    short = session.evaluate(session.with_draft(Config.of({"--tp-size": "8", "--mem-fraction-static": "0.5", **EAGLE3})))
+    assert short.verdict == "FAILED", short.headline
+    assert "memory" in short.exception["message"].lower() and short.record["stage"] == "memory_pool"
+
+
+def test_a_quantised_moe_whose_kernel_does_not_import_is_sized_but_not_claimed() -> None:
+    # 0.5.18: the Marlin repack's kernel does not import on this machine and SGLang binds a raising stand-in
+    # (gptq_kernels._unsupported_kernel: "GPTQ CUDA kernels are unavailable on the current platform"): a GPU install
+    # has the kernel, so that is a stop (never SGLang's verdict on the configuration) and the pool is sized, not claimed
+    session = shared_session("0.5.18", model="kimi-k2.6", draft="eagle3", hardware="h200")
     outcome = session.evaluate(session.with_draft(Config.of({"--tp-size": "8", **EAGLE3})))
     assert outcome.status is Status.PASSED, outcome.headline
     pool = outcome.record["memory_pool"]
     assert "CompressedTensorsFusedMoEMethod" in pool["processing_skipped"]
-    assert 70 * 2**30 < pool["weights_bytes"] < 80 * 2**30  # about 1T parameters in 4 bits, over 8 ranks
+    assert 70 * 2**30 < pool["weights_bytes"] < 80 * 2**30
     assert "sized without the post-load processing of CompressedTensorsFusedMoEMethod" in (
         outcome.record["needs_gpu"]["memory_pool"])
     short = session.evaluate(session.with_draft(Config.of({"--tp-size": "8", "--mem-fraction-static": "0.5", **EAGLE3})))
