@@ -447,8 +447,11 @@ def to_junit(data: ReportInput) -> str:
     (dots in the version would split Jenkins' package tree), so dashboards group by release,
     then by facet. Each testcase is one (cell, failure signature):
 
-    * no baseline (a sweep, or a first nightly): every signature is a ``<failure>`` (crashes and
-      timeouts an ``<error>``): the failures exist, nothing says they are expected;
+    * a sweep: every signature is a ``<failure>`` (crashes and timeouts an ``<error>``): the failures exist,
+      nothing says they are expected;
+    * a first nightly (no baseline): every signature is ``<skipped type="found">``, "found on the first night: the
+      baseline of the next", as the nightly's exit status (0: nothing regressed) and its Markdown ("every failure
+      below is reported as found, none as new") say: one story;
     * with a baseline: a signature whose change is ``new`` is a ``<failure>`` whose message starts
       with ``regression``; a signature the baseline had already is ``<skipped type="known">``,
       as pytest reports an xfail: dashboards show it, greyed, and a build gate fails only on
@@ -480,7 +483,8 @@ def to_junit(data: ReportInput) -> str:
             ET.SubElement(case, "skipped" if cell["status"] in ("skipped", "pending") else "error",
                           message=cell["reason"] or cell["status"], type=cell["status"])
         for sig in cell["signatures"]:
-            _junit_case(suite, classname, sig, cell, model["baseline"])
+            _junit_case(suite, classname, sig, cell, model["baseline"],
+                        first_night=model["kind"] == "nightly" and not model["baseline"])
         for change in fixed.get(cell["id"], []):
             ET.SubElement(suite, "testcase", classname=classname,
                           name=f"fixed: {change.get('title') or ''} [{change.get('signature')}]")
@@ -496,7 +500,8 @@ def to_junit(data: ReportInput) -> str:
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
 
-def _junit_case(suite: ET.Element, classname: str, sig: dict[str, Any], cell: dict[str, Any], baseline: str | None) -> None:
+def _junit_case(suite: ET.Element, classname: str, sig: dict[str, Any], cell: dict[str, Any], baseline: str | None,
+                *, first_night: bool = False) -> None:
     case = ET.SubElement(suite, "testcase", classname=classname, name=f"{sig['title']} [{sig['id']}]")
     where = f"{sig['title']} at {sig['location']}" if sig["location"] else sig["title"]
     body = [f"seen in {sig['count']} of {cell['evaluated']} configurations",
@@ -510,6 +515,10 @@ def _junit_case(suite: ET.Element, classname: str, sig: dict[str, Any], cell: di
     exc_type = sig["exc_type"] or sig["kind"]
     if sig["known"]:
         ET.SubElement(case, "skipped", type="known", message=f"known since {baseline}: {where}").text = "\n".join(body)
+        return
+    if first_night and sig["kind"] in FAILED_KINDS:
+        ET.SubElement(case, "skipped", type="found",
+                      message=f"found on the first night (the baseline of the next): {where}").text = "\n".join(body)
         return
     tag = "failure" if sig["kind"] in FAILED_KINDS else "error"
     message = f"regression since {baseline}: {where}" if sig["change"] == "new" else where

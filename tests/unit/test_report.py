@@ -189,13 +189,18 @@ def test_nightly_junit_fails_only_on_the_regression() -> None:
     assert {c.get("classname") for c in root.iter("testcase")} >= {"sglang-0_5_23.deepseek-v3/eagle3/h100x8"}
 
 
-def test_nightly_junit_without_baseline_fails_every_signature_and_reports_error_cells() -> None:
+def test_a_first_nightlys_junit_reports_every_signature_as_found_as_its_exit_status_does() -> None:
+    # one story: the first night has no baseline, so nothing regressed (exit 0, and the Markdown says every failure
+    # is reported as found, none as new); JUnit fails on none of them, and an errored cell is still an error
     data = nightly_data()
     data.update(baseline=None, changes=[], regressions=0)
     data["cells"][1].update(status="error", reason="worker for SGLang 0.5.12 crashed: segfault (SIGSEGV)", signatures=[],
                             counts={}, evaluated=0)
     root = junit_tree(NightlyInput(data))
-    assert [root.get(k) for k in ("tests", "failures", "errors", "skipped")] == ["12", "10", "1", "1"]
+    assert [root.get(k) for k in ("tests", "failures", "errors", "skipped")] == ["12", "0", "1", "11"]
+    found = [s for s in root.iter("skipped") if s.get("type") == "found"]
+    assert len(found) == 10 and all(s.get("message", "").startswith("found on the first night") for s in found)
+    assert "every failure below is reported as found, none as new" in report.to_markdown(NightlyInput(data))
     (error,) = root.iter("error")
     assert error.get("message") == "worker for SGLang 0.5.12 crashed: segfault (SIGSEGV)"
 
