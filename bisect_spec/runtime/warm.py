@@ -109,10 +109,40 @@ def workers_dir() -> Path:
 
 
 def _code_version() -> str:
-    """Size and mtime of the code a warm worker runs: an edited or upgraded bisect-spec gets a fresh worker."""
-    here = Path(__file__).parent
-    files = sorted([*WORKER_SCRIPT.parent.rglob("*.py"), here / "worker.py", here / "warm_daemon.py"])
-    return ";".join(f"{f.name}:{f.stat().st_size}:{f.stat().st_mtime_ns}" for f in files if f.is_file())
+    """Size and mtime of the code a warm worker runs: an edited or upgraded bisect-spec gets a fresh worker.
+
+    The code is the daemon's import closure (every ``bisect_spec`` module ``warm_daemon.py`` imports, directly or
+    through others, lazy imports included) and everything under ``inside/``, which the worker runs in the release's
+    environment."""
+    package = Path(__file__).parent.parent
+    files = sorted({*WORKER_SCRIPT.parent.rglob("*.py"), *_import_closure(Path(__file__).with_name("warm_daemon.py"))})
+    return ";".join(f"{f.relative_to(package).as_posix()}:{f.stat().st_size}:{f.stat().st_mtime_ns}"
+                    for f in files if f.is_file())
+
+
+def _import_closure(start: Path) -> set[Path]:
+    """``start`` and every module of this package it imports, transitively (read from the sources, not imported)."""
+    import ast
+
+    package = Path(__file__).parent.parent
+    seen: set[Path] = set()
+    todo = [start]
+    while todo:
+        path = todo.pop()
+        if path in seen or not path.is_file():
+            continue
+        seen.add(path)
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([alias.name for alias in node.names] if isinstance(node, ast.Import) else
+                     [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+                     if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 else [])
+            for name in names:
+                if name and name.split(".")[0] == package.name:
+                    parts = name.split(".")[1:]
+                    todo += [package / Path(*parts[:n]) / "__init__.py" for n in range(len(parts) + 1)]
+                    if parts:
+                        todo += [package / Path(*parts).with_suffix(".py")]
+    return seen
 
 
 def key(spec: WorkerSpec) -> str:

@@ -46,6 +46,14 @@ def test_hardware_none_shows_sglangs_no_accelerator_error() -> None:
 
 
 def test_gpu_count_reaches_sglang() -> None:
-    outcome = shared_session("0.5.23", model="llama-3.1-8b", draft=None, hardware="h100", gpus=2).evaluate(
-        Config.of({"--tp-size": "2"}))
+    # the box's GPU count is what torch.cuda.device_count() answers in the worker: tp 2 starts on two GPUs of it and
+    # will not start on one (a count that did not reach the evaluation would give eight, and both would pass)
+    two = shared_session("0.5.23", model="llama-3.1-8b", draft=None, hardware="h100", gpus=2)
+    outcome = two.evaluate(Config.of({"--tp-size": "2"}))
     assert outcome.status is Status.PASSED, outcome.headline
+    assert outcome.record["memory_pool"]["total_bytes"] > 70 * 2**30  # an H100's memory, per GPU
+    one = shared_session("0.5.23", model="llama-3.1-8b", draft=None, hardware="h100", gpus=1)
+    lonely = one.evaluate(Config.of({"--tp-size": "2"}))
+    assert lonely.verdict == "WILL NOT START", lonely.headline
+    assert lonely.will_not_start == {**(lonely.will_not_start or {}), "cause": "gpus"}
+    assert "the box has 1" in lonely.exception["message"]

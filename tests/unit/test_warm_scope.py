@@ -26,3 +26,14 @@ def test_an_unknown_scope_is_one_line_naming_the_values(monkeypatch: pytest.Monk
     assert str(raised.value) == ("BISECT_SPEC_WARM=sweeps is not a scope: set BISECT_SPEC_WARM=all (every command on "
                                  "warm workers) or BISECT_SPEC_WARM=commands (probe and shrink only, the default)")
     assert raised.value.exit_code == 2
+
+
+def test_the_warm_workers_code_version_covers_the_daemons_import_closure() -> None:
+    # an edit of any module the daemon runs (runtime/processes.py was missing from a hand-kept list) starts a fresh
+    # worker; so does one under inside/, which the worker runs
+    from bisect_spec.runtime import warm
+
+    version = warm._code_version()
+    for module in ("runtime/processes.py", "runtime/worker.py", "runtime/warm_daemon.py", "model/flags.py",
+                   "inside/evaluator.py", "inside/launch/memory_pool.py"):
+        assert f"{module}:" in version, module
