@@ -268,6 +268,7 @@ class SweepRun:
                         if k not in ("model_chosen", "draft_chosen", "inherit_env")},
                      "release": target.release, "env": [list(kv) for kv in target.env]}
             meta = {"schema": "bisect-spec/run/1", "asked": asked, "target": target.describe(),
+                    "draft_named": self.spec.draft_chosen,
                     "strategy": chosen.to_dict(), "seed": chosen.seed, "space": self.space.describe(),
                     "plan_size": len(self.plan), "search_budget": chosen.random_budget, "shape": self.shape.to_dict(),
                     "tested_once": [u.to_dict() for u in unfit]}
@@ -402,7 +403,8 @@ class SweepRun:
 
     def branch_rows(self) -> None:
         """Branch rows (:mod:`bisect_spec.search.branches`), journaled as phase ``branch``: every context first,
-        then the rows of the contexts that passed. The contexts start from the plan's passing rows only, so
+        then the rows of the contexts that got past the argument checks (passed, or failed in a later stage: the
+        branch's checks ran and let them through). The contexts start from the plan's passing rows only, so
         a resumed run (whose journal holds later phases too) builds the same ones."""
         from bisect_spec.search.branches import contexts, passing_bases
 
@@ -411,7 +413,7 @@ class SweepRun:
         batch = [context for context, _ in found]
         self.evaluate_journaled(batch, "branch")
         self.branch_configs.extend(batch)
-        rows = list(dict.fromkeys(row for context, context_rows in found if self.outcomes[context.key()].passed
+        rows = list(dict.fromkeys(row for context, context_rows in found if _past_the_checks(self.outcomes[context.key()])
                                   for row in context_rows))
         self.evaluate_journaled(rows, "branch")
         self.branch_configs.extend(rows)
@@ -576,7 +578,8 @@ class SweepRun:
         from bisect_spec.workflows.shrink import report_names
 
         draft = self.target.draft
-        if draft is None or not self.spec.draft_chosen:
+        named = self.run_store.meta.get("draft_named", self.spec.draft_chosen)  # a resumed run: as the user asked
+        if draft is None or not named:
             return None
         users = frozenset(draft.algorithms)
         starts = starts_on_the_box(ordered, self.space, users) or {"argv": None}
@@ -709,6 +712,14 @@ def estimate_line(plan: int, key: str, jobs: int) -> str:
     source = "from the last run of this target" if known else "a first guess: no earlier run of this target here"
     return (f"plan: {plan} rows, then about {max(rows - plan, 0)} from the later phases: about {took} on {jobs} "
             f"worker{'' if jobs == 1 else 's'} ({source})")
+
+
+def _past_the_checks(outcome: Outcome) -> bool:
+    """Passed, or failed in a stage after the server arguments' checks (the model built, the pool sized, …)."""
+    from bisect_spec.model.outcome import stage_sort_key
+
+    stage = str(outcome.record.get("stage") or "")
+    return outcome.passed or (outcome.status.value == "failed" and stage_sort_key(stage) > stage_sort_key("check_server_args"))
 
 
 def _as_stored(data: dict[str, Any]) -> dict[str, Any]:

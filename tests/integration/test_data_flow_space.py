@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -143,11 +144,20 @@ def test_0_5_23s_unified_memory_branch_under_dflash_gives_rows_that_reach_its_ba
     base = Config.of({"--speculative-algorithm": "DFLASH", "--speculative-draft-model-path": "@draft"})
     context, rows = next((c, r) for c, r in contexts(space, {"DFLASH": base}) if c.get("--speculative-algorithm") == ("DFLASH",))
     session = shared_session("0.5.23")
-    assert session.evaluate(context).passed
+    # past resolution SGLang builds the unified pool, and refuses it for Kimi-K2.6 (neither hybrid-SWA nor mamba) in its
+    # own words once the target is loaded; the branch's backend check runs before, in resolution
+    assert _past_the_backend_check(session.evaluate(context))
     backends = [row for row in rows if row.get("--attention-backend") is not None]
     outcomes = {row.get("--attention-backend"): session.evaluate(row) for row in backends}
     refused = {" ".join(value or ()) for value, o in outcomes.items()
                if o.frame.get("function") == "_assert_spec_verify_backends"}
-    assert refused and "triton" not in refused and outcomes[("triton",)].passed, outcomes[("triton",)].headline
+    assert refused and "triton" not in refused and _past_the_backend_check(outcomes[("triton",)]), \
+        outcomes[("triton",)].headline
     for name in refused:
         assert f"got ['{name}']" in outcomes[(name,)].headline, outcomes[(name,)].headline  # both prefill and decode
+
+
+def _past_the_backend_check(outcome: Any) -> bool:
+    """Passed, or refused later by SGLang's unified pool for a model that is neither hybrid-SWA nor mamba."""
+    return bool(outcome.passed or (outcome.record.get("stage") == "memory_pool"
+                                   and "unified memory pool cannot be built" in outcome.exception.get("message", "")))

@@ -4,6 +4,7 @@ findings folded to one line. No SGLang here: the records are shaped as the evalu
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ EAGLE3 = frozenset({"EAGLE3"})
 BASE = Config.of({"--tp-size": ("8",)})
 
 
-def outcome(flags: dict[str, str | None], *, stage: str = "draft_model", stopped: dict[str, str] | None = None,
+def outcome(flags: Mapping[str, str | None], *, stage: str = "draft_model", stopped: dict[str, str] | None = None,
             status: Status = Status.PASSED, **record: Any) -> Outcome:
     config = Config.of({"--tp-size": ("8",), **{k: (v,) if v else () for k, v in flags.items()}})
     return Outcome(config, status, "0.5.23", "3.11", "simulated:rtx-pro-6000x8",

@@ -12,9 +12,9 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from . import post_load
 from .device_stops import _device_step, _meta_value, _stop_words
 from .faults import _refused_by_the_model, _refusing_statement, sglang_verdict
+from .post_load import effect_of, jit_kernels_on_meta, layer_tensors, objects_of, processing_key, replay
 from .sglang_lookup import _attribute, _attribute_set
 from .stage import WillNotStart, _NotLoaded
 from .standins import _OverTheGpu
@@ -96,7 +96,7 @@ def _loaded_on_meta(runner: Any, runner_cls: Any, cls: type, refusals: list[Base
     other failure of the load (a layer's platform check: a vision tower's "only available for cuda" on this CPU
     build of torch; a value only real weights hold) ends the stage, never a verdict."""
     try:
-        with platform(), _construction_within(total), post_load.jit_kernels_on_meta():
+        with platform(), _construction_within(total), jit_kernels_on_meta():
             runner_cls.load_model(runner)
     except _OverTheGpu as over:
         oom = WillNotStart("weights", f"the weights built so far take {over.built / _GIB:.2f} GiB per GPU, more than "
@@ -150,13 +150,13 @@ def _with_tolerant_processing(initialize: Callable[..., Any], skipped: list[tupl
 
         def tolerant(layer: Any, *more: Any, _process: Any = process, _method: Any = method,
                      _skip: tuple[str, bool] = (type(method).__name__, _size_neutral(method)), **options: Any) -> Any:
-            key = post_load.processing_key(_method, layer) if not more and not options else None
+            key = processing_key(_method, layer) if not more and not options else None
             effect = done.get(key) if key is not None else None
             if effect is not None:  # a layer like one processed already: the same shapes, set without the arithmetic
-                post_load.replay(effect, layer)
+                replay(effect, layer)
                 return None
-            before = post_load.layer_tensors(layer) if key is not None else None
-            objects = post_load.objects_of(layer, _method)
+            before = layer_tensors(layer) if key is not None else None
+            objects = objects_of(layer, _method)
             try:
                 result = _process(layer, *more, **options)
             except Exception as exc:
@@ -165,8 +165,8 @@ def _with_tolerant_processing(initialize: Callable[..., Any], skipped: list[tupl
                 skipped.append(_skip)
                 return None
             if key is not None and before is not None and result is None \
-                    and post_load.objects_of(layer, _method) == objects:
-                done[key] = post_load.effect_of(before, layer)
+                    and objects_of(layer, _method) == objects:
+                done[key] = effect_of(before, layer)
             return result
 
         tolerant._bisect_spec_tolerant = True  # type: ignore[attr-defined]
