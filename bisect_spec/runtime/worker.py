@@ -13,6 +13,7 @@ processes the runtime starts are :mod:`bisect_spec.runtime.processes`'.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -160,10 +161,9 @@ class WorkerProcess:
             self.process.stdin.write((json.dumps(payload) + "\n").encode())
             self.process.stdin.flush()
         except (BrokenPipeError, OSError):
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 self.process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.close()
+            self.close()  # its pipes too: a dead worker's streams are never left to the garbage collector
             raise WorkerDied(describe_exit(self.process.returncode)) from None
 
     def receive(self, timeout: float) -> dict[str, Any]:
@@ -187,10 +187,9 @@ class WorkerProcess:
                 continue
             chunk = os.read(fd, 1 << 20)
             if not chunk:
-                try:
+                with contextlib.suppress(subprocess.TimeoutExpired):
                     self.process.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    self.close()
+                self.close()  # its pipes too: a dead worker's streams are never left to the garbage collector
                 raise WorkerDied(describe_exit(self.process.returncode))
             self._buffer += chunk
         line, self._buffer = self._buffer.split(b"\n", 1)
