@@ -314,10 +314,15 @@ def starts_on_the_box(outcomes: Sequence[Outcome], space: FlagSpace | None, user
 
 def knob_map(outcomes: Sequence[Outcome], users: frozenset[str], base: Config) -> list[dict[str, Any]]:
     """The draft's knobs by verdict at the deployment shape: every row of the draft's algorithm that sets nothing
-    but those knobs (steps, topk, draft tokens; the draft path and the base's flags aside), one cell per setting."""
+    but those knobs (steps, topk, draft tokens; the base's flags aside), with the draft's path where any row gave
+    it, one cell per setting (its worst verdict)."""
     allowed = {"--speculative-algorithm", DRAFT_FLAG, *KNOBS, *base.flags()}
     cells: dict[tuple[str, ...], dict[str, Any]] = {}
+    # with the draft's path where rows gave it: the user passes it (a row without it builds another draft)
+    drafted = any(DRAFT_TOKEN in o.config.flag_argv() for o in outcomes if _algorithm(o) in users)
     for outcome in outcomes:
+        if drafted and DRAFT_TOKEN not in outcome.config.flag_argv():
+            continue
         level = verdict_level(outcome)
         if level is None or _algorithm(outcome) not in users or not set(outcome.config.flags()) <= allowed:
             continue
