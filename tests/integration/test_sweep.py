@@ -37,8 +37,9 @@ ASSERT_STATEMENT = "assert _.speculative_eagle_topk is None and _.speculative_nu
 TYPE_ERROR = "'>' not supported between instances of <type> and <type>"  # the seed's, operand types normalised
 BISECT_SPEC = Path(sys.executable).parent / "bisect-spec"
 #: as ``quick_sweep`` does through the API (which does not shrink unless asked)
-CLI_SWEEP = ["sweep", "--sglang", RELEASE, "--strategy", "quick", "--hardware", "rtx-pro-6000", "--no-cache", "--jobs", "2",
-             "--no-shrink"]
+#: the same ask as SPEC: the draft named, as SPEC names it (a named draft gets "starts on your box")
+CLI_SWEEP = ["sweep", "--sglang", RELEASE, "--model", "kimi-k2.6", "--draft", "eagle3", "--strategy", "quick",
+             "--hardware", "rtx-pro-6000", "--no-cache", "--jobs", "2", "--no-shrink"]
 
 
 def quick_sweep(runs_dir: Path, *, use_cache: bool = False) -> api.SweepResult:
