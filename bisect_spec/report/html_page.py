@@ -415,15 +415,14 @@ def _sweep_pictures(model: dict[str, Any], data: SweepInput) -> str:
                       _stages(cell), el("h2", heading), _pair_maps(data, cell, colours)])
 
 
-#: How a knob map's cell reads each verdict level, and its colour class
-_KNOB_CELLS = {"will_start": ("ok", "good"), "passed_up_to": ("ok*", "partial"), "will_not_start": ("OOM", "bad"),
-               "failed": ("FAIL", "bad")}
+#: A knob map cell's colour class by verdict level (its words: ``summary.KNOB_MARKS``)
+_KNOB_CLASSES = {"will_start": "good", "passed_up_to": "partial", "will_not_start": "bad", "failed": "bad"}
 
 
 def _starts(summary: dict[str, Any]) -> str:
     """"Starts on your box": the command to launch, what SGLang resolves it to, and the draft's knobs by verdict at
     the deployment shape (the same answer as the terminal's first lines)."""
-    from bisect_spec.report.summary import knob_order
+    from bisect_spec.report.summary import KNOB_LEGEND, KNOB_MARKS, knob_grid
 
     starts = summary.get("starts")
     if not starts:
@@ -445,22 +444,18 @@ def _starts(summary: dict[str, Any]) -> str:
         parts.append(table(["resolved", "value"], [[code(k), esc(v)] for k, v in resolved.items()]))
     cells = starts.get("knobs") or []
     if cells:
-        tokens = sorted({c["draft_tokens"] for c in cells}, key=knob_order)
-        rows: dict[tuple[str, str], dict[str, str]] = {}
-        for cell in cells:
-            rows.setdefault((cell["steps"], cell["topk"]), {})[cell["draft_tokens"]] = cell["verdict"]
+        tokens, rows = knob_grid(cells)
         head = el("tr", el("th", "steps, topk \\ draft tokens") + "".join(el("th", esc(t or "-")) for t in tokens))
         body = []
         for (steps, topk), marks in rows.items():
             tds = []
             for t in tokens:
-                word, cls = _KNOB_CELLS.get(marks.get(t, ""), ("", ""))
-                tds.append(el("td", word, class_=f"knob {cls}".strip()))
+                level = marks.get(t, "")
+                tds.append(el("td", KNOB_MARKS.get(level, ""), class_=f"knob {_KNOB_CLASSES.get(level, '')}".strip()))
             body.append(el("tr", el("th", f"{esc(steps or '-')}, {esc(topk or '-')}") + "".join(tds)))
         parts += [el("h3", "The draft's knobs at this shape"),
                   el("table", el("thead", head) + el("tbody", "".join(body)), class_="knobs"),
-                  el("p", "ok: every check ran · ok*: passed up to a GPU step · OOM: will not start · FAIL: SGLang "
-                          "refused", class_="note")]
+                  el("p", esc(KNOB_LEGEND), class_="note")]
     return el("section", "".join(parts), id="starts")
 
 

@@ -337,6 +337,20 @@ def knob_map(outcomes: Sequence[Outcome], users: frozenset[str], base: Config) -
     return sorted(cells.values(), key=lambda c: tuple(knob_order(v) for v in (c["steps"], c["topk"], c["draft_tokens"])))
 
 
+#: How a knob map's cell reads each verdict level (the terminal's and report.html's map alike).
+KNOB_MARKS = {"will_start": "ok", "passed_up_to": "ok*", "will_not_start": "OOM", "failed": "FAIL"}
+KNOB_LEGEND = "ok: every check ran · ok*: passed up to a GPU step · OOM: will not start · FAIL: SGLang refused"
+
+
+def knob_grid(cells: Sequence[dict[str, Any]]) -> tuple[list[str], dict[tuple[str, str], dict[str, str]]]:
+    """A knob map laid out: the draft-token values in a reader's order, and (steps, topk) -> draft tokens -> level."""
+    tokens = sorted({c["draft_tokens"] for c in cells}, key=knob_order)
+    rows: dict[tuple[str, str], dict[str, str]] = {}
+    for cell in cells:
+        rows.setdefault((cell["steps"], cell["topk"]), {})[cell["draft_tokens"]] = cell["verdict"]
+    return tokens, rows
+
+
 def knob_order(text: str) -> tuple[int, float]:
     """How a knob's values line up for a reader: not given (SGLang's choice), then the values people use, smallest
     first, then 0 and the negative ones (the nonsense the sweep also tries)."""

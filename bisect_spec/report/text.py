@@ -330,10 +330,6 @@ def folded_findings(findings: Sequence[dict[str, Any]]) -> str:
     return f"{len(findings)} findings in passing configurations ({shown})"
 
 
-#: How a knob map's cell reads each verdict level
-MAP_MARKS = {"will_start": "ok", "passed_up_to": "ok*", "will_not_start": "OOM", "failed": "FAIL"}
-
-
 def starts_lines(starts: dict[str, Any] | None, target: dict[str, Any], width: int,
                  run_path: str | None) -> list[str]:
     """"Starts on your box": the command to launch (the furthest-reaching configuration of the draft's algorithm,
@@ -377,22 +373,19 @@ def knob_lines(cells: Sequence[dict[str, Any]], width: int, *, rows: int = 8) ->
     (``-``: not given, SGLang's default)."""
     if not cells:
         return []
-    from bisect_spec.report.summary import knob_order
+    from bisect_spec.report.summary import KNOB_LEGEND, KNOB_MARKS, knob_grid
 
-    tokens = sorted({c["draft_tokens"] for c in cells}, key=knob_order)
-    lines: dict[tuple[str, str], dict[str, str]] = {}
-    for cell in cells:
-        lines.setdefault((cell["steps"], cell["topk"]), {})[cell["draft_tokens"]] = MAP_MARKS[cell["verdict"]]
+    tokens, lines = knob_grid(cells)
     head = "  knobs (steps, topk) × draft tokens: " + "  ".join(f"{t or '-':>4}" for t in tokens)
     out = [head if len(head) <= width else head[: width - 1] + "…"]
     label = len("  knobs (steps, topk) × draft tokens: ")
     for (steps, topk), marks in list(lines.items())[:rows]:
         name = f"    steps {steps or '-'}, topk {topk or '-'}"
-        line = f"{name:<{label}}" + "  ".join(f"{marks.get(t, ''):>4}" for t in tokens)
+        line = f"{name:<{label}}" + "  ".join(f"{KNOB_MARKS.get(marks.get(t, ''), ''):>4}" for t in tokens)
         out.append(line if len(line) <= width else line[: width - 1] + "…")
     if len(lines) > rows:
         out.append(f"    … {len(lines) - rows} more settings (report.html draws them all)")
-    out.append("    ok: every check ran · ok*: passed up to a GPU step · OOM: will not start · FAIL: SGLang refused")
+    out.append(f"    {KNOB_LEGEND}")
     return out
 
 

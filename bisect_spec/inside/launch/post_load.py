@@ -11,6 +11,8 @@ import types
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from .sglang_lookup import _replaced
+
 #: The attributes of a layer or quantisation method that decide what its post-load processing does, besides its
 #: tensors' shapes and dtypes: plain values only (numbers, strings, booleans, None; tuples of them)
 _PLAIN = (int, float, str, bool, type(None))
@@ -22,6 +24,11 @@ _NAMES_THE_LAYER = re.compile(r"(^|_)(layer_id|layer_idx|layer_name|prefix)$")
 
 def _plain(value: Any) -> bool:
     return isinstance(value, _PLAIN) or (isinstance(value, tuple) and all(isinstance(v, _PLAIN) for v in value))
+
+
+def _plain_dict(value: Any) -> bool:
+    """A dict of plain keys and values (the processing's ``_original_shapes``): copied, not replayed by identity."""
+    return isinstance(value, dict) and all(_plain(k) and _plain(v) for k, v in value.items())
 
 
 def processing_key(method: Any, layer: Any) -> Any:
@@ -45,7 +52,7 @@ def objects_of(layer: Any, method: Any) -> dict[tuple[int, str], int]:
     for number, owner in enumerate((layer, method)):
         for name, value in vars(owner).items():
             if name not in ("_parameters", "_buffers", "_modules") and not _plain(value) and not _meta_tensor(value) \
-                    and not (isinstance(value, dict) and all(_plain(k) and _plain(v) for k, v in value.items())):
+                    and not _plain_dict(value):
                 found[(number, name)] = id(value)
     return found
 
@@ -84,7 +91,7 @@ def effect_of(before: dict[str, tuple[Any, ...]], layer: Any) -> dict[str, Any] 
             continue
         if _plain(value):
             attributes[name] = value
-        elif isinstance(value, dict) and all(_plain(k) and _plain(v) for k, v in value.items()):
+        elif _plain_dict(value):
             attributes[name] = dict(value)
         elif _meta_tensor(value):
             tensors[name] = (tuple(value.shape), value.dtype)
@@ -138,22 +145,18 @@ def jit_kernels_on_meta() -> Iterator[None]:
     of another sees a kernel that was not built)."""
     modules = [m for name, m in list(sys.modules.items())
                if (name == "sglang.kernels" or name.startswith("sglang.kernels.")) and callable(vars(m).get("load_jit"))]
-    if not modules:
-        yield
-        return
-    originals = {m: vars(m)["load_jit"] for m in modules}
 
     def load_on_meta(*args: Any, **_kwargs: Any) -> _MetaKernels:
         return _MetaKernels(str(args[0]) if args else "?")
 
-    for module in modules:
-        module.load_jit = load_on_meta  # type: ignore[attr-defined]
-    try:
-        yield
-    finally:
-        for module, original in originals.items():
-            module.load_jit = original  # type: ignore[attr-defined]
-        _forget_meta_kernels()
+    with contextlib.ExitStack() as stack:
+        for module in modules:
+            stack.enter_context(_replaced(module, "load_jit", load_on_meta))
+        try:
+            yield
+        finally:
+            if modules:
+                _forget_meta_kernels()
 
 
 def _forget_meta_kernels() -> None:
