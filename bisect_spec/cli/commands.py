@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import click
 
-from bisect_spec.cli import diff, evaluate, launches, releases, results
+from bisect_spec.cli import diff, env, evaluate, launches, releases, results, runs, workers
 from bisect_spec.cli.errors import EXIT_VERDICT_FAILS
 from bisect_spec.cli.group import main, sweep
 from bisect_spec.cli.launches import confirm_by_launch, shrink_launches, sweep_launches
@@ -27,6 +27,7 @@ confirm_by_launch(evaluate.shrink, shrink_launches)
 confirm_by_launch(sweep, sweep_launches)
 assert launches.launch_command.name in main.commands and releases.bisect.name in main.commands
 assert diff.diff.name in main.commands
+assert {env.env.name, runs.runs.name, workers.workers.name} <= set(main.commands)
 
 
 def keep_examples_verbatim(command: click.Command) -> None:

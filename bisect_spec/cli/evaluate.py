@@ -45,7 +45,6 @@ def probe(as_json: bool, timeout: float, fix: bool, flags: tuple[str, ...], **kw
     """
     from bisect_spec.cli import terminal
     from bisect_spec.report import text as render
-    from bisect_spec.runtime.session import Session
 
     spec = spec_from(kwargs)
     result = api.probe(list(flags), spec, on_start=announce_hardware, timeout=timeout, notify=say_loading, fix=fix)
@@ -61,7 +60,7 @@ def probe(as_json: bool, timeout: float, fix: bool, flags: tuple[str, ...], **kw
             command_for("probe", result.spec or spec, result, fixed["argv"] if fixed else []),
             command_for("shrink", result.spec or spec, result, result.config.argv()), searched=fix,
             without_fix="give it a draft: --speculative-draft-model-path PATH (or --draft NAME); no nearer change "
-                        "passes" if Session.missing_draft(result.config, result.target.model.config) else None)
+                        "passes" if result.missing_draft else None)
         if after:
             terminal.show(after)
     if result.outcome.tool_fault is not None:  # not a verdict: an error of bisect-spec's
@@ -99,12 +98,11 @@ def shrink(as_json: bool, max_evaluations: int, max_seconds: float, fix: bool, r
             --tp 8 --speculative-algorithm EAGLE3 --speculative-num-draft-tokens 3 --mem-fraction-static 0.85
     """
     from bisect_spec.cli import terminal
-    from bisect_spec.reduce.shrink import Budget
     from bisect_spec.report import text as render
 
     spec = spec_from(kwargs)
     with terminal.Counter(f"shrinking (budget {max_evaluations} evaluations)") as counter:
-        report = api.shrink(list(flags), spec, budget=Budget(max_evaluations, max_seconds), fix=fix,
+        report = api.shrink(list(flags), spec, budget=api.Budget(max_evaluations, max_seconds), fix=fix,
                             out_dir=Path(out) if out else None, runs_dir=Path(runs_dir), on_start=announce_hardware,
                             bisect=bisect_releases, progress=None if as_json else counter, notify=say_loading)
     if as_json:
@@ -121,10 +119,6 @@ def command_for(command: str, spec: api.TargetSpec, result: api.ProbeResult, arg
     ready to paste."""
     import shlex
 
-    from bisect_spec.model.flags import Config
-    from bisect_spec.runtime.profiles import DEFAULT_GPUS
-    from bisect_spec.runtime.session import DRAFT, MODEL
-
     target = result.target
     words = ["bisect-spec", command, "--sglang", target.release]
     words += ["--model-path", spec.model_path] if spec.model_path else ["--model", spec.model]
@@ -132,10 +126,10 @@ def command_for(command: str, spec: api.TargetSpec, result: api.ProbeResult, arg
               ["--draft", spec.draft] if spec.draft else ["--draft", "none"])
     if spec.hardware != "auto":
         words += ["--hardware", spec.hardware]
-    if spec.gpus != DEFAULT_GPUS:
+    if spec.gpus != api.DEFAULT_GPUS:
         words += ["--gpus", str(spec.gpus)]
     for name, value in spec.env:
         words += ["--env", f"{name}={value}"]
-    config = Config.from_argv(argv)
-    kept = config.without(*[flag for flag, value in config.items if value in ((DRAFT,), (MODEL,))])
+    config = api.Config.from_argv(argv)
+    kept = config.without(*[flag for flag, value in config.items if value in ((api.DRAFT_TOKEN,), (api.MODEL_TOKEN,))])
     return shlex.join([*words, "--", *kept.argv()])

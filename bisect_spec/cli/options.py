@@ -10,11 +10,9 @@ import click
 
 from bisect_spec import api
 from bisect_spec.cli.errors import UsageFailure
-from bisect_spec.model.flags import env_assignment
-from bisect_spec.runtime import profiles
 
 if TYPE_CHECKING:
-    from bisect_spec.runtime.session import Session
+    from bisect_spec.api import Session
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -25,15 +23,15 @@ def target_options(func: F) -> F:
         click.option("--sglang", "release", metavar="VER",
                      help="SGLang release (default: newest installed; 'current' = this Python's sglang)."),
         click.option("--model", default=api.DEFAULT_MODEL, show_default=True, metavar="NAME",
-                     help=f"Model profile: {', '.join(profiles.model_names())}."),
+                     help=f"Model profile: {', '.join(api.model_names())}."),
         click.option("--draft", default=api.DEFAULT_DRAFT, show_default=True, metavar="NAME",
-                     help=f"Draft profile: {', '.join(profiles.draft_names())}, or none."),
+                     help=f"Draft profile: {', '.join(api.draft_names())}, or none."),
         click.option("--model-path", type=click.Path(), help="Your own model directory holding config.json."),
         click.option("--draft-path", type=click.Path(), help="Your own draft directory holding config.json."),
         click.option("--hardware", default="auto", show_default=True, metavar="NAME",
-                     help=f"auto (real GPUs, else {profiles.DEFAULT_HARDWARE}), none (CPU), real, "
-                          f"or: {', '.join(profiles.hardware_names())}."),
-        click.option("--gpus", default=profiles.DEFAULT_GPUS, show_default=True, type=int, help="GPUs in the simulated box."),
+                     help=f"auto (real GPUs, else {api.DEFAULT_HARDWARE}), none (CPU), real, "
+                          f"or: {', '.join(api.hardware_names())}."),
+        click.option("--gpus", default=api.DEFAULT_GPUS, show_default=True, type=int, help="GPUs in the simulated box."),
         click.option("--env", "env", multiple=True, metavar="VAR=VALUE", callback=_env_option,
                      help="An environment variable for every evaluation (repeatable); wins over your own SGLANG_* "
                           "variables, which are taken too."),
@@ -46,7 +44,7 @@ def target_options(func: F) -> F:
 def _env_option(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
     pairs = []
     for value in values:
-        assignment = env_assignment(value)
+        assignment = api.env_assignment(value)
         if assignment is None:
             raise click.BadParameter(f"'{value}' is not VAR=VALUE, e.g. --env SGLANG_ENABLE_SPEC_V2=0")
         pairs.append(assignment)
@@ -158,10 +156,8 @@ def executor_options(func: F) -> F:
     Works as a decorator under ``@main.command()`` and on an already defined command
     (``executor_options(sweep)``); the command passes ``executor`` and ``address`` to the API.
     """
-    from bisect_spec.runtime.executor import EXECUTORS, LOCAL
-
     options = [
-        click.option("--executor", type=click.Choice(EXECUTORS), default=LOCAL, show_default=True,
+        click.option("--executor", type=click.Choice(api.EXECUTORS), default=api.LOCAL_EXECUTOR, show_default=True,
                      help="Where evaluations run: worker processes here, or Ray actors on a Ray cluster "
                           "(pip install 'bisect-spec[ray]'); results are stored the same way."),
         click.option("--address", metavar="ADDR", default=None,

@@ -46,6 +46,12 @@ class ProbeResult:
         return failure_kind(self.outcome)
 
     @property
+    def missing_draft(self) -> str | None:
+        """Why a real launch of this configuration would fail for want of a draft model, or None (a draft is
+        given, the algorithm needs none, or the target carries its own MTP layers)."""
+        return Session.missing_draft(self.config, self.target.model.config)
+
+    @property
     def heading(self) -> str:
         """The target in one line: release, model (+ draft), hardware, Python."""
         target = self.target

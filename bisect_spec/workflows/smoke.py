@@ -245,6 +245,14 @@ def recorded(release: str) -> SmokeResult | None:
         return None
 
 
+def is_stale(release: str) -> bool:
+    """Whether ``release``'s smoke should run again: it never ran here, or other evaluating code ran it."""
+    from bisect_spec.runtime.store import evaluation_digest
+
+    found = recorded(release)
+    return found is None or found.digest != evaluation_digest()
+
+
 def status(release: str) -> str:
     """``verified``, ``unverified`` (its smoke failed) or ``not checked``, for ``env list``."""
     found = recorded(release)
