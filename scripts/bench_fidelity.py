@@ -10,7 +10,7 @@ network (``bisect_spec/inside/launch_oracle.py`` says exactly where, per process
   (launcher, schedulers, detokenizer).
 * A FAILED configuration agrees when the launch fails with the same exception type and
   the same failing statement (normalised as in signatures; the statement is read from the
-  traceback by the same code as in-process, ``evaluator.failure_from_block``).
+  traceback by the same code as in-process, ``statements.failure_from_block``).
 * Anything else is a disagreement and is listed: flags, in-process verdict, launch verdict,
   where the launch stopped or failed (process, file, function, statement), and its log.
 

@@ -46,12 +46,6 @@ from typing import Any, TypeVar
 from bisect_spec.inside import data_flow, launch
 from bisect_spec.inside.statements import _failing_expression, block_at, describe_frame, sglang_traceback
 
-# read from here by launch/server.py (the orchestrator's real launch): the same names, now in statements.py
-from bisect_spec.inside.statements import failure_from_block as failure_from_block
-from bisect_spec.inside.statements import portable_paths as portable_paths
-from bisect_spec.inside.statements import sglang_package_root as sglang_package_root
-from bisect_spec.inside.statements import traceback_blocks as traceback_blocks
-
 T = TypeVar("T")
 
 #: Fields reported for passing configurations when present in the release.

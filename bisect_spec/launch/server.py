@@ -1,6 +1,6 @@
 """Real server launches: classify how ``launch_server`` ended, in the in-process signature scheme.
 
-The in-process verdict (``evaluator.py``) stops after argument resolution; some failures
+The in-process verdict (``inside/evaluator.py``) stops after argument resolution; some failures
 only show when the server really starts (a scheduler that dies, CUDA OOM, NCCL). This
 module decides *what* to launch and *what the end means*; starting and stopping the
 process tree is :func:`bisect_spec.launch.supervision.serve_until_ready`'s job (the module that
@@ -12,7 +12,7 @@ Classification of one launch (schema ``bisect-spec/launch/1``, see :class:`Launc
 ``resolution-failed``  the main process died in argument resolution (a traceback through
                        ``prepare_server_args`` / ``resolve_once`` / ``server_args.py`` /
                        ``arg_groups/``, or an argparse error); ``signature`` is built by the
-                       same code as in-process (``evaluator.failure_from_block`` +
+                       same code as in-process (``statements.failure_from_block`` +
                        ``signature.signature_of``), so its id equals the in-process one
 ``failed-later``       it died after resolution; ``sub_kind``: ``cuda-oom``, ``nccl``,
                        ``scheduler`` (a scheduler/subprocess traceback) or ``other``
@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bisect_spec.inside import evaluator
+from bisect_spec.inside import statements
 from bisect_spec.launch import supervision
 from bisect_spec.model.signature import Signature, normalise_message, signature_of
 from bisect_spec.runtime import processes, worker
@@ -247,7 +247,7 @@ def launch_server(argv: Sequence[str], *, python: str, pythonpath: Sequence[str]
 
 def classify_exit(outcome: LaunchOutcome, log_text: str) -> None:
     """Fill status, sub-kind, signature and error of a launch whose root process ended before ready."""
-    blocks = evaluator.traceback_blocks(log_text)
+    blocks = statements.traceback_blocks(log_text)
     main_blocks = [b for b in blocks if not _SUBPROCESS.search(b["context"])]
     usage = _ARGPARSE_ERROR.findall(log_text) if outcome.returncode == 2 else []
     if usage and not blocks:
@@ -263,7 +263,7 @@ def classify_exit(outcome: LaunchOutcome, log_text: str) -> None:
         subprocess_blocks = [b for b in blocks if b not in main_blocks]
         deciding = subprocess_blocks[0] if subprocess_blocks else deciding
     if deciding is not None:
-        failure = evaluator.failure_from_block(deciding)
+        failure = statements.failure_from_block(deciding)
         outcome.exception = {k: v for k, v in failure["exception"].items() if k != "module"}
         outcome.frame = failure.get("frame", {})
         outcome.traceback_tail = failure["traceback_tail"]
@@ -285,7 +285,7 @@ def _in_resolution(block: dict[str, Any]) -> bool:
     for frame in block["frames"]:
         if frame["function"] in _RESOLUTION_FUNCTIONS:
             return True
-        root = evaluator.sglang_package_root(frame["file"])
+        root = statements.sglang_package_root(frame["file"])
         if root is not None and _RESOLUTION_FILES.match(os.path.relpath(frame["file"], root).replace(os.sep, "/")):
             return True
     return False
