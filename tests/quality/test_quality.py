@@ -185,13 +185,14 @@ def test_the_inside_imports_nothing_from_the_orchestrator() -> None:
             offenders[path.relative_to(ROOT / "bisect_spec" / "inside").as_posix()] = outside
     assert offenders == {}
     modules = {p.stem for p in (ROOT / "bisect_spec" / "inside").glob("*.py")}
-    assert {"worker_main", "evaluator", "launch_path", "simulated_gpu", "version_shims", "launch_main"} <= modules
+    assert {"worker_main", "evaluator", "statements", "simulated_gpu", "version_shims", "launch_main"} <= modules
+    assert (ROOT / "bisect_spec" / "inside" / "launch" / "__init__.py").is_file()
 
 
 def test_the_modules_repro_py_embeds_import_nothing_of_bisect_spec() -> None:
-    """``repro.py`` carries ``simulated_gpu.py`` and ``launch_path.py`` (which loads the package ``launch/``
-    from beside it) as source and runs them where bisect-spec is not installed: an import of bisect_spec there
-    fails only in the reproducer."""
+    """``repro.py`` loads ``simulated_gpu.py`` and the package ``launch/`` (which loads ``inside``'s other modules
+    from beside it: ``launch/siblings.py``) by their paths and runs them where bisect-spec is not installed: an
+    import of bisect_spec there fails only in the reproducer."""
     def unguarded(path: Path) -> list[str]:
         tree = ast.parse(path.read_text())
         guarded = {id(inner) for node in ast.walk(tree) if isinstance(node, ast.Try)
@@ -204,7 +205,7 @@ def test_the_modules_repro_py_embeds_import_nothing_of_bisect_spec() -> None:
             for alias in node.names if alias.name.startswith("bisect_spec"))
 
     inside = ROOT / "bisect_spec" / "inside"
-    names = ["simulated_gpu.py", "launch_path.py", *(f"launch/{p.name}" for p in sorted((inside / "launch").glob("*.py")))]
+    names = ["simulated_gpu.py", *(f"launch/{p.name}" for p in sorted((inside / "launch").glob("*.py")))]
     embedded = {name: unguarded(inside / name) for name in names}
     assert {name: found for name, found in embedded.items() if found} == {}
 
