@@ -27,17 +27,22 @@ The JSON Schema of this record is ``outcome`` in ``bisect_spec/data/schemas/comm
 from __future__ import annotations
 
 import enum
+import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from bisect_spec.model.flags import Config
 from bisect_spec.model.signature import Signature, signature_of
 
-#: Stages in launch order, for the per-stage counts (``inside/launch_path.STAGES``; stages of an
-#: older or newer tool version sort last, in name order).
-STAGE_ORDER = ("parse", "resolve", "check_server_args", "auto_parsers", "tokenizer_manager", "target_model_config",
-               "draft_model_config", "model_runner", "memory_pool", "cuda_graph_sizes", "target_worker",
-               "target_model", "attention_backend", "draft_worker_model_config", "draft_worker", "draft_model")
+#: The launch path's stages, as the worker side reads them (``inside/launch/stage.py``): one list, in
+#: ``bisect_spec/data/stages.json``, read here as data (this layer imports nothing of ``inside``).
+_STAGES: list[dict[str, Any]] = json.loads((Path(__file__).resolve().parent.parent / "data" / "stages.json")
+                                           .read_text(encoding="utf-8"))["stages"]
+
+#: Stages in launch order, for the per-stage counts (stages of an older or newer tool version sort last, in name
+#: order).
+STAGE_ORDER: tuple[str, ...] = tuple(str(stage["name"]) for stage in _STAGES)
 
 
 def stage_sort_key(stage: str) -> tuple[int, str]:
@@ -45,10 +50,8 @@ def stage_sort_key(stage: str) -> tuple[int, str]:
     return (STAGE_ORDER.index(stage) if stage in STAGE_ORDER else len(STAGE_ORDER), stage)
 
 
-#: Stages a real launch runs only after the target's weights load (``inside/launch_path.AFTER_WEIGHTS``).
-AFTER_WEIGHTS = frozenset({"memory_pool", "cuda_graph_sizes", "target_worker", "target_model", "attention_backend",
-                           "draft_worker_model_config", "draft_worker", "draft_model"})
-
+#: Stages a real launch runs only after the target's weights load.
+AFTER_WEIGHTS = frozenset(str(stage["name"]) for stage in _STAGES if stage["after_weights"])
 
 
 class Status(enum.StrEnum):

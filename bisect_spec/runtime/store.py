@@ -283,23 +283,28 @@ def list_runs(runs_dir: Path) -> list[dict[str, Any]]:
 #: module of ``inside/`` it imports (tests/unit/test_store.py checks the closure).
 EVALUATION_MODULES = ("evaluator.py", "statements.py", "launch", "simulated_gpu.py", "version_shims.py", "worker_main.py",
                       "data_flow.py", "model_classes.py", "meta_device.py")
+#: The files of ``bisect_spec/data`` that code inside a release environment reads: the launch path's stages
+#: (``inside/launch/stage.py``; which run after the weights is part of an outcome).
+INSIDE_DATA = ("stages.json",)
 
 
 @functools.cache
-def inside_digest(names: tuple[str, ...]) -> str:
+def inside_digest(names: tuple[str, ...], data: tuple[str, ...] = ()) -> str:
     """SHA-1 (hex) of the named modules of ``bisect_spec/inside``, names included, in order (a package: its
-    modules, by name)."""
+    modules, by name), then of the named files of ``bisect_spec/data``."""
     digest = hashlib.sha1()
     here = Path(__file__).parent.parent / "inside"
     for name in names:
         for path in sorted((here / name).glob("*.py")) if (here / name).is_dir() else [here / name]:
             digest.update(path.relative_to(here).as_posix().encode() + b"\0" + path.read_bytes())
+    for name in data:
+        digest.update(f"data/{name}".encode() + b"\0" + (here.parent / "data" / name).read_bytes())
     return digest.hexdigest()
 
 
 def evaluation_digest() -> str:
-    """Digest of the code that evaluates a configuration (:data:`EVALUATION_MODULES`)."""
-    return inside_digest(EVALUATION_MODULES)[:16]
+    """Digest of the code that evaluates a configuration (:data:`EVALUATION_MODULES`, :data:`INSIDE_DATA`)."""
+    return inside_digest(EVALUATION_MODULES, INSIDE_DATA)[:16]
 
 
 class OutcomeCache:

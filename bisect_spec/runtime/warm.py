@@ -113,9 +113,12 @@ def _code_version() -> str:
 
     The code is the daemon's import closure (every ``bisect_spec`` module ``warm_daemon.py`` imports, directly or
     through others, lazy imports included) and everything under ``inside/``, which the worker runs in the release's
-    environment."""
+    environment, with the data files it reads (``store.INSIDE_DATA``)."""
+    from bisect_spec.runtime.store import INSIDE_DATA
+
     package = Path(__file__).parent.parent
-    files = sorted({*WORKER_SCRIPT.parent.rglob("*.py"), *_import_closure(Path(__file__).with_name("warm_daemon.py"))})
+    files = sorted({*WORKER_SCRIPT.parent.rglob("*.py"), *_import_closure(Path(__file__).with_name("warm_daemon.py")),
+                    *(package / "data" / name for name in INSIDE_DATA)})
     return ";".join(f"{f.relative_to(package).as_posix()}:{f.stat().st_size}:{f.stat().st_mtime_ns}"
                     for f in files if f.is_file())
 

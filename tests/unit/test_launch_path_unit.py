@@ -18,9 +18,17 @@ from bisect_spec.report import summary, text
 
 
 def test_the_report_layer_orders_stages_as_the_launch_path_runs_them() -> None:
-    assert outcome.STAGE_ORDER == launch.STAGES
-    assert outcome.AFTER_WEIGHTS == launch.AFTER_WEIGHTS
+    """Both sides read the one list (``bisect_spec/data/stages.json``): the orchestrator as data, the worker side
+    for its stage records."""
+    assert outcome.STAGE_ORDER == launch.STAGES == tuple(stage.name for stage in launch.ALL_STAGES)
+    assert outcome.AFTER_WEIGHTS == launch.AFTER_WEIGHTS == {s.name for s in launch.ALL_STAGES if s.after_weights}
     assert set(launch.STAGE_WORDS) == set(launch.STAGES)
+    assert launch.STAGES[0] == "parse" and "memory_pool" in launch.AFTER_WEIGHTS and "resolve" not in launch.AFTER_WEIGHTS
+
+
+def test_a_stage_the_stage_list_does_not_name_is_refused_when_declared() -> None:
+    with pytest.raises(ValueError, match=r"not listed in bisect_spec/data/stages\.json"):
+        launch.Stage("a_stage_of_no_list", "nothing", "nothing")
 
 
 def test_stages_line_orders_by_launch_and_marks_stages_after_the_weights() -> None:

@@ -330,3 +330,16 @@ def test_the_evaluation_digest_covers_every_inside_module_the_worker_imports() -
         todo += [unit(m) for m in re.findall(r"""_sibling\(["'](\w+)["']\)""", source)]
     assert {"evaluator.py", "launch", "model_classes.py", "meta_device.py"} <= seen  # the walk itself
     assert seen <= set(EVALUATION_MODULES), sorted(seen - set(EVALUATION_MODULES))
+
+
+def test_the_evaluation_digest_covers_the_data_files_the_inside_reads() -> None:
+    # the stage list (which stages run after the weights is part of an outcome) is read from bisect_spec/data
+    import re
+
+    from bisect_spec.runtime.store import INSIDE_DATA
+
+    inside = Path(__file__).resolve().parents[2] / "bisect_spec" / "inside"
+    read = {name for path in inside.rglob("*.py") for name in re.findall(r'"data", "([\w.]+)"', path.read_text())}
+    assert read == {"stages.json"}
+    assert read <= set(INSIDE_DATA)
+

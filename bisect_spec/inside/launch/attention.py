@@ -162,4 +162,4 @@ def _choose_backends(runner: Any) -> list[str]:
 ATTENTION_BACKEND = Stage("attention_backend", "attention-backend selection, after the weights load",
                           "ModelRunner.init_attention_backend (layers/attention/, attention_registry.py)",
                           run=lambda launch: _attention_backend(launch.runner, launch.progress),
-                          after_weights=True, emulated=True)
+                          emulated=True)

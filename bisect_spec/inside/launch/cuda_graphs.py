@@ -202,8 +202,7 @@ CUDA_GRAPH_SIZES = Stage("cuda_graph_sizes",
                          "the batch sizes of the target's CUDA graphs, chosen against its request pool",
                          "CudaGraphRunner.__init__ up to capture (model_executor/cuda_graph_runner.py), on the sized pool",
                          run=lambda launch: _capture_sizes(launch.runner, type(launch.runner).__mro__[1], launch.progress,
-                                                           launch.refusals),
-                         after_weights=True)
+                                                           launch.refusals))
 #: The same stage where the pools are sized apart (0.5.14+): the decode graph runner's sizes.
 DECODE_GRAPH_SIZES = dataclasses.replace(
     CUDA_GRAPH_SIZES, mirrors="the decode graph runner's batch sizes (model_executor/runner/decode_cuda_graph_runner.py, "

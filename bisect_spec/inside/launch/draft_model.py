@@ -160,4 +160,4 @@ def _draft_built(draft_config: Any, draft_cls: type, progress: Progress) -> None
 DRAFT_MODEL = Stage("draft_model", "the draft model's class and the embedding/head it shares, after the weights load",
                     "the registry's draft class, get_embed_and_head/set_embed_and_head (speculative/eagle_worker*.py)",
                     run=lambda launch: _draft_model(launch.args, launch.target, launch.progress),
-                    after_weights=True, emulated=True)
+                    emulated=True)

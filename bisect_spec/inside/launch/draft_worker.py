@@ -108,8 +108,8 @@ DRAFT_WORKER_MODEL_CONFIG = Stage(
     "the draft worker's ModelConfig with the target's context length (speculative/eagle_worker*.py, "
     "standalone_worker*.py)",
     run=lambda launch: _draft_worker_config(launch.args, launch.target, launch.model_config_cls, launch.progress),
-    after_weights=True, emulated=True)
+    emulated=True)
 DRAFT_WORKER = Stage("draft_worker", "the draft worker's construction, after the weights load",
                      "the speculative worker's __init__ up to its draft runner (speculative/*_worker*.py)",
                      run=lambda launch: _draft_worker(launch.args, launch.target, launch.runner, launch.progress),
-                     after_weights=True, emulated=True)
+                     emulated=True)

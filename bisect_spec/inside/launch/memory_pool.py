@@ -277,5 +277,4 @@ MEMORY_POOL = Stage("memory_pool", "the target's memory pool, sized against the 
                     "ModelRunner.initialize from load_model() to init_memory_pool() (model_executor/model_runner.py, "
                     "mem_cache/)",
                     window=lambda launch: _memory_pool(launch.args, launch.target, launch.runner, launch.progress,
-                                                       launch.refusals),
-                    after_weights=True)
+                                                       launch.refusals))

@@ -1,8 +1,9 @@
 """The launch order: which stages a release runs, and in which order. The only place release families switch;
 how a stage does its work on a release is found by feature in its own module.
 
-:data:`STAGES` is the order outcomes are reported in (``model/outcome.py`` keeps a copy the orchestrator reads:
-``tests/unit/test_launch_path_unit.py`` compares them): the launch order of the releases up to 0.5.13.
+:data:`STAGES` is the order outcomes are reported in: the launch order of the releases up to 0.5.13, listed in
+``bisect_spec/data/stages.json`` with whether each stage runs after the weights (the orchestrator's
+``model/outcome.py`` reads the same file).
 """
 
 from __future__ import annotations
@@ -29,19 +30,28 @@ from .model_config import DRAFT_MODEL_CONFIG, TARGET_MODEL_CONFIG
 from .model_registry import _registry_importing
 from .model_runner import MODEL_RUNNER
 from .scheduler import AUTO_PARSERS, TOKENIZER_MANAGER
-from .server_args import CHECK_SERVER_ARGS, PARSE, RESOLVE
+from .server_args import CHECK_SERVER_ARGS
 from .sglang_lookup import _attribute
 from .siblings import meta_device, model_classes
-from .stage import Launch, Progress, Stage, WillNotStart, _NotLoaded
+from .stage import STAGE_NAMES, Launch, Progress, Stage, WillNotStart, _NotLoaded, declared
 from .target_model import TARGET_MODEL
 from .target_worker import TARGET_WORKER
 
+
+def _every_stage() -> tuple[Stage, ...]:
+    """The records of the stages ``data/stages.json`` lists, in its order (every component module is imported
+    above, so each has declared its stages; a stage declared nowhere is refused here, one not listed by
+    :class:`Stage` itself)."""
+    missing = [name for name in STAGE_NAMES if declared(name) is None]
+    if missing:
+        raise ValueError(f"bisect_spec/data/stages.json lists stages no module declares: {', '.join(missing)}")
+    return tuple(stage for name in STAGE_NAMES if (stage := declared(name)) is not None)
+
+
 #: Every stage, in the order outcomes report them. A failure records the stage it failed in; a PASSED outcome
 #: the last stage it ran (``STAGE_WORDS`` says it in words: "PASSED up to attention-backend selection").
-ALL_STAGES: tuple[Stage, ...] = (PARSE, RESOLVE, CHECK_SERVER_ARGS, AUTO_PARSERS, TOKENIZER_MANAGER, TARGET_MODEL_CONFIG,
-                                 DRAFT_MODEL_CONFIG, MODEL_RUNNER, MEMORY_POOL, CUDA_GRAPH_SIZES, TARGET_WORKER,
-                                 TARGET_MODEL, ATTENTION_BACKEND, DRAFT_WORKER_MODEL_CONFIG, DRAFT_WORKER, DRAFT_MODEL)
-STAGES = tuple(stage.name for stage in ALL_STAGES)
+ALL_STAGES: tuple[Stage, ...] = _every_stage()
+STAGES = STAGE_NAMES
 #: Stages that a real launch runs only after the target's weights are loaded.
 AFTER_WEIGHTS = frozenset(stage.name for stage in ALL_STAGES if stage.after_weights)
 #: Each stage in the words a verdict uses ("PASSED up to ...", "FAILED in ...").

@@ -2,14 +2,18 @@
 and how far an evaluation got (:class:`Progress`); the two ways a stage ends that are not SGLang's verdict on the
 flags' values (:data:`NotLoaded`) or are (:class:`WillNotStart`).
 
-A stage is a record in the module of the SGLang component it mirrors (``memory_pool.MEMORY_POOL``); its name is
-spelled there once. :mod:`.order` says which stages a release runs, and in which order.
+A stage is a record in the module of the SGLang component it mirrors (``memory_pool.MEMORY_POOL``). The list of
+stages, in the order outcomes report them and with whether each runs after the weights load, is the data file
+``bisect_spec/data/stages.json`` (:data:`STAGE_NAMES`), which the orchestrator reads too (``model/outcome.py``):
+a stage's record must be listed there. :mod:`.order` says which stages a release runs, and in which order.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
+import os
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any, TypeVar
@@ -18,8 +22,24 @@ from .siblings import model_classes
 
 _T = TypeVar("_T")
 
+
+
+def _stage_list() -> list[dict[str, Any]]:
+    """``bisect_spec/data/stages.json``'s stages: ``name`` and ``after_weights``, in the order outcomes report them.
+    Read by its path beside this package (``repro.py`` loads the package by its path too)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir, "data", "stages.json")
+    with open(path, encoding="utf-8") as handle:
+        return list(json.load(handle)["stages"])
+
+
+_STAGE_LIST = _stage_list()
+#: Every stage's name, in the order outcomes report them (the orchestrator's ``model.outcome.STAGE_ORDER``).
+STAGE_NAMES: tuple[str, ...] = tuple(str(entry["name"]) for entry in _STAGE_LIST)
+#: The stages a real launch runs only after the target's weights load.
+_AFTER_WEIGHTS = frozenset(str(entry["name"]) for entry in _STAGE_LIST if entry["after_weights"])
+
 #: The stage every evaluation begins in (``server_args.PARSE``).
-FIRST_STAGE = "parse"
+FIRST_STAGE = STAGE_NAMES[0]
 
 #: Every stage by name, as its module declared it (a stage declared twice, for two releases' ways of doing it,
 #: says the same of itself both times).
@@ -32,9 +52,9 @@ class Stage:
 
     ``name``: what an outcome records (``stage``, ``stages_passed``); ``words``: the stage in the words a verdict
     uses ("PASSED up to ...", "FAILED in ..."); ``mirrors``: the SGLang function (and file) it mirrors;
-    ``after_weights``: a real launch runs it only after the target's weights load (it runs up to the first device
-    step: :func:`.order.run_after_resolution`); ``emulated``: its set-up (the runtime context, a bare object) is
-    this emulation's, not SGLang's (:func:`.faults.tool_fault`).
+    ``after_weights`` (from ``data/stages.json``): a real launch runs it only after the target's weights load (it
+    runs up to the first device step: :func:`.order.run_after_resolution`); ``emulated``: its set-up (the runtime
+    context, a bare object) is this emulation's, not SGLang's (:func:`.faults.tool_fault`).
 
     ``run(launch)`` runs it, and returns SGLang's refusal where the stage found one without raising it (the
     stages on the sized memory pool), else None. A stage that holds a *window* instead (``window(launch)``, a
@@ -48,13 +68,19 @@ class Stage:
     run: Callable[[Launch], BaseException | None] | None = None
     window: Callable[[Launch], AbstractContextManager[bool]] | None = None
     on_it: tuple[Stage, ...] = ()
-    after_weights: bool = False
     emulated: bool = False
 
     def __post_init__(self) -> None:
+        if self.name not in STAGE_NAMES:
+            raise ValueError(f"stage {self.name} is not listed in bisect_spec/data/stages.json")
         known = _DECLARED.setdefault(self.name, self)
-        if (known.words, known.after_weights, known.emulated) != (self.words, self.after_weights, self.emulated):
+        if (known.words, known.emulated) != (self.words, self.emulated):
             raise ValueError(f"stage {self.name} declared twice, differently")
+
+    @property
+    def after_weights(self) -> bool:
+        """A real launch runs this stage only after the target's weights load (``data/stages.json`` says)."""
+        return self.name in _AFTER_WEIGHTS
 
 
 def declared(name: str) -> Stage | None:

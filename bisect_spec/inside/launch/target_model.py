@@ -60,4 +60,4 @@ TARGET_MODEL = Stage("target_model",
                      "the target model's class and the speculative calls on it, after the weights load",
                      "the registry's model class and set_eagle3_layers_to_capture (model_runner.py, models/)",
                      run=lambda launch: _target_model(launch.args, launch.runner, launch.progress),
-                     after_weights=True, emulated=True)
+                     emulated=True)

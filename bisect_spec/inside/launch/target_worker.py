@@ -78,5 +78,4 @@ def _request_pool_size(runner: Any) -> int | None:
 
 TARGET_WORKER = Stage("target_worker", "the target worker's checks on its built runner",
                       "TpModelWorker.__init__'s checks on its runner (managers/tp_worker.py), on the sized pool",
-                      run=lambda launch: _requests_refusal(launch.runner, launch.progress, launch.refusals),
-                      after_weights=True)
+                      run=lambda launch: _requests_refusal(launch.runner, launch.progress, launch.refusals))
