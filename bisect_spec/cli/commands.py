@@ -1,9 +1,11 @@
-"""Command line: parse input, call :mod:`bisect_spec.api`, map errors to one line.
+"""Command line: parse input, call :mod:`bisect_spec.api`, render the result, map errors to one line.
 
-Library errors (:class:`~bisect_spec.errors.BisectSpecError`) become
-``click.ClickException`` in exactly one place, :meth:`_Group.invoke`; ``--debug`` shows
-the traceback instead. Exit codes: 0 ok, 1 runtime error, 2 bad usage, 3 the probed
-configuration fails in SGLang (a verdict, not an error).
+Every command module registers its commands on the group here. Library errors
+(:class:`~bisect_spec.errors.BisectSpecError`) become ``click.ClickException`` in exactly one
+place, :meth:`bisect_spec.cli.errors.MappedGroup.invoke`; ``--debug`` shows the traceback
+instead. Exit codes: 0 ok, 1 runtime error, 2 bad usage, 3 the probed configuration fails in
+SGLang (a verdict, not an error). Only ``env``, ``runs`` and ``workers`` reach past the API into
+the runtime (``tests/quality/test_quality.py``, ``CLI_ALLOWANCES``).
 """
 
 
