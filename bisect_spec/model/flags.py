@@ -21,6 +21,7 @@ Pure: no I/O, no processes.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -127,8 +128,13 @@ class Config:
                 raise UsageError(f"'{token}' is not a flag: SGLang options start with --")
         return cls(tuple((flag, tuple(values)) for flag, values in items.items()))
 
-    def as_dict(self) -> dict[str, Value]:
+    @functools.cached_property
+    def _mapping(self) -> dict[str, Value]:
+        """The items as a dict, built once (a search reads a configuration's flags many times); never handed out."""
         return dict(self.items)
+
+    def as_dict(self) -> dict[str, Value]:
+        return dict(self._mapping)
 
     def argv(self) -> list[str]:
         """Environment assignments first (``VAR=value``), then the flags: reads back with :meth:`from_argv`."""
@@ -156,7 +162,7 @@ class Config:
         return [flag for flag, _ in self.items]
 
     def get(self, flag: str) -> Value | None:
-        return self.as_dict().get(flag)
+        return self._mapping.get(flag)
 
     def without(self, *flags: str) -> Config:
         drop = set(flags)

@@ -24,6 +24,7 @@ prints the CPU branch (no GPUs, CPU torch) and would describe this machine, not 
 from __future__ import annotations
 
 import ast
+import functools
 import importlib.metadata
 import re
 import shlex
@@ -420,12 +421,19 @@ def _normal(name: str) -> str:
 
 
 def _installed_versions(paths: Sequence[str]) -> dict[str, str]:
+    """The distributions installed on ``paths`` and their versions (read once per process and set of paths: a
+    sweep writes a bug report per signature, each asking for the same environment's)."""
+    return dict(_installed_versions_on(tuple(paths)))
+
+
+@functools.lru_cache(maxsize=16)
+def _installed_versions_on(paths: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
     found: dict[str, str] = {}
     for dist in importlib.metadata.distributions(path=list(paths)):
         name = dist.metadata["Name"] if dist.metadata else None
         if name and _normal(name) not in found:
             found[_normal(name)] = dist.version
-    return found
+    return tuple(found.items())
 
 
 def simulated_check_env(*, release: str, python: str, pythonpath: Sequence[str], base_python: str,

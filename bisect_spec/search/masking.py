@@ -175,6 +175,12 @@ class Rounds:
         self.space = space
         self.required = required_tuples(space, strength, core_strength)
         self.arities = {tuple(p for p, _ in t) for t in self.required}
+        #: each item, and the required tuples that hold it: the tuples holding a combination are the intersection
+        #: of its items' sets (a set walk per combination, not a subset test per required tuple)
+        self._holding: dict[Item, set[Tuple]] = {}
+        for t in self.required:
+            for item in t:
+                self._holding.setdefault(item, set()).add(t)
         self.unmasked: set[Tuple] = set()
         self.proven: set[Tuple] = set()
         self.minimal: dict[str, list[frozenset[Item]]] = {}  # signature -> minimal reproducers (as items)
@@ -183,6 +189,13 @@ class Rounds:
         #: absent, with the value that defuses it (:func:`needed_absent`)
         self.missing: dict[str, list[Config]] = {}
         self.fill: dict[int, int] = {}  # parameter -> the value index a repair gives it
+
+    def _tuples_holding(self, items: frozenset[Item]) -> set[Tuple]:
+        """The required tuples holding every item of ``items`` (each required tuple holds the empty set)."""
+        if not items:
+            return set(self.required)
+        sets = sorted((self._holding.get(item, set()) for item in items), key=len)
+        return set(sets[0]).intersection(*sets[1:])
 
     def forbidden(self) -> list[frozenset[Item]]:
         return [m for ms in self.minimal.values() for m in ms if m]
@@ -216,9 +229,7 @@ class Rounds:
                 variants.append(items | {(parameter, 0)})
         for variant in variants:
             self.minimal.setdefault(signature, []).append(variant)
-            for t in self.required - self.proven:
-                if variant <= frozenset(t):
-                    self.proven.add(t)
+            self.proven |= self._tuples_holding(variant)
         return True
 
     def projections(self, rows: Sequence[Sequence[int]], keys: Sequence[Key]
@@ -273,7 +284,12 @@ class Rounds:
     def next_rows(self, limit: int) -> list[tuple[int, ...]]:
         """Rows packing the uncovered tuples, none holding a forbidden combination (greedy)."""
         forbidden = self.forbidden()
-        remaining = [t for t in self.uncovered() if not any(m <= frozenset(t) for m in forbidden)]
+        holding_forbidden = set().union(*(self._tuples_holding(m) for m in forbidden)) if forbidden else set()
+        remaining = sorted(self.required - self.unmasked - self.proven - holding_forbidden)
+        by_item: dict[Item, list[frozenset[Item]]] = {}  # each item, and the forbidden combinations holding it
+        for m in forbidden:
+            for item in m:
+                by_item.setdefault(item, []).append(m)
         n = len(self.space.specs)
         rows: list[tuple[int, ...]] = []
         while remaining and len(rows) < limit:
@@ -283,7 +299,8 @@ class Rounds:
             for t in remaining:
                 if all(row.get(p, v) == v for p, v in t):
                     trial = held | set(t)
-                    if not any(m <= trial for m in forbidden):
+                    # ``held`` holds no forbidden combination: one in ``trial`` holds an item of ``t``
+                    if not any(m <= trial for item in t for m in by_item.get(item, ())):
                         for p, v in t:
                             row[p] = v
                         held = trial

@@ -13,7 +13,7 @@ import dataclasses
 import json
 import time
 from collections import ChainMap
-from collections.abc import Callable, MutableMapping, Sequence
+from collections.abc import Callable, Iterator, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -180,6 +180,7 @@ class SweepRun:
         # filled by the phases
         self.outcomes: dict[str, Outcome] = {}
         self.signatures: set[Signature] = set()
+        self.phase_seconds: dict[str, float] = {}  # each phase's wall-clock seconds (``timing.json``)
         self.total = 0  # what the progress bar counts up to: the plan, the search budget, each later phase's rows
         self.reused = 0
         self.cache: Any = None
@@ -208,23 +209,32 @@ class SweepRun:
         :raises Interrupted: on Ctrl-C once the run exists, saying how to resume it.
         """
         try:
-            self._plan()
+            with self._timed("plan"):
+                self._plan()
             with self.run_store:
                 self._read_journal()
-                self.cover()
+                with self._timed("cover"):
+                    self.cover()
                 if self.strategy.branches:
-                    self.branch_rows()
+                    with self._timed("branch"):
+                        self.branch_rows()
                 if self.strategy.rounds > 0:
-                    self.masking_rounds()
-                self.random_search()
+                    with self._timed("rounds"):
+                        self.masking_rounds()
+                with self._timed("search"):
+                    self.random_search()
                 if self.strategy.peel:
-                    self.peel_rows()
+                    with self._timed("peel"):
+                        self.peel_rows()
                 if self.cache is not None:
                     self.cache.close()
-                self.summarise()
+                with self._timed("summary"):
+                    self.summarise()
                 if self.shrink:
-                    self.shrink_signatures()
-                self.write_reports()
+                    with self._timed("shrink"):
+                        self.shrink_signatures()
+                with self._timed("reports"):
+                    self.write_reports()
                 return SweepResult(self.run_store.id, self.run_store.path, self.target, self.summary, self.ordered,
                                    self.reused, self.run_store.torn, self.session.info)
         except KeyboardInterrupt:
@@ -238,6 +248,15 @@ class SweepRun:
                               f"resume with bisect-spec sweep --resume {self.store.id}") from None
         finally:
             self.session.close()
+
+    @contextlib.contextmanager
+    def _timed(self, phase: str) -> Iterator[None]:
+        """The wall-clock seconds of one phase, for ``timing.json``'s ``phases`` (a benchmark compares them)."""
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.phase_seconds[phase] = round(self.phase_seconds.get(phase, 0.0) + time.perf_counter() - started, 3)
 
     def _plan(self) -> None:
         """The flag space and the fitted plan; a new run's directory, with what decides its target."""
@@ -672,7 +691,7 @@ class SweepRun:
                                        "seconds": round(time.time() - self.started, 3), "jobs": self.session.pool.jobs,
                                        "executor": self.executor,
                                        "reused_from_cache": self.reused, "torn_records": run.torn,
-                                       "worker": self.session.info})
+                                       "phases": dict(self.phase_seconds), "worker": self.session.info})
 
 
 #: What a sweep costs where no earlier run of its target says: seconds per row on one worker, rows per plan row
