@@ -761,6 +761,45 @@ def running_requests_statements(runner_cls: type) -> Statements | None:
     return None
 
 
+def _only_checks(statement: ast.stmt) -> bool:
+    """Whether ``statement`` only checks: an ``assert``, a ``raise``, a call of a ``check`` function, or an ``if``
+    holding nothing else (a ``pass`` aside)."""
+    if isinstance(statement, (ast.Assert, ast.Raise, ast.Pass)):
+        return True
+    if isinstance(statement, ast.Expr):
+        return "check" in (_called(statement.value) or "")
+    if isinstance(statement, ast.If):
+        return all(_only_checks(s) for s in [*statement.body, *statement.orelse])
+    return False
+
+
+@functools.cache
+def checks_after_initialize(runner_cls: type) -> Statements | None:
+    """The target ``ModelRunner.__init__``'s checks after its ``initialize()`` (which loads the weights): its own
+    ``check_*`` calls (0.5.9+'s ``check_quantized_moe_compatibility``: the MoE's widths against tp, ep and the
+    quantisation's block), the ``if`` blocks that only assert or raise (every release's "Pipeline Parallel is not
+    compatible with this model", where ``--pp-size`` > 1), and the plain assignments of ``self`` attributes those
+    read (``self.support_pp``, from the built model's ``forward``). What else ``__init__`` does there (the weight
+    updaters, the elastic-EP joiner) is left out. None where ``__init__`` has no such statement."""
+    for klass, filename, class_def, method in _methods(runner_cls):
+        if method.name != "__init__":
+            continue
+        calls = _calling(method.body, "initialize")
+        if not calls:
+            continue
+        after = method.body[calls[0] + 1:]
+        checks = [s for s in after if _only_checks(s)]
+        read = {n.attr for c in checks for n in ast.walk(c) if isinstance(n, ast.Attribute)
+                and isinstance(n.value, ast.Name) and n.value.id == "self"}
+        kept = [s for s in after if s in checks or (isinstance(s, ast.Assign) and len(s.targets) == 1
+                and isinstance(s.targets[0], ast.Attribute) and isinstance(s.targets[0].value, ast.Name)
+                and s.targets[0].value.id == "self" and s.targets[0].attr in read)]
+        if not checks:
+            return None
+        return Statements(filename, method.name, kept, klass.__module__, class_def.name)
+    return None
+
+
 @functools.cache
 def steps_before_graphs(runner_cls: type) -> frozenset[str]:
     """The runner's own methods its ``initialize`` calls (``self.<method>()``, a statement of its own) after it

@@ -32,6 +32,7 @@ from .model_build import (
 )
 from .parallel_groups import _groups_on_runner
 from .process_state import _process_state_kept
+from .runner_checks import on_a_stopped_pool
 from .sglang_lookup import _attribute, _replaced, _view
 from .siblings import model_classes, version_shims
 from .stage import Progress, Stage, _NotLoaded
@@ -141,17 +142,21 @@ def _memory_pool(args: Any, target: Any, runner: Any, progress: Progress,
             stack.enter_context(_process_state_kept(torch))
             stack.enter_context(version_shims.import_window(["vllm._custom_ops"]))
             failure: Exception | None = None
+            stop: BaseException | None = None  # a stop (:class:`_NotLoaded`), raised once the checks ran
             try:
                 model_classes.run(statements, self=runner, **{p: total / _GIB for p in statements.parameters})
                 if apart:  # what the target worker's alloc_memory_pool asks its runner, after the draft's load
                     runner_cls.alloc_memory_pool(runner)
-            except _NotLoaded:
+            except _NotLoaded as stopped:
                 verdict = False  # a stop: nothing SGLang sized is recorded
-                raise
+                stop = stopped
             except Exception as exc:
                 if any(link is exc for link in refusals):
                     raise
                 failure = exc
+            if stop is not None:  # outside the handler: a refusal of the checks is not raised "while handling" it
+                on_a_stopped_pool(runner, progress, refusals)  # a GPU goes on to the runner's own checks
+                raise stop
             unsized = sorted({name for name, neutral in skipped if not neutral})
             in_sizing = failure is not None and not unsized and _sized_by_sglang(failure, statements)
             device = (_device_step(failure) or _meta_value(failure)) if failure is not None else None
@@ -160,6 +165,7 @@ def _memory_pool(args: Any, target: Any, runner: Any, progress: Progress,
                 if in_sizing or (sglang_verdict(failure) and not (unsized and _sized_by_sglang(failure, statements))):
                     raise failure  # SGLang's own refusal in the sizing ("Not enough memory"), or on the way to it
                 verdict = False
+                on_a_stopped_pool(runner, progress, refusals)
                 if unsized:  # the weights' bytes are not the ones SGLang would have counted: not a verdict
                     raise _NotLoaded(f"sizing with the post-load processing of {', '.join(unsized)} not run (it "
                                      "reads the weights' values)") from None
@@ -168,6 +174,7 @@ def _memory_pool(args: Any, target: Any, runner: Any, progress: Progress,
                 progress.needs_gpu[MEMORY_POOL.name] = device
                 _sizes_on_runner(runner, derived)
             elif unsized:  # sized, but on weights whose post-load processing did not run: figures, not a check
+                on_a_stopped_pool(runner, progress, refusals)
                 progress.needs_gpu[MEMORY_POOL.name] = (f"sized without the post-load processing of {', '.join(unsized)} "
                                                      "(it reads the weights' values or builds GPU kernels), which can "
                                                      "change the weights' bytes")

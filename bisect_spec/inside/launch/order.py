@@ -29,6 +29,7 @@ from .memory_pool import MEMORY_POOL
 from .model_config import DRAFT_MODEL_CONFIG, TARGET_MODEL_CONFIG
 from .model_registry import _registry_importing
 from .model_runner import MODEL_RUNNER
+from .runner_checks import RUNNER_CHECKS
 from .scheduler import AUTO_PARSERS, TOKENIZER_MANAGER
 from .server_args import CHECK_SERVER_ARGS
 from .sglang_lookup import _attribute
@@ -68,8 +69,8 @@ def launch_order(launch: Launch) -> Iterator[Stage]:
     launch meets first). The target's backends keep their place before the draft worker, whose stage also
     chooses the draft's backends, as a launch chooses the target's first; a configuration that fails both the
     pool and a backend choice is shown the backend's refusal, where a 0.5.14+ launch meets the pool's first.
-    On the sized pool, a launch next chooses the CUDA graphs' batch sizes and runs the target worker's checks
-    (0.5.14+: the worker's checks, then the decode graphs' sizes).
+    On the sized pool, a launch next chooses the CUDA graphs' batch sizes, runs the runner's own checks after its
+    load and the target worker's checks (0.5.14+: the runner's checks, the worker's, then the decode graphs' sizes).
     """
     if getattr(launch.args, "check_server_args", None) is not None:
         yield CHECK_SERVER_ARGS
@@ -85,8 +86,8 @@ def launch_order(launch: Launch) -> Iterator[Stage]:
     yield MODEL_RUNNER
     runner_cls = type(launch.runner).__mro__[1] if launch.runner is not None else None
     apart = runner_cls is not None and model_classes.pools_sized_apart(runner_cls)
-    pool = dataclasses.replace(MEMORY_POOL, on_it=(TARGET_WORKER, DECODE_GRAPH_SIZES) if apart
-                               else (CUDA_GRAPH_SIZES, TARGET_WORKER))
+    pool = dataclasses.replace(MEMORY_POOL, on_it=(RUNNER_CHECKS, TARGET_WORKER, DECODE_GRAPH_SIZES) if apart
+                               else (CUDA_GRAPH_SIZES, RUNNER_CHECKS, TARGET_WORKER))
     if runner_cls is not None:
         stages = [TARGET_MODEL, ATTENTION_BACKEND]
         statements = model_classes.aux_capture_statements(runner_cls)
