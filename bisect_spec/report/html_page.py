@@ -68,7 +68,7 @@ td.knob.partial{background:#fff8e1;color:#8d6e00}td.knob.bad{background:#fdecea;
 #starts pre{background:#f3f3f3;padding:8px;white-space:pre-wrap;word-break:break-all}
 code{font:12px ui-monospace,SFMono-Regular,Menlo,monospace;background:#f3f3f3;padding:1px 3px;border-radius:3px}
 .badge{display:inline-block;white-space:nowrap;border-radius:3px;padding:0 6px;font-size:12px;font-weight:600;color:#fff}
-.b-new{background:#c62828}.b-vanished{background:#2e7d32}.b-changed{background:#ef6c00}
+.b-new{background:#c62828}.b-vanished{background:#2e7d32}.b-changed{background:#ef6c00}.b-known{background:#757575}
 .swatch{display:inline-block;width:12px;height:12px;border-radius:2px;vertical-align:-1px;margin-right:5px}
 .grid{display:flex;flex-wrap:wrap;align-items:flex-start;gap:14px 22px}
 .grid figure{margin:0;background:#fff;border:1px solid #e3e3e3;border-radius:6px;padding:6px}
@@ -218,7 +218,8 @@ def _changes(model: dict[str, Any]) -> str:
     body = []
     for row in rows:
         where = esc(row["detail"]) if row["detail"] else location_html(row["location"])
-        badge = el("span", esc(row["word"]), class_=f"badge {classes.get(row['verdict'], 'b-changed')}")
+        shade = classes.get(row["verdict"]) or ("b-changed" if row["detail"] else "b-known")  # grey: not new, fixed or changed
+        badge = el("span", esc(row["word"]), class_=f"badge {shade}")
         cells = el("span", esc(night.cells_text(row, brief=True)), title=night.cells_text(row))
         body.append([code(row["id"], "nw"), badge, cells, esc(row["title"]), where, argv_html(row["smallest"])])
     return ("".join(notes) + el("h2", f"The night's verdict per failure{since}")
