@@ -36,6 +36,10 @@ KNOWN_WHY = {None: "not compared", "first-night": "found on the first night: the
              "masked": "new behind a stage the older release does not run", "not-checked": "not checked: its stage "
              "does not run on this release"}
 
+#: The same in a table's few words.
+KNOWN_SHORT = {None: "not compared", "first-night": "first night", "masked": "behind a stage not run there",
+               "not-checked": "its stage not run here"}
+
 
 def key_of(record: dict[str, Any]) -> str:
     """A signature's or change's cross-release key (its id where an old record has none)."""
@@ -121,7 +125,7 @@ def verdict_word(entry: dict[str, Any]) -> str:
     if verdict == STILL_FAILING and entry["change"] in ("location-moved", "message-changed"):
         return f"still failing, {'moved' if entry['change'] == 'location-moved' else 'message changed'}"
     if verdict == KNOWN:
-        return f"known: {KNOWN_WHY[entry['why']]}"
+        return f"known: {KNOWN_SHORT[entry['why']]}"
     return str(verdict)
 
 

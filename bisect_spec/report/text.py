@@ -765,6 +765,8 @@ def nightly_text(data: dict[str, Any]) -> str:
                            for r in failures], max_width=120), ID_LEGEND]
     if data.get("baseline") and not data.get("changes"):
         out.append(f"no change against {data['baseline']}")
+    elif not data.get("baseline"):
+        out.append("no baseline: every failure is known (found on the first night: the baseline of the next), none new")
     bisected = [c for c in data.get("changes", []) if c.get("commits")]
     if bisected:
         out += ["", "regressions bisected to the commit:"]
