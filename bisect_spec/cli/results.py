@@ -65,9 +65,11 @@ def nightly(matrix_file: str, runs_dir: str, out: str | None, baseline: str, res
     """Run the compatibility matrix and compare it with the previous nightly.
 
     Each cell (release × model × draft × hardware) is a sweep with the matrix's
-    strategy. Signatures are matched to the baseline by cross-release key: new ones
-    are regressions, vanished ones are fixes, moved or reworded ones are listed.
-    Exit status: 0 no regression, 3 regressions, 1/2 errors.
+    strategy. Failures are matched to the baseline by cross-release key, each failure's
+    id in every output: new ones are regressions, vanished ones are fixed, the others
+    still failing (moved or reworded ones say so); on the first night every failure is
+    known (found: the baseline of the next). Exit status: 0 no regression, 3 regressions,
+    1/2 errors; nightly.md, the terminal and `report` in every format say the same.
 
     Example:
 
@@ -89,7 +91,9 @@ def nightly(matrix_file: str, runs_dir: str, out: str | None, baseline: str, res
     else:
         terminal.show(render.nightly_text(data))
         click.echo(f"stored in {data['path']}")
-    if data["regressions"]:
+    from bisect_spec.report.night import failed_the_night, night_verdicts
+
+    if failed_the_night(night_verdicts(data)):  # the verdict nightly.md, the terminal and every report read
         sys.exit(EXIT_REGRESSION)
 
 
@@ -109,8 +113,9 @@ def report(target: str, fmt: str, output: str | None, runs_dir: str, algorithm: 
 
     TARGET is a run id (looked up in --runs-dir), a run directory, a nightly directory
     or its nightly.json. For a nightly, the report leads with the regressions, fixes and
-    changes against its baseline; JUnit marks regressions as failures and failures the
-    baseline had already as skipped (type "known").
+    changes against its baseline; JUnit marks regressions as failures, failures the
+    baseline had already as skipped (type "still-failing") and the first night's as
+    skipped (type "known"), as the nightly's exit status does.
 
     Example:
 

@@ -25,10 +25,10 @@ from typing import Any
 
 from bisect_spec.errors import UsageError
 from bisect_spec.model.flags import Config
+from bisect_spec.report import night
 from bisect_spec.report.report_model import (
     STAGE_HEADERS,
     SweepInput,
-    against,
     answer_first,
     cell_of,
     headline,
@@ -68,7 +68,7 @@ td.knob.partial{background:#fff8e1;color:#8d6e00}td.knob.bad{background:#fdecea;
 #starts pre{background:#f3f3f3;padding:8px;white-space:pre-wrap;word-break:break-all}
 code{font:12px ui-monospace,SFMono-Regular,Menlo,monospace;background:#f3f3f3;padding:1px 3px;border-radius:3px}
 .badge{display:inline-block;white-space:nowrap;border-radius:3px;padding:0 6px;font-size:12px;font-weight:600;color:#fff}
-.b-new{background:#c62828}.b-vanished{background:#2e7d32}.b-changed{background:#ef6c00}
+.b-new{background:#c62828}.b-vanished{background:#2e7d32}.b-changed{background:#ef6c00}.b-known{background:#757575}
 .swatch{display:inline-block;width:12px;height:12px;border-radius:2px;vertical-align:-1px;margin-right:5px}
 .grid{display:flex;flex-wrap:wrap;align-items:flex-start;gap:14px 22px}
 .grid figure{margin:0;background:#fff;border:1px solid #e3e3e3;border-radius:6px;padding:6px}
@@ -204,23 +204,27 @@ def _cards(model: dict[str, Any]) -> str:
 
 
 def _changes(model: dict[str, Any]) -> str:
+    """The night's verdict per failure (:func:`bisect_spec.report.night.by_failure`), ids by cross-release key."""
+    notes = []
     if not model["baseline"]:
-        return el("p", "No baseline: nothing is marked new or fixed.", class_="note")
-    heading = el("h2", f"Changes since {esc(model['baseline'])}")
-    if not model["changes"]:
-        return heading + el("p", "None: the same failures as the baseline.")
-    words = {"new": ("regression", "b-new"), "vanished": ("fixed", "b-vanished"),
-             "message-changed": ("message changed", "b-changed"), "location-moved": ("location moved", "b-changed"),
-             "not-checked": ("not checked there", "b-changed"), "masked": ("new behind a stage not run", "b-changed")}
-    order = {"new": 0, "vanished": 1}
-    rows = []
-    for change in sorted(model["changes"], key=lambda c: (order.get(str(c.get("change")), 2), str(c.get("cell")))):
-        word, cls = words.get(str(change.get("change")), (str(change.get("change")), "b-changed"))
-        side = change.get("after") or change.get("before") or {}
-        rows.append([el("span", esc(word), class_=f"badge {cls}"), code(change.get("cell"), "nw") + against(change, code),
-                     f"{esc(change.get('title'))} {code(change.get('signature'))}", location_html(side.get("location")),
-                     argv_html(side.get("smallest"))])
-    return heading + table(["change", "cell", "failure", "where", "smallest reproducer"], rows)
+        notes.append(el("p", "No baseline: every failure is reported as found (known), none as new.", class_="note"))
+    elif not model["changes"]:
+        notes.append(el("p", f"None changed since {esc(model['baseline'])}: the same failures as the baseline."))
+    rows = night.by_failure(model["failures"])
+    if not rows:
+        return "".join(notes)
+    since = f" against {esc(model['baseline'])}" if model["baseline"] else ""
+    classes = {night.NEW: "b-new", night.FIXED: "b-vanished"}
+    body = []
+    for row in rows:
+        where = esc(row["detail"]) if row["detail"] else location_html(row["location"])
+        shade = classes.get(row["verdict"]) or ("b-changed" if row["detail"] else "b-known")  # grey: not new, fixed or changed
+        badge = el("span", esc(row["word"]), class_=f"badge {shade}")
+        cells = el("span", esc(night.cells_text(row, brief=True)), title=night.cells_text(row))
+        body.append([code(row["id"], "nw"), badge, cells, esc(row["title"]), where, argv_html(row["smallest"])])
+    return ("".join(notes) + el("h2", f"The night's verdict per failure{since}")
+            + table(["id", "verdict", "cells", "failure", "where", "smallest reproducer"], body)
+            + el("p", esc(night.ID_LEGEND) + ".", class_="note legend-ids"))
 
 
 def ramp(t: float) -> str:
@@ -316,7 +320,7 @@ def _heat_cell(model: dict[str, Any], table: dict[str, Any], row: dict[str, Any]
     if slot is None:
         return tip(f"{what}: not seen", el("rect", **rect, fill="#f5f5f5"), el("text", "–", **label, font_size=12, fill="#bbb"),
                    class_="cell absent")
-    if slot["change"] == "vanished":
+    if slot.get("verdict") == night.FIXED or slot["change"] == "vanished":
         return tip(f"{what}: fixed (gone since the baseline)",
                    el("rect", **rect, fill="#edf7ed", stroke=FIXED, stroke_width=2, stroke_dasharray="4 2"),
                    el("text", "fixed", **label, font_size=12, fill=FIXED, font_weight=600), class_="cell fixed")
@@ -326,8 +330,8 @@ def _heat_cell(model: dict[str, Any], table: dict[str, Any], row: dict[str, Any]
              "location-moved": " — location moved since the baseline"}
     marks = [el("rect", **rect, fill=ramp(t)),
              el("text", str(slot["count"]), **label, font_size=13, font_weight=600, fill="#fff" if t > 0.55 else "#222")]
-    if slot["change"]:
-        word, colour = ("NEW", NEW) if slot["change"] == "new" else ("CHANGED", CHANGED)
+    if slot.get("verdict") == night.NEW or slot["change"] in ("message-changed", "location-moved"):
+        word, colour = ("NEW", NEW) if slot.get("verdict") == night.NEW else ("CHANGED", CHANGED)
         badge_w = 14 + _text_width(word, 9)
         marks[0] = el("rect", **rect, fill=ramp(t), stroke=colour, stroke_width=3 if word == "NEW" else 2,
                       stroke_dasharray=None if word == "NEW" else "4 2")
@@ -339,8 +343,8 @@ def _heat_cell(model: dict[str, Any], table: dict[str, Any], row: dict[str, Any]
     where = f" at {slot['location']}" if slot.get("location") else ""
     moved = f" (moved here from {slot['moved_from']})" if slot.get("moved_from") else ""
     text = (f"{what}: {slot['count']} of {evaluated} configurations ({slot['share']:.1%}){notes.get(slot['change'] or '', '')}"
-            f"; signature {', '.join(str(s) for s in slot['signatures'])}{where}{moved}")
-    return tip(text, *marks, class_="cell regression" if slot["change"] == "new" else "cell")
+            f"{'; ' + slot['verdict'] if slot.get('verdict') not in (None, night.NEW) else ''}{where}{moved}")
+    return tip(text, *marks, class_="cell regression" if slot.get("verdict") == night.NEW else "cell")
 
 
 def _heat_legend(top: float) -> str:
@@ -370,8 +374,9 @@ def _cells_table(model: dict[str, Any]) -> str:
     for cell in model["cells"]:
         passed = cell["counts"].get("passed", 0)
         rows.append([code(cell["id"], "nw"), esc(cell["status"]), str(cell["evaluated"]), str(passed),
-                     str(cell["evaluated"] - passed), str(len(cell["signatures"])), esc(cell["reason"] or "")])
-    return el("h2", "Cells") + table(["cell", "status", "evaluated", "passed", "failed", "signatures", "note"], rows,
+                     str(cell["evaluated"] - passed), str(len({s["cross_release_key"] for s in cell["signatures"]})),
+                     esc(cell["reason"] or "")])
+    return el("h2", "Cells") + table(["cell", "status", "evaluated", "passed", "failed", "failures", "note"], rows,
                                      numeric=(2, 3, 4, 5))
 
 

@@ -11,19 +11,24 @@ format, schema ``bisect-spec/report/1``::
     kind        "sweep" | "nightly"
     id          run id or nightly id;  title: one line;  baseline: nightly id compared against, or null
     totals      cells, cells_done, cells_skipped, cells_error, evaluated, counts {status: n} (summed over
-                cells), signatures (distinct signature ids), failures (distinct cross-release keys),
-                regressions (changes "new"), fixed ("vanished"), changed (message-changed, location-moved)
+                cells), signatures (distinct per-release signature ids), failures (distinct cross-release keys),
+                regressions, fixed, still_failing, known (``failures[]`` by verdict), changed (message-changed,
+                location-moved)
     cells[]     id, release, model, draft, hardware, strategy, status (done|skipped|error), reason, run,
                 evaluated, counts, stages (a sweep's per-stage counts, as its summary.json has them; optional),
                 signatures[]:
                   id, cross_release_key, kind, exc_type, location, title, message, statement (in the source's
                   own words, see :func:`source_statement`), count,
                   smallest (argv), minimal (shrunk 1-minimal argv or null), change ("new" | "message-changed"
-                  | "location-moved" | null), known (true when a baseline exists and it is not new)
+                  | "location-moved" | null), verdict (the night's, on its failure: see failures[]; null for a
+                  sweep), known (true when a baseline exists and the verdict is not new)
     changes[]   the nightly's changes as given (cell, against, change, cross_release_key, signature, title, before, after)
+    failures[]  the night's verdict per failure, one per (cell, cross-release key): new, still failing, fixed or
+                known (:func:`bisect_spec.report.night.night_verdicts`, which every format, nightly.md, the
+                terminal and the exit status read); [] for a sweep
     matrix[]    one per facet (model, draft, hardware): facet, releases (version order), rows[]:
                   cross_release_key, title, location, cells {release: {count, share, signatures, change,
-                  location, moved_from} or null when absent}; a signature that vanished has count 0 and change
+                  verdict, location, moved_from} or null when absent}; a signature that vanished has count 0 and change
                   "vanished"; moved_from names the previous release's location where this release's differs
     findings[]  a sweep's findings in passing configurations (summary.json), [] for a nightly
 
@@ -36,11 +41,23 @@ from __future__ import annotations
 import json
 import shlex
 import xml.etree.ElementTree as ET
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from bisect_spec.model.outcome import AFTER_WEIGHTS, stage_sort_key
+from bisect_spec.report.night import (
+    FIXED,
+    ID_LEGEND,
+    KNOWN,
+    KNOWN_WHY,
+    NEW,
+    STILL_FAILING,
+    by_failure,
+    cells_text,
+    night_verdicts,
+    verdict_counts,
+)
 from bisect_spec.report.summary import (
     algorithm_of,
     algorithms_of,
@@ -91,7 +108,8 @@ def report_model(data: ReportInput) -> dict[str, Any]:
     return _nightly_model(data.nightly)
 
 
-def _signature_entry(sig: dict[str, Any], change: str | None, has_baseline: bool) -> dict[str, Any]:
+def _signature_entry(sig: dict[str, Any], change: str | None, verdict: str | None,
+                     has_baseline: bool) -> dict[str, Any]:
     shrunk = sig.get("shrink") or {}
     location = sig.get("location") or ""
     return {"id": sig.get("id", "?"), "cross_release_key": sig.get("cross_release_key") or sig.get("id", "?"),
@@ -101,7 +119,7 @@ def _signature_entry(sig: dict[str, Any], change: str | None, has_baseline: bool
             "statement": source_statement(sig), "count": int(sig.get("count") or 0),
             "smallest": list(sig.get("smallest") or []),
             "minimal": list(shrunk["minimal_argv"]) if shrunk.get("minimal_argv") is not None else None,
-            "change": change, "known": has_baseline and change != "new",
+            "change": change, "verdict": verdict, "known": has_baseline and verdict != NEW,
             "speculative": bool(sig.get("speculative", speculative_reason(sig))),
             "algorithm": algorithm_of(sig), "algorithms": sorted(algorithms_of(sig)),
             "reproducers": (sig.get("shrink") or {}).get("reproducers")}
@@ -141,7 +159,7 @@ def _sweep_model(data: SweepInput) -> dict[str, Any]:
     release, model = str(target.get("release", "?")), str(target.get("model", "?"))
     draft, hardware = target.get("draft"), str(target.get("hardware", "?"))
     yours = {s["id"] for s in users_failures(list(summary.get("signatures") or []), target)[0]}
-    entries = [_signature_entry(s, None, False) for s in answer_first(list(summary.get("signatures") or []), target)]
+    entries = [_signature_entry(s, None, None, False) for s in answer_first(list(summary.get("signatures") or []), target)]
     for entry in entries:
         entry["yours"] = entry["id"] in yours  # a user of the target's draft can hit it
     cell = {"id": f"{release}/{model}/{draft or 'none'}/{hardware}", "release": release, "model": model,
@@ -154,7 +172,7 @@ def _sweep_model(data: SweepInput) -> dict[str, Any]:
         cell["verdicts"] = dict(summary["verdicts"])
     title = (f"sweep {data.run_id}: SGLang {release} · {model}{' + ' + draft if draft else ''} · {hardware}"
              f" · strategy {summary.get('strategy')} (seed {summary.get('seed')})")
-    return _assemble("sweep", data.run_id, title, None, [cell], [], list(summary.get("findings") or []))
+    return _assemble("sweep", data.run_id, title, None, [cell], [], [], list(summary.get("findings") or []))
 
 
 def _nightly_model(nightly: dict[str, Any]) -> dict[str, Any]:
@@ -162,13 +180,17 @@ def _nightly_model(nightly: dict[str, Any]) -> dict[str, Any]:
     changes = [c for c in nightly.get("changes") or [] if isinstance(c, dict)]
     change_of = {(c.get("cell"), c.get("signature")): c.get("change") for c in changes}
     change_of_key = {(c.get("cell"), c.get("cross_release_key")): c.get("change") for c in changes}
+    failures = night_verdicts(nightly)  # the night's verdict per failure: every format reads it
+    verdict_of = {(v["cell"], v["cross_release_key"]): v["verdict"] for v in failures}
     cells = []
     for raw in nightly.get("cells") or []:
         cell_id = str(raw.get("id") or "/".join(str(raw.get(k)) for k in ("release", "model", "draft", "hardware")))
         signatures = []
         for sig in raw.get("signatures") or []:
             change = change_of.get((cell_id, sig.get("id"))) or change_of_key.get((cell_id, sig.get("cross_release_key")))
-            signatures.append(_signature_entry(sig, change if change != "vanished" else None, baseline is not None))
+            key = sig.get("cross_release_key") or sig.get("id", "?")
+            signatures.append(_signature_entry(sig, change if change != "vanished" else None,
+                                               verdict_of.get((cell_id, key)), baseline is not None))
         cells.append({"id": cell_id, "release": str(raw.get("release") or cell_id.split("/")[0]),
                       "model": raw.get("model"), "draft": raw.get("draft"), "hardware": raw.get("hardware"),
                       "strategy": raw.get("strategy"), "status": raw.get("status") or "done", "reason": raw.get("reason"),
@@ -179,11 +201,12 @@ def _nightly_model(nightly: dict[str, Any]) -> dict[str, Any]:
     strategy = str(matrix.get("strategy") or "").rpartition("/")[2].removesuffix(".toml")
     title = (f"nightly {nightly.get('id', '?')}" + (f" · matrix {matrix['name']}" if matrix.get("name") else "")
              + (f" · strategy {strategy}" if strategy else ""))
-    return _assemble("nightly", str(nightly.get("id", "?")), title, baseline, cells, changes, [])
+    return _assemble("nightly", str(nightly.get("id", "?")), title, baseline, cells, changes, failures, [])
 
 
 def _assemble(kind: str, report_id: str, title: str, baseline: str | None, cells: list[dict[str, Any]],
-              changes: list[dict[str, Any]], findings: list[dict[str, Any]]) -> dict[str, Any]:
+              changes: list[dict[str, Any]], failures: list[dict[str, Any]],
+              findings: list[dict[str, Any]]) -> dict[str, Any]:
     counts: dict[str, int] = {}
     for cell in cells:
         for status, number in cell["counts"].items():
@@ -198,11 +221,12 @@ def _assemble(kind: str, report_id: str, title: str, baseline: str | None, cells
               "counts": dict(sorted(counts.items())), **({"verdicts": verdicts} if verdicts else {}),
               "signatures": len({s["id"] for c in cells for s in c["signatures"]}),
               "failures": len({s["cross_release_key"] for c in cells for s in c["signatures"]}),
-              "regressions": sum(1 for c in changes if c.get("change") == "new"),
-              "fixed": sum(1 for c in changes if c.get("change") == "vanished"),
+              "regressions": verdict_counts(failures)[NEW], "fixed": verdict_counts(failures)[FIXED],
+              "still_failing": verdict_counts(failures)[STILL_FAILING], "known": verdict_counts(failures)[KNOWN],
               "changed": sum(1 for c in changes if c.get("change") in CHANGED)}
     return {"schema": SCHEMA, "kind": kind, "id": report_id, "title": title, "baseline": baseline, "totals": totals,
-            "cells": cells, "changes": changes, "matrix": _matrix(cells, changes), "findings": findings}
+            "cells": cells, "changes": changes, "failures": failures, "matrix": _matrix(cells, changes),
+            "findings": findings}
 
 
 def facet_of(cell: dict[str, Any]) -> str:
@@ -226,7 +250,8 @@ def _matrix(cells: list[dict[str, Any]], changes: list[dict[str, Any]]) -> list[
                 row = rows.setdefault(sig["cross_release_key"], {"cross_release_key": sig["cross_release_key"], "cells": {}})
                 row.update(title=sig["title"], location=sig["location"])
                 slot = row["cells"].setdefault(cell["release"], {"count": 0, "share": 0.0, "signatures": [], "change": None,
-                                                                 "location": sig["location"], "moved_from": None})
+                                                                 "verdict": sig["verdict"], "location": sig["location"],
+                                                                 "moved_from": None})
                 slot["count"] += sig["count"]
                 slot["share"] = round(slot["count"] / cell["evaluated"], 4) if cell["evaluated"] else 0.0
                 slot["signatures"].append(sig["id"])
@@ -240,7 +265,7 @@ def _matrix(cells: list[dict[str, Any]], changes: list[dict[str, Any]]) -> list[
             row = rows.setdefault(key, {"cross_release_key": key, "title": change.get("title") or key,
                                         "location": before.get("location") or "", "cells": {}})
             row["cells"].setdefault(where["release"], {"count": 0, "share": 0.0, "signatures": [change.get("signature")],
-                                                      "change": "vanished"})
+                                                      "change": "vanished", "verdict": FIXED})
         index = {release: number for number, release in enumerate(releases)}
         ordered = sorted(rows.values(), key=lambda r: (min(index[x] for x in r["cells"]),
                                                        -sum(s["count"] for s in r["cells"].values()), r["title"]))
@@ -295,7 +320,7 @@ def headline(model: dict[str, Any]) -> str:
         counts = verdicts_line(totals["verdicts"])
     parts.append(f"{totals['evaluated']} configurations: {counts}")
     parts.append(f"{totals['failures']} distinct failure{'s' if totals['failures'] != 1 else ''}"
-                 + (f" ({totals['signatures']} signatures)" if totals["signatures"] != totals["failures"] else ""))
+                 + (f" ({totals['signatures']} per-release signatures)" if totals["signatures"] != totals["failures"] else ""))
     if model["baseline"]:
         plural = "s" if totals["regressions"] != 1 else ""
         parts.append(f"against {model['baseline']}: {totals['regressions']} regression{plural}, "
@@ -316,36 +341,25 @@ def to_markdown(data: ReportInput) -> str:
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
-CHANGE_WORDS = {"new": "**regression**", "vanished": "fixed", "message-changed": "message changed",
-                "location-moved": "location moved", "not-checked": "not checked there", "masked": "new behind a stage not run"}
-
-
 def _md_changes(model: dict[str, Any]) -> list[str]:
+    """The night's verdict per failure (:func:`bisect_spec.report.night.by_failure`), ids by cross-release key."""
+    lines = []
     if not model["baseline"]:
-        return ["No baseline: every failure below is reported as found, none as new.", ""]
-    if not model["changes"]:
-        return [f"## Changes since {model['baseline']}", "", "None: the same failures as the baseline.", ""]
-    order = {"new": 0, "vanished": 1}
-    lines = [f"## Changes since {model['baseline']}", "", "| change | cell | failure | where | smallest reproducer |",
-             "|---|---|---|---|---|"]
-    for change in sorted(model["changes"], key=lambda c: (order.get(str(c.get("change")), 2), str(c.get("cell")))):
-        side = change.get("after") or change.get("before") or {}
-        where = _code(str(side.get("location") or ""))
-        kind = str(change.get("change"))
-        if kind in CHANGED:
-            before, after = change.get("before") or {}, change.get("after") or {}
-            key = "message" if kind == "message-changed" else "location"
-            where = f"{_code(str(before.get(key) or ''))} → {_code(str(after.get(key) or ''))}"
-        lines.append(f"| {CHANGE_WORDS.get(kind, _md(kind))} | {_code(str(change.get('cell')))}{against(change, _code)} | "
-                     f"{_md(change.get('title') or '')} {_code(str(change.get('signature') or ''))} | {where} | "
-                     f"{_code(argv_text(side.get('smallest')))} |")
-    return [*lines, ""]
-
-
-def against(change: dict[str, Any], code: Callable[[str], str]) -> str:
-    """`` vs <cell>`` when a change compares with another cell (an older release: the baseline lacked this one)."""
-    other = change.get("against")
-    return f" vs {code(str(other))}" if other and other != change.get("cell") else ""
+        lines += ["No baseline: every failure below is reported as found (known), none as new.", ""]
+    elif not model["changes"]:
+        lines += [f"None changed since {model['baseline']}: the same failures as the baseline.", ""]
+    rows = by_failure(model["failures"])
+    if not rows:
+        return lines
+    since = f" against {model['baseline']}" if model["baseline"] else ""
+    lines += [f"## The night's verdict per failure{since}", "",
+              "| id | verdict | cells | failure | where | smallest reproducer |", "|---|---|---|---|---|---|"]
+    for row in rows:
+        word = "**new (regression)**" if row["verdict"] == NEW else row["word"]
+        where = _md(row["detail"]) if row["detail"] else _code(str(row["location"] or ""))
+        lines.append(f"| {_code(row['id'])} | {word} | {_md(cells_text(row), 300)} | {_md(row['title'])} | {where} | "
+                     f"{_code(argv_text(row['smallest']))} |")
+    return [*lines, "", f"{ID_LEGEND}.", ""]
 
 
 def _md_matrix(model: dict[str, Any]) -> list[str]:
@@ -369,8 +383,8 @@ def _md_matrix(model: dict[str, Any]) -> list[str]:
                 elif slot["change"] == "vanished":
                     shown.append("fixed")
                 else:
-                    mark = {"new": " **new**", "message-changed": " (msg changed)",
-                            "location-moved": " (moved)"}.get(slot["change"] or "", "")
+                    mark = " **new**" if slot.get("verdict") == NEW else {
+                        "message-changed": " (msg changed)", "location-moved": " (moved)"}.get(slot["change"] or "", "")
                     shown.append(f"{slot['count']}{mark}")
             lines.append(f"| {_md(row['title'], 80)} {_code(row['cross_release_key'])} | " + " | ".join(shown) + " |")
         if not table["rows"]:
@@ -384,7 +398,7 @@ def _md_cells(model: dict[str, Any]) -> list[str]:
     for cell in model["cells"]:
         failed = sum(n for status, n in cell["counts"].items() if status != "passed")
         lines.append(f"| {_code(cell['id'])} | {cell['status']} | {cell['evaluated']} | {cell['counts'].get('passed', 0)} | "
-                     f"{failed} | {len(cell['signatures'])} | {_md(cell['reason'] or '')} |")
+                     f"{failed} | {len({s['cross_release_key'] for s in cell['signatures']})} | {_md(cell['reason'] or '')} |")
     return [*lines, ""]
 
 
@@ -445,18 +459,19 @@ def to_junit(data: ReportInput) -> str:
 
     One ``<testsuite>`` per cell; ``classname`` is ``sglang-0_5_23.<model>/<draft>/<hardware>``
     (dots in the version would split Jenkins' package tree), so dashboards group by release,
-    then by facet. Each testcase is one (cell, failure signature):
+    then by facet.
 
-    * a sweep: every signature is a ``<failure>`` (crashes and timeouts an ``<error>``): the failures exist,
-      nothing says they are expected;
-    * a first nightly (no baseline): every signature is ``<skipped type="found">``, "found on the first night: the
-      baseline of the next", as the nightly's exit status (0: nothing regressed) and its Markdown ("every failure
-      below is reported as found, none as new") say: one story;
-    * with a baseline: a signature whose change is ``new`` is a ``<failure>`` whose message starts
-      with ``regression``; a signature the baseline had already is ``<skipped type="known">``,
-      as pytest reports an xfail: dashboards show it, greyed, and a build gate fails only on
-      what got worse; a ``vanished`` signature is a passing testcase named ``fixed: ...``;
-    * a cell without signatures is one passing testcase; a skipped cell one ``<skipped>``, a cell
+    * a sweep: each testcase is one signature, a ``<failure>`` (crashes and timeouts an ``<error>``):
+      the failures exist, nothing says they are expected;
+    * a nightly: each testcase is one failure of the cell, named ``title [cross-release key]`` (the id every
+      nightly output gives it), by the night's verdict (:func:`bisect_spec.report.night.night_verdicts`, which
+      the exit status, ``nightly.md`` and the other formats read too): ``new`` is a ``<failure>`` (``<error>``
+      for a crash or timeout) whose message starts with ``regression since``; ``still failing`` is
+      ``<skipped type="still-failing">``, as pytest reports an xfail: dashboards show it, greyed, and a
+      build gate fails only on what got worse; ``known`` (the first night: found, the baseline of the next;
+      or not judged) is ``<skipped type="known">``; ``fixed`` is a passing testcase named ``fixed: ...``.
+      So failures + errors counted over the failures is the night's regressions, exit 3 when not 0;
+    * a cell without failures is one passing testcase; a skipped cell one ``<skipped>``, a cell
       that errored one ``<error>`` (message = the cell's reason).
 
     Failure ``message`` = title and location; its body = the smallest reproducer seen, the
@@ -464,10 +479,6 @@ def to_junit(data: ReportInput) -> str:
     """
     model = report_model(data)
     root = ET.Element("testsuites", name=f"bisect-spec {model['kind']} {model['id']}")
-    fixed: dict[str, list[dict[str, Any]]] = {}
-    for change in model["changes"]:
-        if change.get("change") == "vanished":
-            fixed.setdefault(str(change.get("cell")), []).append(change)
     for cell in model["cells"]:
         suite = ET.SubElement(root, "testsuite", name=cell["id"])
         properties = ET.SubElement(suite, "properties")
@@ -482,13 +493,16 @@ def to_junit(data: ReportInput) -> str:
             case = ET.SubElement(suite, "testcase", classname=classname, name=f"cell {cell['status']}")
             ET.SubElement(case, "skipped" if cell["status"] in ("skipped", "pending") else "error",
                           message=cell["reason"] or cell["status"], type=cell["status"])
-        for sig in cell["signatures"]:
-            _junit_case(suite, classname, sig, cell, model["baseline"],
-                        first_night=model["kind"] == "nightly" and not model["baseline"])
-        for change in fixed.get(cell["id"], []):
-            ET.SubElement(suite, "testcase", classname=classname,
-                          name=f"fixed: {change.get('title') or ''} [{change.get('signature')}]")
-        if cell["status"] == "done" and not cell["signatures"] and not fixed.get(cell["id"]):
+        if model["kind"] == "nightly":
+            mine = [f for f in model["failures"] if f["cell"] == cell["id"]]
+            for failure in mine:
+                sigs = [s for s in cell["signatures"] if s["cross_release_key"] == failure["cross_release_key"]]
+                _junit_night_case(suite, classname, failure, sigs, cell, model["baseline"])
+        else:
+            mine = list(cell["signatures"])
+            for sig in cell["signatures"]:
+                _junit_case(suite, classname, sig, cell)
+        if cell["status"] == "done" and not mine:
             ET.SubElement(suite, "testcase", classname=classname,
                           name=f"no failure signature ({cell['evaluated']} configurations)")
     for element in (*root.iter("testsuite"), root):
@@ -500,10 +514,7 @@ def to_junit(data: ReportInput) -> str:
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
 
-def _junit_case(suite: ET.Element, classname: str, sig: dict[str, Any], cell: dict[str, Any], baseline: str | None,
-                *, first_night: bool = False) -> None:
-    case = ET.SubElement(suite, "testcase", classname=classname, name=f"{sig['title']} [{sig['id']}]")
-    where = f"{sig['title']} at {sig['location']}" if sig["location"] else sig["title"]
+def _junit_body(sig: dict[str, Any], cell: dict[str, Any]) -> str:
     body = [f"seen in {sig['count']} of {cell['evaluated']} configurations",
             f"smallest reproducer: {argv_text(sig['smallest'])}"]
     if sig["minimal"] is not None:
@@ -512,14 +523,33 @@ def _junit_case(suite: ET.Element, classname: str, sig: dict[str, Any], cell: di
         body.append(f"statement: {sig['statement']}")
     if sig["message"]:
         body.append(f"message: {sig['message']}")
-    exc_type = sig["exc_type"] or sig["kind"]
-    if sig["known"]:
-        ET.SubElement(case, "skipped", type="known", message=f"known since {baseline}: {where}").text = "\n".join(body)
-        return
-    if first_night and sig["kind"] in FAILED_KINDS:
-        ET.SubElement(case, "skipped", type="found",
-                      message=f"found on the first night (the baseline of the next): {where}").text = "\n".join(body)
-        return
+    return "\n".join(body)
+
+
+def _junit_case(suite: ET.Element, classname: str, sig: dict[str, Any], cell: dict[str, Any]) -> None:
+    """A sweep's signature: a failure (an error for crashes and timeouts)."""
+    case = ET.SubElement(suite, "testcase", classname=classname, name=f"{sig['title']} [{sig['id']}]")
+    where = f"{sig['title']} at {sig['location']}" if sig["location"] else sig["title"]
     tag = "failure" if sig["kind"] in FAILED_KINDS else "error"
-    message = f"regression since {baseline}: {where}" if sig["change"] == "new" else where
-    ET.SubElement(case, tag, type=str(exc_type), message=message).text = "\n".join(body)
+    ET.SubElement(case, tag, type=str(sig["exc_type"] or sig["kind"]), message=where).text = _junit_body(sig, cell)
+
+
+def _junit_night_case(suite: ET.Element, classname: str, failure: dict[str, Any], sigs: list[dict[str, Any]],
+                      cell: dict[str, Any], baseline: str | None) -> None:
+    """One failure of a nightly's cell, by its verdict; named by its cross-release key."""
+    key, title = failure["cross_release_key"], failure["title"]
+    where = f"{title} at {failure['location']}" if failure["location"] else title
+    if failure["verdict"] == FIXED:
+        ET.SubElement(suite, "testcase", classname=classname, name=f"fixed: {title} [{key}]")
+        return
+    case = ET.SubElement(suite, "testcase", classname=classname, name=f"{title} [{key}]")
+    body = "\n".join(_junit_body(sig, cell) for sig in sigs) or f"smallest reproducer: {argv_text(failure['smallest'])}"
+    if failure["verdict"] == NEW:
+        tag = "failure" if failure["kind"] in FAILED_KINDS else "error"
+        ET.SubElement(case, tag, type=str(failure["exc_type"] or failure["kind"]),
+                      message=f"regression since {baseline}: {where}").text = body
+    elif failure["verdict"] == STILL_FAILING:
+        ET.SubElement(case, "skipped", type="still-failing", message=f"still failing, known since {baseline}: {where}"
+                      ).text = body
+    else:
+        ET.SubElement(case, "skipped", type="known", message=f"known: {KNOWN_WHY[failure['why']]}: {where}").text = body

@@ -13,6 +13,17 @@ from typing import TYPE_CHECKING, Any
 
 from bisect_spec.model.outcome import AFTER_WEIGHTS, stage_sort_key
 from bisect_spec.report.bug_report import reason_heading
+from bisect_spec.report.night import (
+    FIXED,
+    ID_LEGEND,
+    NEW,
+    by_failure,
+    cell_id_of,
+    cells_text,
+    key_of,
+    night_line,
+    night_verdicts,
+)
 from bisect_spec.report.summary import shown_message, users_failures, verdicts_line, will_not_start_line
 
 if TYPE_CHECKING:
@@ -731,42 +742,36 @@ def bisect_text(report: Any) -> str:
     return "\n".join(out)
 
 
-_CHANGE_WORDS = {"new": "NEW (regression)", "vanished": "vanished (fixed)",
-                 "not-checked": "not checked there (its stage does not run on that release)",
-                 "masked": "new here (there, an earlier failure in a stage this release does not run came first)",
-                 "location-moved": "moved",
-                 "message-changed": "message changed"}
-
-
 def nightly_text(data: dict[str, Any]) -> str:
-    """The terminal summary of a nightly: one row per cell, then the changes against the baseline."""
+    """The terminal summary of a nightly: one row per cell, then one per failure (its cross-release key) by the
+    night's verdict (:func:`bisect_spec.report.night.night_verdicts`, as every nightly output reads it)."""
+    verdicts = night_verdicts(data)
     rows = []
-    per_cell: dict[str, int] = {}
-    for change in data.get("changes", []):
-        if change["change"] == "new":
-            per_cell[change["cell"]] = per_cell.get(change["cell"], 0) + 1
     for cell in data["cells"]:
         counts = cell.get("counts") or {}
+        mine = [v for v in verdicts if v["cell"] == cell_id_of(cell) and v["verdict"] != FIXED and v["change"] != "not-checked"]
         rows.append([cell["id"], cell["status"] if cell["status"] != "skipped" else f"skipped: {cell.get('reason')}",
                      cell.get("evaluated") or "", counts.get("passed", ""),
                      sum(v for k, v in counts.items() if k != "passed") if counts else "",
-                     len(cell.get("signatures") or []) if cell["status"] == "done" else "",
-                     per_cell.get(cell["id"], "")])
+                     len(mine) if cell["status"] == "done" else "",
+                     sum(1 for v in mine if v["verdict"] == NEW) or ""])
     out = [f"nightly {data['id']} · matrix {data['matrix'].get('name')} · strategy {data['matrix'].get('strategy')} · "
            f"baseline {data.get('baseline') or 'none'}",
-           table(["cell", "status", "evaluated", "passed", "failed", "signatures", "new"], rows, max_width=60)]
-    changes = data.get("changes", [])
-    if changes:
-        out += ["", table(["cell", "change", "signature", "key", "what"],
-                          [[c["cell"], _CHANGE_WORDS.get(c["change"], c["change"]), c["signature"],
-                            c["cross_release_key"], _change_detail(c)] for c in changes], max_width=120)]
-    elif data.get("baseline"):
+           table(["cell", "status", "evaluated", "passed", "failed", "failures", "new"], rows, max_width=60)]
+    failures = by_failure(verdicts)
+    if failures:
+        out += ["", table(["id", "verdict", "cells", "failure", "detail"],
+                          [[r["id"], r["word"], cells_text(r, brief=True), r["title"], r["detail"] or " ".join(r["smallest"])]
+                           for r in failures], max_width=120), ID_LEGEND]
+    if data.get("baseline") and not data.get("changes"):
         out.append(f"no change against {data['baseline']}")
-    bisected = [c for c in changes if c.get("commits")]
+    elif not data.get("baseline"):
+        out.append("no baseline: every failure is known (found on the first night: the baseline of the next), none new")
+    bisected = [c for c in data.get("changes", []) if c.get("commits")]
     if bisected:
         out += ["", "regressions bisected to the commit:"]
-        out += [f"  {c['cell']} {c['signature']}: {commit_line(c['commits'])}" for c in bisected]
-    out.append(f"{data.get('regressions', 0)} regression(s)")
+        out += [f"  {c['cell']} {key_of(c)}: {commit_line(c['commits'])}" for c in bisected]
+    out.append(night_line(verdicts))
     return "\n".join(out)
 
 
@@ -784,34 +789,29 @@ def commit_line(summary: dict[str, Any]) -> str:
     return f"one of {len(candidates)} commits {candidates[0]} … {candidates[-1]} (the others could not be evaluated)"
 
 
-def _change_detail(change: dict[str, Any]) -> str:
-    before, after = change.get("before") or {}, change.get("after") or {}
-    if change["change"] == "location-moved":
-        return f"{before.get('location')} → {after.get('location')}"
-    if change["change"] == "message-changed":
-        return f"{before.get('message')!r} → {after.get('message')!r}"
-    side = after or before
-    return f"{change.get('title') or ''}: {' '.join(side.get('smallest') or [])}"
-
-
 def nightly_markdown(data: dict[str, Any]) -> str:
-    """``nightly.md``: the changes first (what a reviewer needs), then every cell."""
+    """``nightly.md``: the night's verdict per failure first (what a reviewer needs), then every cell."""
+    verdicts = night_verdicts(data)
     out = [f"# Nightly {data['id']}", "",
            f"Matrix `{data['matrix'].get('name')}`, strategy `{data['matrix'].get('strategy')}`, "
-           f"baseline `{data.get('baseline') or 'none'}`: **{data.get('regressions', 0)} regression(s)**.", ""]
-    changes = data.get("changes", [])
-    if changes:
-        out += ["| cell | change | signature | detail |", "|---|---|---|---|"]
-        out += [f"| {c['cell']} | {_CHANGE_WORDS.get(c['change'], c['change'])} | `{c['signature']}` | "
-                f"{_change_detail(c).replace('|', '/')} |" for c in changes]
-        out.append("")
-        out += [f"- `{c['signature']}` ({c['cell']}): {commit_line(c['commits'])}" for c in changes if c.get("commits")]
-        out += [""] if any(c.get("commits") for c in changes) else []
-    out += ["| cell | status | evaluated | signatures |", "|---|---|---|---|"]
+           f"baseline `{data.get('baseline') or 'none'}`: **{night_line(verdicts)}**.", ""]
+    if not data.get("baseline"):
+        out += ["No baseline: every failure below is reported as found (known), none as new.", ""]
+    failures = by_failure(verdicts)
+    if failures:
+        out += ["| id | verdict | cells | failure | detail |", "|---|---|---|---|---|"]
+        out += [f"| `{r['id']}` | {r['word']} | {cells_text(r)} | {r['title'].replace('|', '/')} | "
+                f"{(r['detail'] or ' '.join(r['smallest'])).replace('|', '/')} |" for r in failures]
+        out += ["", f"{ID_LEGEND}.", ""]
+        out += [f"- `{key_of(c)}` ({c['cell']}): {commit_line(c['commits'])}" for c in data.get("changes", [])
+                if c.get("commits")]
+        out += [""] if any(c.get("commits") for c in data.get("changes", [])) else []
+    out += ["| cell | status | evaluated | failures (id) |", "|---|---|---|---|"]
     for cell in data["cells"]:
         status = cell["status"] if cell["status"] != "skipped" else f"skipped: {cell.get('reason')}"
+        keys = dict.fromkeys(key_of(s) for s in cell.get("signatures") or [])
         out.append(f"| {cell['id']} | {status} | {cell.get('evaluated') or ''} | "
-                   f"{', '.join('`' + s['id'] + '`' for s in cell.get('signatures') or [])} |")
+                   f"{', '.join('`' + key + '`' for key in keys)} |")
     return "\n".join(out) + "\n"
 
 

@@ -9,7 +9,9 @@ A nightly lives in ``<out>/<id>/``::
 ``nightly.json`` is rewritten atomically after every cell, so a nightly killed half-way
 resumes with ``--resume ID``: finished cells are kept, an interrupted cell's sweep resumes
 from its journal. Failures are compared by cross-release key, so a signature whose line,
-file or message drifted is reported as *moved* or *changed*, not as fixed-plus-new.
+file or message drifted is reported as *moved* or *changed*, not as fixed-plus-new. Each failure's verdict
+for the night (new, still failing, fixed, known) is :func:`bisect_spec.report.night.night_verdicts`'s, which
+the exit status, ``nightly.md``, the terminal and every report read (``failures`` in ``nightly.json``).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Any
 from bisect_spec.errors import BisectSpecError, ExecutorError, StoreError, UsageError
 from bisect_spec.model.outcome import STAGE_ORDER
 from bisect_spec.model.signature import normalise_message
+from bisect_spec.report.night import NEW, night_verdicts, verdict_counts
 from bisect_spec.runtime import environments
 from bisect_spec.runtime.files import atomic_write
 from bisect_spec.runtime.store import list_runs, read_json
@@ -99,11 +102,21 @@ def compare(before: dict[str, Any] | None, after: dict[str, Any]) -> list[dict[s
     ``against`` names the cell compared with. Without a baseline nothing is compared (the
     first nightly is the baseline). Cells not done on either side are not compared. Pure.
     """
+    counterparts = compared_with(before, after)
+    changes: list[dict[str, Any]] = []
+    for cell in after.get("cells", []):
+        if cell["id"] in counterparts:
+            changes += _cell_changes(counterparts[cell["id"]], cell)
+    return changes
+
+
+def compared_with(before: dict[str, Any] | None, after: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Each done cell of ``after`` and the cell it is compared with (:func:`compare`); a cell with none is absent."""
     if before is None:
-        return []
+        return {}
     old_cells = {c["id"]: c for c in before.get("cells", []) if c.get("status") == "done"}
     done = [c for c in after.get("cells", []) if c.get("status") == "done"]
-    changes: list[dict[str, Any]] = []
+    pairs: dict[str, dict[str, Any]] = {}
     for cell in done:
         old = old_cells.get(cell["id"])
         if old is None:
@@ -113,8 +126,8 @@ def compare(before: dict[str, Any] | None, after: dict[str, Any]) -> list[dict[s
             if not older:
                 continue
             old = max(older, key=lambda c: environments.version_key(c["release"]))
-        changes += _cell_changes(old, cell)
-    return changes
+        pairs[cell["id"]] = old
+    return pairs
 
 
 def _cell_changes(old: dict[str, Any], cell: dict[str, Any]) -> list[dict[str, Any]]:
@@ -242,7 +255,11 @@ def run_nightly(matrix_file: str | Path, *, out: Path = Path("nightlies"), resum
     chosen = pick_baseline(out, matrix.name, baseline, exclude=data["id"])
     data["baseline"] = chosen["id"] if chosen else None
     data["changes"] = compare(chosen, data)
-    data["regressions"] = sum(1 for c in data["changes"] if c["change"] == "new")
+    counterparts = compared_with(chosen, data)
+    for record in data["cells"]:  # what each cell was compared with: the night's verdicts read it
+        record["against"] = counterparts[record["id"]]["id"] if record["id"] in counterparts else None
+    data["failures"] = night_verdicts(data)
+    data["regressions"] = verdict_counts(data["failures"])[NEW]
     if matrix.repo and data["regressions"]:
         bisect_regressions(data, matrix.repo, progress=progress)
     data["finished"] = time.time()
@@ -278,7 +295,7 @@ def bisect_regressions(data: dict[str, Any], repo: str, *, progress: ProgressFn 
             change["commits"] = {"error": f"not bisected: only the first {limit} regressions are"}
             continue
         if progress:
-            progress(f"bisecting {change['signature']} of {change['cell']} into the commits {older} … {newer}")
+            progress(f"bisecting {change['cross_release_key']} of {change['cell']} into the commits {older} … {newer}")
         try:
             change["commits"] = bisect(list((change.get("after") or {}).get("smallest") or []), cells[change["cell"]],
                                        older, newer)

@@ -9,7 +9,10 @@ real SGLang produced) to check what the CLI reports and its exit code.
 from __future__ import annotations
 
 import json
+import re
 import shutil
+import xml.etree.ElementTree as ET
+from html import escape as html_escape
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +21,7 @@ from click.testing import CliRunner
 
 from bisect_spec import api
 from bisect_spec.cli.commands import main
+from bisect_spec.report.night import ID_LEGEND
 from tests.conftest import require_release
 from tests.schemas import assert_valid
 
@@ -143,3 +147,91 @@ def test_an_interrupted_nightly_resumes_its_unfinished_cells(first: dict[str, An
     assert again["status"] == "done" and again["signatures"] == expected
     assert again["run"] == cell["run"] or again["run"].startswith(f"runs/{run_dir.parent.name}/")
     assert len((run_dir / "journal.jsonl").read_text().splitlines()) == len(journal)
+
+
+HEX_ID = re.compile(r"\b[0-9a-f]{10}\b")
+
+
+def ids_in(text: str, every_id: set[str]) -> set[str]:
+    """The failure ids (cross-release keys or per-release signature ids) an output names."""
+    return set(HEX_ID.findall(text)) & every_id
+
+
+def check_one_story(path: Path, exit_code: int, terminal: str, earlier: dict[str, Any] | None) -> dict[str, Any]:
+    """Exit status, JUnit, nightly.md, the Markdown/HTML/JSON reports and the terminal tell one story of the night:
+    the same failures, each by its cross-release key, and the same ones new."""
+    data: dict[str, Any] = json.loads((path / "nightly.json").read_text())
+    assert_valid(data, "nightly")
+    sigs = [s for c in data["cells"] for s in c["signatures"]]
+    tonight = {s["cross_release_key"] for s in sigs}
+    gone = {c["cross_release_key"] for c in data["changes"] if c["change"] in ("vanished", "not-checked")}
+    keys = tonight | gone
+    per_release = {s["id"] for s in sigs} | {c["signature"] for c in data["changes"]}
+    assert per_release - keys, "the per-release ids differ from the keys: else this test could not tell them apart"
+    # each id is a cross-release key of the night's signatures, or of the signatures of the night it was compared with
+    before = {s["cross_release_key"] for c in (earlier or {}).get("cells", []) for s in c["signatures"]}
+    assert keys <= tonight | before
+    new = {(c["cell"], c["cross_release_key"]) for c in data["changes"] if c["change"] == "new"}
+    assert exit_code == (3 if new else 0), terminal
+    assert data["regressions"] == len(new)
+    assert {(f["cell"], f["cross_release_key"]) for f in data["failures"] if f["verdict"] == "new"} == new
+    every_id = keys | per_release
+
+    root = ET.fromstring(api.report(path, "junit"))
+    counts = {k: int(root.get(k, -1)) for k in ("failures", "errors", "skipped")}
+    judged = {(f["cell"], f["cross_release_key"]): f["verdict"] for f in data["failures"]}
+    skipped_cells = sum(1 for c in data["cells"] if c["status"] != "done")
+    assert counts["failures"] + counts["errors"] == len(new)
+    assert counts["skipped"] == skipped_cells + sum(1 for v in judged.values() if v in ("still failing", "known"))
+    names = [case.get("name", "") for case in root.iter("testcase")]
+    assert ids_in("\n".join(names), every_id) == keys
+    failing = {(suite.get("name"), HEX_ID.findall(case.get("name", ""))[0]) for suite in root.iter("testsuite")
+               for case in suite.iter("testcase") if case.find("failure") is not None or case.find("error") is not None}
+    assert failing == new
+    messages = [e.get("message", "") for e in root.iter() if e.tag in ("failure", "error", "skipped")]
+    assert not ids_in("\n".join(messages), per_release - keys)
+
+    markdown = (path / "nightly.md").read_text()
+    report_md = api.report(path, "md")
+    html = api.report(path, "html")
+    report_json = json.loads(api.report(path, "json"))
+    for name, text in (("terminal", terminal), ("nightly.md", markdown), ("report md", report_md), ("html", html)):
+        assert ids_in(text, every_id) == keys, name
+        assert any(legend in text for legend in (ID_LEGEND, html_escape(ID_LEGEND), html_escape(ID_LEGEND, quote=False))), name
+    for name, text in (("terminal", terminal), ("nightly.md", markdown), ("report md", report_md)):
+        said_new = {HEX_ID.findall(line)[0] for line in text.splitlines() if "new (regression)" in line
+                    and HEX_ID.search(line)}
+        assert said_new == {key for _, key in new}, name
+    assert html.count('class="cell regression"') == len(new)
+    assert {(f["cell"], f["cross_release_key"], f["verdict"]) for f in report_json["failures"]} == {
+        (cell, key, verdict) for (cell, key), verdict in judged.items()}
+    assert report_json["totals"]["regressions"] == len(new)
+    return data
+
+
+def test_one_story_on_the_first_night_and_the_next(first: dict[str, Any], tmp_path: Path) -> None:
+    out = tmp_path / "n"
+    command = ["nightly", "--matrix", str(MATRIX), "--runs-dir", str(out), "--no-install"]
+    night_1 = CliRunner().invoke(main, [*command, "--baseline", "none"])
+    (path_1,) = out.iterdir()
+    data_1 = check_one_story(path_1, night_1.exit_code, night_1.stdout, None)
+    assert data_1["baseline"] is None and {f["verdict"] for f in data_1["failures"]} == {"known"}
+    pairs = sum(len({s["cross_release_key"] for s in c["signatures"]}) for c in data_1["cells"])
+    assert f"0 new (regressions) · 0 still failing · 0 fixed · {pairs} known" in night_1.stdout
+
+    # the next night finds the type error where the first did not have it and misses a failure the first had
+    cell_id = "0.5.12/deepseek-v3/eagle3/h100x8"
+    cell = next(c for c in data_1["cells"] if c["id"] == cell_id)
+    lost = next(s for s in cell["signatures"] if s["cross_release_key"] == TYPE_ERROR_KEY)
+    cell["signatures"].remove(lost)
+    other = next(c for c in data_1["cells"] if c["id"] == "0.5.23/deepseek-v3/eagle3/rtx-pro-6000x8")
+    other["signatures"].append(lost | {"id": "0123456789", "cross_release_key": "abcdef0123", "title": "Gone tonight"})
+    (path_1 / "nightly.json").write_text(json.dumps(data_1))
+    night_2 = CliRunner().invoke(main, command)
+    (path_2,) = set(out.iterdir()) - {path_1}
+    data_2 = check_one_story(path_2, night_2.exit_code, night_2.stdout, data_1)
+    assert night_2.exit_code == 3 and data_2["baseline"] == path_1.name
+    verdicts = {(f["cell"], f["cross_release_key"]): f["verdict"] for f in data_2["failures"]}
+    assert verdicts.pop((cell_id, TYPE_ERROR_KEY)) == "new"
+    assert verdicts.pop(("0.5.23/deepseek-v3/eagle3/rtx-pro-6000x8", "abcdef0123")) == "fixed"
+    assert set(verdicts.values()) == {"still failing"} and len(verdicts) == pairs - 1

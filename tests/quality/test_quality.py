@@ -34,6 +34,7 @@ ROOT = Path(__file__).resolve().parents[2]
     "bisect_spec.versions",
     "bisect_spec.report.report_model",
     "bisect_spec.report.html_page",
+    "bisect_spec.report.night",
 ])
 def test_pure_modules_start_no_processes_and_know_no_cli(module: str) -> None:
     code = (f"import sys, importlib; importlib.import_module({module!r}); "

@@ -26,6 +26,7 @@ from bisect_spec.report import formats as report_formats
 from bisect_spec.report import report_model as report
 from bisect_spec.report import text
 from bisect_spec.report.html_page import MAX_PAIRS, MAX_VALUES, omega_squared, pair_grids
+from bisect_spec.report.night import ID_LEGEND
 from bisect_spec.report.report_model import NightlyInput, SweepInput
 from bisect_spec.versions import version_key
 from tests.conftest import RESOURCES
@@ -63,7 +64,7 @@ def test_nightly_json_totals_add_up() -> None:
     totals = model["totals"]
     assert totals == {"cells": 6, "cells_done": 5, "cells_skipped": 1, "cells_error": 0, "evaluated": 1400,
                       "counts": {"failed": 313, "passed": 1087}, "signatures": 6, "failures": 4,
-                      "regressions": 1, "fixed": 1, "changed": 1}
+                      "regressions": 1, "fixed": 1, "still_failing": 11, "known": 0, "changed": 1}
     assert sum(c["evaluated"] for c in model["cells"]) == totals["evaluated"] == sum(totals["counts"].values())
     for cell in model["cells"]:
         failed = cell["counts"].get("failed", 0)
@@ -89,7 +90,8 @@ def test_nightly_matrix_in_version_order_per_facet() -> None:
     page_size = h100["5b7a19e3c0"]["cells"]
     assert page_size["0.5.9"] is None and page_size["0.5.12"] is None
     assert page_size["0.5.23"] == {"count": 9, "share": round(9 / 280, 4), "signatures": ["e41f0c2d7a"], "change": "new",
-                                   "location": "srt/arg_groups/speculative_hook.py::_resolve_page_size", "moved_from": None}
+                                   "verdict": "new", "location": "srt/arg_groups/speculative_hook.py::_resolve_page_size",
+                                   "moved_from": None}
     moved = h100["98339db6cb"]["cells"]  # one failure: the assertion moved from server_args.py into the hook
     assert moved["0.5.9"]["moved_from"] is None and moved["0.5.12"]["moved_from"] is None
     assert moved["0.5.23"]["moved_from"] == "srt/server_args.py::_handle_speculative_decoding"
@@ -98,7 +100,7 @@ def test_nightly_matrix_in_version_order_per_facet() -> None:
     memory = rtx["0c5d2e9f41"]["cells"]
     assert memory["0.5.9"] is None
     assert (memory["0.5.12"]["count"], memory["0.5.12"]["change"]) == (4, None)
-    assert (memory["0.5.23"]["count"], memory["0.5.23"]["change"]) == (0, "vanished")
+    assert (memory["0.5.23"]["count"], memory["0.5.23"]["change"], memory["0.5.23"]["verdict"]) == (0, "vanished", "fixed")
 
 
 def test_sweep_json_is_one_cell_with_shrunk_reproducers() -> None:
@@ -136,11 +138,13 @@ def test_nightly_markdown_leads_with_changes_then_the_matrix() -> None:
     lines = text.splitlines()
     assert lines[0] == "# bisect-spec nightly 20261130-0215-ab12 · strategy quick"
     assert lines[2] == ("6 cells (5 done, 1 skipped) · 1400 configurations: 313 failed, 1087 passed · 4 distinct failures "
-                        f"(6 signatures) · against {BASELINE}: 1 regression, 1 fixed, 1 changed")
-    assert text.index("## Changes since") < text.index("## Release × failure") < text.index("## Cells")
-    assert ("| **regression** | `0.5.23/deepseek-v3/eagle3/h100x8` | ValueError in _resolve_page_size `e41f0c2d7a` | "
+                        f"(6 per-release signatures) · against {BASELINE}: 1 regression, 1 fixed, 1 changed")
+    assert text.index("## The night's verdict per failure") < text.index("## Release × failure") < text.index("## Cells")
+    # the failure by its cross-release key (the id every nightly output gives it), not 0.5.23's signature e41f0c2d7a
+    assert ("| `5b7a19e3c0` | **new (regression)** | 0.5.23/deepseek-v3/eagle3/h100x8 | ValueError in _resolve_page_size | "
             "`srt/arg_groups/speculative_hook.py::_resolve_page_size` | "
             "`--speculative-algorithm EAGLE3 --page-size 16` |") in lines
+    assert "e41f0c2d7a" not in text and lines.count(f"{ID_LEGEND}.") == 1
     assert "| failure | 0.5.9 | 0.5.12 | 0.5.23 |" in lines
     assert "| ValueError in _resolve_page_size `5b7a19e3c0` | · | · | 9 **new** |" in lines
     assert "| RuntimeError in _handle_gpu_memory_settings `0c5d2e9f41` | · | 4 | fixed |" in lines
@@ -180,10 +184,11 @@ def test_nightly_junit_fails_only_on_the_regression() -> None:
                                       "srt/arg_groups/speculative_hook.py::_resolve_page_size")
     assert failure.get("type") == "ValueError"
     assert "smallest reproducer: --speculative-algorithm EAGLE3 --page-size 16" in (failure.text or "")
-    known = [s for s in root.iter("skipped") if s.get("type") == "known"]
-    assert len(known) == 11 and all(s.get("message", "").startswith(f"known since {BASELINE}: ") for s in known)
+    still = [s for s in root.iter("skipped") if s.get("type") == "still-failing"]
+    assert len(still) == 11 and all(s.get("message", "").startswith(f"still failing, known since {BASELINE}: ")
+                                    for s in still)
     cases = {c.get("name"): c for c in root.iter("testcase")}
-    fixed = cases["fixed: RuntimeError in _handle_gpu_memory_settings [a9d3e5f210]"]
+    fixed = cases["fixed: RuntimeError in _handle_gpu_memory_settings [0c5d2e9f41]"]  # its cross-release key
     assert list(fixed) == []  # a passing testcase
     assert cases["cell skipped"].find("skipped") is not None
     assert {c.get("classname") for c in root.iter("testcase")} >= {"sglang-0_5_23.deepseek-v3/eagle3/h100x8"}
@@ -198,9 +203,9 @@ def test_a_first_nightlys_junit_reports_every_signature_as_found_as_its_exit_sta
                             counts={}, evaluated=0)
     root = junit_tree(NightlyInput(data))
     assert [root.get(k) for k in ("tests", "failures", "errors", "skipped")] == ["12", "0", "1", "11"]
-    found = [s for s in root.iter("skipped") if s.get("type") == "found"]
-    assert len(found) == 10 and all(s.get("message", "").startswith("found on the first night") for s in found)
-    assert "every failure below is reported as found, none as new" in report.to_markdown(NightlyInput(data))
+    found = [s for s in root.iter("skipped") if s.get("type") == "known"]
+    assert len(found) == 10 and all(s.get("message", "").startswith("known: found on the first night") for s in found)
+    assert "every failure below is reported as found (known), none as new" in report.to_markdown(NightlyInput(data))
     (error,) = root.iter("error")
     assert error.get("message") == "worker for SGLang 0.5.12 crashed: segfault (SIGSEGV)"
 
@@ -274,7 +279,8 @@ def test_nightly_html_heat_maps() -> None:
     assert all(svg.get("role") == "img" and svg.get("aria-label") for t, svg in elements.tags if t == "svg")
     text = "".join(elements.text)
     assert ("ValueError in _resolve_page_size [5b7a19e3c0] on SGLang 0.5.23: 9 of 280 configurations (3.2%) — NEW since the "
-            "baseline (regression); signature e41f0c2d7a") in text
+            "baseline (regression) at srt/arg_groups/speculative_hook.py::_resolve_page_size") in text
+    assert "e41f0c2d7a" not in text  # 0.5.23's own signature id: the page names the failure by its key
     # both seed failures moved from server_args.py into the hook at 0.5.23, in both facets
     assert text.count("(moved here from srt/server_args.py::_handle_speculative_decoding)") == 4
 
@@ -408,9 +414,9 @@ def test_a_nightly_the_nightly_command_wrote() -> None:
     (failure,) = root.iter("failure")
     assert failure.get("message", "").startswith("regression since baseline-x: TypeError in _handle_speculative_decoding")
     lines = report.to_markdown(data).splitlines()
-    moved = [line for line in lines if line.startswith("| location moved |")]
+    moved = [line for line in lines if "| still failing, moved |" in line]
     assert len(moved) == 2
-    assert all("| `0.5.23/deepseek-v3/eagle3/h100x8` vs `0.5.12/deepseek-v3/eagle3/h100x8` |" in line for line in moved)
+    assert all("| 0.5.23/deepseek-v3/eagle3/h100x8 vs 0.5.12/deepseek-v3/eagle3/h100x8 |" in line for line in moved)
     assert "| TypeError in _handle_eagle_family `d4b68cd739` | 2 | 2 **new** | 2 (moved) |" in lines
     page = report_formats.to_html(data)
     assert_self_contained(page)
