@@ -1,7 +1,7 @@
 """A sweep: a strategy's flag space evaluated on one target, stored as a run (:func:`sweep`, :class:`SweepRun`).
 
 The run is a directory (:mod:`bisect_spec.runtime.store`): ``run.json`` (what was asked), the journal
-(every outcome as it arrives, so a killed run resumes where it stopped), then ``results.jsonl``,
+(every outcome as it arrives, so a killed run resumes where it stopped), then ``results.jsonl.gz``,
 ``summary.json``, ``summary.md``, ``report.html`` and ``timing.json``. :func:`failures_for_ci` is
 what ``--fail-on`` counts.
 """
@@ -225,6 +225,7 @@ class SweepRun:
                 if self.shrink:
                     self.shrink_signatures()
                 self.write_reports()
+                self.run_store.seal()  # the journal is read rarely from now on: gzipped
                 return SweepResult(self.run_store.id, self.run_store.path, self.target, self.summary, self.ordered,
                                    self.reused, self.run_store.torn, self.session.info)
         except KeyboardInterrupt:
@@ -643,7 +644,7 @@ class SweepRun:
         return outcome.signature is None or outcome.signature.id != signature
 
     def write_reports(self) -> None:
-        """``results.jsonl``, ``summary.json``, ``summary.md``, ``report.html`` and ``timing.json``.
+        """``results.jsonl.gz``, ``summary.json``, ``summary.md``, ``report.html`` and ``timing.json``.
 
         The HTML page is rendered from the run in memory, as stored (keys sorted, local paths as
         placeholders): the page ``bisect-spec report RUN --format html`` renders from the files.
@@ -659,7 +660,7 @@ class SweepRun:
         if target.draft and target.draft.path:
             local[str(target.draft.path)] = DRAFT
         results = [reproducible(o.to_dict(), local) for o in self.ordered]
-        run.write_text("results.jsonl", "".join(store.canonical_json(r) + "\n" for r in results))
+        run.write_results(results)
         run.write_json("summary.json", self.summary)
         run.write_text("summary.md", summary_markdown(self.summary))
         stored = SweepInput(run.id, _as_stored(run.meta), _as_stored(self.summary),
