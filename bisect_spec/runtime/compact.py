@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import ChainMap
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeGuard
 
@@ -54,7 +55,7 @@ def digest(text: str) -> str:
     return hashlib.sha1(text.encode()).hexdigest()[:16]
 
 
-def pack(entry: dict[str, Any], stored: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, str]]:
+def pack(entry: dict[str, Any], stored: dict[str, str]) -> tuple[dict[str, Any], dict[str, str]]:
     """The stored form of ``entry`` and the blobs it needs that ``stored`` (digest -> text) lacks.
 
     Only what :func:`expand` rebuilds identically is left out: the result is checked, and an
@@ -102,7 +103,7 @@ def pack(entry: dict[str, Any], stored: Mapping[str, str]) -> tuple[dict[str, An
     packed = {k: v for k, v in entry.items() if not (k == "key" and mark.get("key"))}
     packed["outcome"] = kept
     packed[MARK] = mark
-    if canonical_json(expand(packed, {**stored, **new})) != canonical_json(entry):
+    if canonical_json(expand(packed, ChainMap(new, stored))) != canonical_json(entry):
         return entry, {}
     return packed, new
 

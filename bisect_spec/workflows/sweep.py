@@ -224,8 +224,8 @@ class SweepRun:
                 self.summarise()
                 if self.shrink:
                     self.shrink_signatures()
+                self.run_store.seal()  # complete, and read rarely from now on: gzipped before the reports (peak size)
                 self.write_reports()
-                self.run_store.seal()  # the journal is read rarely from now on: gzipped
                 return SweepResult(self.run_store.id, self.run_store.path, self.target, self.summary, self.ordered,
                                    self.reused, self.run_store.torn, self.session.info)
         except KeyboardInterrupt:
