@@ -500,7 +500,8 @@ class SweepRun:
             found = self.outcomes[key]
             return found.signature.id if found.signature else found.status.value
 
-        self.searched = search(self.search_space, key_of, budget=self.strategy.random_budget, seed=self.strategy.seed)
+        self.searched = search(self.search_space, key_of, budget=self.strategy.random_budget, seed=self.strategy.seed,
+                               storage=environments.home() / "cache" / "hypothesis")  # nothing left in the cwd
 
     def peel_rows(self) -> None:
         """Peeling (:mod:`bisect_spec.search.peel`) wired to the session, the cache and the journal.
