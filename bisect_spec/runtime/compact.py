@@ -17,8 +17,10 @@ leaves a blob nobody refers to, never a record without its blob.
 
 Written by hand, not by a compressor: the journal is appended and fsync'd a record at a time and
 must keep every record written before a ``kill -9``. A gzip or zstd stream cut mid-write loses what
-follows its last flush point, and compressing each line alone keeps little (the repetition is
-between records and inside the record, by meaning). So what repeats is dropped by what it is, and
+follows its last flush point; compressing each line alone (zlib) left 10.5 MB of the main job's
+45 MB, as lines nobody can read and that compress no further. The stored form leaves 9.5 MB of
+lines plus 2.3 MB of blobs, still JSON, and gzip takes those to 0.94 MB once the run is finished
+(:meth:`bisect_spec.runtime.store.Run.seal`). So what repeats is dropped by what it is, and
 :func:`pack` expands each stored form and compares it with the record before it is used: a record
 that would not come back byte for byte (in canonical JSON) is stored whole. A record without ``"$"``
 (any record of an older run) is its own stored form.
