@@ -6,7 +6,7 @@ evaluated, no shrinking) runs with ``executor="local"`` and ``executor="ray"``
 alternately, ``--repeat`` times each, in one process. Ray is started once before the
 first Ray sweep (a local instance with ``--cpus`` CPUs; its start-up is reported apart),
 so each Ray sweep pays what a nightly pays per (release, hardware) slot: placing the
-actors, starting their workers, and every request crossing Ray. Both runs' results.jsonl
+actors, starting their workers, and every request crossing Ray. Both runs' results.jsonl.gz
 and summary.json must be byte-identical; the script says so and exits 1 otherwise.
 
 Sweep wall time includes starting the workers (importing SGLang, seconds that vary with
@@ -65,7 +65,7 @@ def main() -> int:
                                    use_cache=False, executor=executor)
                 seconds[executor].append(time.perf_counter() - began)
                 evaluated = len(result.outcomes)
-                files[executor].add(((result.run_path / "results.jsonl").read_bytes(),
+                files[executor].add(((result.run_path / "results.jsonl.gz").read_bytes(),
                                      (result.run_path / "summary.json").read_bytes()))
                 print(f"{executor:5} round {round_ + 1}: {seconds[executor][-1]:6.2f} s, {evaluated} outcomes", flush=True)
     phase = evaluation_phase(spec, args)

@@ -54,6 +54,7 @@ from typing import Any
 
 from bisect_spec.model.flags import Config
 from bisect_spec.report.summary import SPECULATIVE_FILES
+from bisect_spec.runtime import store
 from bisect_spec.search.peel import peel
 from bisect_spec.search.space import FlagSpace, simplicity_key
 from bisect_spec.workflows.sweep import target_record
@@ -301,7 +302,7 @@ def run_default(spec: Any, *, strategy: str, jobs: int, runs_dir: Path) -> tuple
 
 def read_run(run: Path) -> tuple[list[tuple[Config, dict[str, Any]]], dict[str, Config], dict[str, Any]]:
     """A default run's rows, the minimal reproducer of each signature it shrank, and its cost."""
-    rows = [(Config.from_argv(r["config"]), r) for r in map(json.loads, (run / "results.jsonl").read_text().splitlines())]
+    rows = [(Config.from_argv(r["config"]), r) for r in store.read_results(run, "run it again") or []]
     summary = json.loads((run / "summary.json").read_text())
     minimal = {s["id"]: Config.from_argv(s["shrink"]["minimal_argv"]) for s in summary["signatures"]
                if (s.get("shrink") or {}).get("same_signature") and s["shrink"].get("minimal_argv")}
@@ -380,10 +381,11 @@ def main() -> None:
     parser.add_argument("--run", type=Path, action="append", default=[], help="A default-command run (with --score-against).")
     args = parser.parse_args()
     if args.score_against:
-        missing = [str(path) for path in [args.score_against, *(run / "results.jsonl" for run in args.run)]
-                   if not path.is_file()]
+        missing = [str(path) for path in [args.score_against] if not path.is_file()] + [
+            str(run / store.RESULTS) for run in args.run  # or an older run's results.jsonl
+            if not (run / store.RESULTS).is_file() and not (run / store.PLAIN_RESULTS).is_file()]
         if missing or not args.run:
-            parser.error(f"--score-against needs an earlier result and at least one --run RUN holding results.jsonl; "
+            parser.error(f"--score-against needs an earlier result and at least one --run RUN holding results; "
                          f"not found: {', '.join(missing) or 'no --run given'}")
         for line in score_against(json.loads(args.score_against.read_text()), args.run):
             print(f"{line['run']}: {line['all']}/{line['oracle']} statements, {line['speculative']}/"

@@ -4,8 +4,8 @@
 One uninterrupted reference run, then one run that is SIGKILLed ``--kills`` times at
 random moments (during the covering array, the Hypothesis search or the shrinking) and
 resumed with ``--resume`` after each kill, until it completes. Reports lost and
-duplicated journal records and whether results.jsonl and summary.json are
-byte-identical to the reference.
+duplicated journal records and whether the results and summary.json are
+identical to the reference.
 
 Usage: python scripts/chaos_resume.py [--kills 20] [--strategy quick] [--seed 1]
 """
@@ -13,8 +13,6 @@ Usage: python scripts/chaos_resume.py [--kills 20] [--strategy quick] [--seed 1]
 from __future__ import annotations
 
 import argparse
-import contextlib
-import json
 import os
 import random
 import signal
@@ -25,6 +23,8 @@ import time
 from pathlib import Path
 
 import psutil
+
+from bisect_spec.runtime import store
 
 BISECT_SPEC = Path(sys.executable).with_name("bisect-spec")
 
@@ -43,14 +43,8 @@ def kill_group(proc: subprocess.Popen[bytes]) -> None:
 
 
 def journal_keys(run: Path) -> list[str]:
-    path = run / "journal.jsonl"
-    if not path.exists():
-        return []
-    keys = []
-    for line in path.read_text().splitlines():
-        with contextlib.suppress(ValueError):  # a torn last line: the next resume drops and re-evaluates it
-            keys.append(json.loads(line)["key"])
-    return keys
+    """The keys of the run's journal records (a torn last line left out: the next resume evaluates it again)."""
+    return [entry["key"] for entry in store.read_journal(run)]
 
 
 def progress_of(run: Path) -> int:
@@ -63,14 +57,8 @@ def phase_of(run: Path) -> str:
     """Where the run was when it was killed: start-up, cover, search or shrink."""
     if (run / "reproducers").exists():
         return "shrink"
-    path = run / "journal.jsonl"
-    lines = path.read_text().splitlines() if path.exists() else []
-    for line in reversed(lines):
-        try:
-            return str(json.loads(line)["phase"])
-        except ValueError:
-            continue
-    return "start-up"
+    entries = store.read_journal(run)
+    return str(entries[-1]["phase"]) if entries else "start-up"
 
 
 def main() -> None:
@@ -131,11 +119,11 @@ def main() -> None:
     reference_keys = journal_keys(reference)
     lost = len(set(reference_keys) - set(keys))
     duplicated = len(keys) - len(set(keys))
-    same = {name: (run / name).read_bytes() == (reference / name).read_bytes()
-            for name in ("results.jsonl", "summary.json")}
+    same = {"results": store.read_results(run, "") == store.read_results(reference, ""),
+            "summary.json": (run / "summary.json").read_bytes() == (reference / "summary.json").read_bytes()}
     print(f"kills: {kills} (at: {', '.join(f'{k} {v}' for k, v in sorted(phases.items()))}), resumes: {resumes}")
     print(f"journal records: {len(keys)} (reference {len(reference_keys)}), lost: {lost}, duplicated: {duplicated}")
-    print("byte-identical to the uninterrupted run: " + ", ".join(f"{k} {'yes' if v else 'NO'}" for k, v in same.items()))
+    print("identical to the uninterrupted run: " + ", ".join(f"{k} {'yes' if v else 'NO'}" for k, v in same.items()))
     sys.exit(0 if lost == 0 and duplicated == 0 and all(same.values()) else 1)
 
 

@@ -9,11 +9,17 @@ Usage: python scripts/compare_runs.py RUN_DIR_BEFORE RUN_DIR_AFTER
 
 from __future__ import annotations
 
+import gzip
 import re
 import sys
 from pathlib import Path
 
-FILES = ("run.json", "summary.json", "summary.md", "results.jsonl", "report.html")
+FILES = ("run.json", "summary.json", "summary.md", "results.jsonl.gz", "report.html")
+
+
+def text_of(path: Path) -> str:
+    """A stored file's text (a ``.gz`` one gunzipped: two gzips of one text may differ by compressor version)."""
+    return gzip.decompress(path.read_bytes()).decode() if path.suffix == ".gz" else path.read_text()
 
 
 def normalised(text: str, run: Path) -> str:
@@ -33,7 +39,7 @@ def compare(before: Path, after: Path) -> list[str]:
         old, new = before / name, after / name
         if not (old.is_file() and new.is_file()):
             differences.append(f"{name}: only in {'the first' if old.is_file() else 'the second'} run")
-        elif normalised(old.read_text(), before) != normalised(new.read_text(), after):
+        elif normalised(text_of(old), before) != normalised(text_of(new), after):
             differences.append(f"{name}: differs")
     return differences
 

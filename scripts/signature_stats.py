@@ -20,10 +20,11 @@ from typing import Any
 
 from bisect_spec.model.signature import signature_of
 from bisect_spec.report.summary import speculative_reason
+from bisect_spec.runtime import store
 
 
 def stats(run: Path) -> dict[str, Any]:
-    """Counts of one run's ``results.jsonl``."""
+    """Counts of one run's results (``results.jsonl.gz``)."""
     stored: set[str] = set()
     recomputed: set[str] = set()
     keys: set[str] = set()
@@ -31,8 +32,7 @@ def stats(run: Path) -> dict[str, Any]:
     per_statement: dict[tuple[str, str, int], set[str]] = {}
     rows = failed = unrelated = 0
     speculative: set[str] = set()
-    for line in (run / "results.jsonl").read_text().splitlines():
-        data = json.loads(line)
+    for data in store.read_results(run, "run the sweep again") or []:
         rows += 1
         if data.get("status") == "passed":
             continue

@@ -110,8 +110,10 @@ class Config:
         """
         items: dict[str, list[str]] = {}
         current: str | None = None
-        for index, token in enumerate(argv):
-            assignment = env_assignment(token) if all(is_env(t.split("=", 1)[0]) for t in argv[: index + 1]) else None
+        leading = True  # every token so far names an environment variable (kept as it goes: linear, not quadratic)
+        for token in argv:
+            leading = leading and is_env(token.split("=", 1)[0])
+            assignment = env_assignment(token) if leading else None
             if assignment is not None:  # leading VAR=value tokens: environment
                 if assignment[0] in items:
                     raise UsageError(f"environment variable {assignment[0]} is given twice; keep one")

@@ -1,7 +1,7 @@
 """Reports of a sweep run or a nightly matrix: Markdown, JSON, JUnit XML and HTML strings.
 
 Pure: data in, strings out. :func:`bisect_spec.api.report` reads the files (a run's
-``run.json``/``summary.json``/``results.jsonl``, or a ``nightly.json``); the CLI writes the output.
+``run.json``/``summary.json``/``results.jsonl.gz``, or a ``nightly.json``); the CLI writes the output.
 
 Both inputs become one model first (:func:`report_model`), so the four formats cannot
 disagree: a sweep run is a nightly of one cell without a baseline. The model *is* the JSON
@@ -75,7 +75,7 @@ CHANGED = ("message-changed", "location-moved")
 
 @dataclass(frozen=True)
 class SweepInput:
-    """One stored sweep run: ``run.json``, ``summary.json`` and the records of ``results.jsonl``."""
+    """One stored sweep run: ``run.json``, ``summary.json`` and the records of ``results.jsonl.gz``."""
 
     run_id: str
     meta: dict[str, Any]

@@ -40,16 +40,16 @@ def write_if_changed(path: Path, text: str, *, mode: int | None = None) -> None:
         staging.unlink(missing_ok=True)
 
 
-def atomic_write(path: Path, text: str) -> None:
-    """Write ``text`` whole and durably (flushed to disk), then rename it into place; a staging file per process and
-    thread, so two writers of one path never write into the same file (the last rename wins, whole).
+def atomic_write(path: Path, text: str | bytes) -> None:
+    """Write ``text`` (or bytes) whole and durably (flushed to disk), then rename it into place; a staging file per
+    process and thread, so two writers of one path never write into the same file (the last rename wins, whole).
 
     :raises StoreError: the disk is full, or the path cannot be written (one line saying which).
     """
     tmp = staging_path(path)
     try:
-        with open(tmp, "w") as handle:
-            handle.write(text)
+        with open(tmp, "wb") as handle:
+            handle.write(text if isinstance(text, bytes) else text.encode())
             handle.flush()
             os.fsync(handle.fileno())
         tmp.replace(path)

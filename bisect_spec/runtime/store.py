@@ -2,16 +2,25 @@
 
 Layout of ``runs/<run-id>/`` (the location is configurable with ``--runs-dir``)::
 
-    run.json        what was asked: target, strategy, seed, space, plan size (deterministic)
-    timing.json     when and how long (kept apart so result files are byte-reproducible)
-    journal.jsonl   append-only, one line per result as it arrives, fsync'd: kill -9 safe
-    results.jsonl   final results sorted by plan index, without durations (reproducible)
-    summary.json    signature and finding tables (reproducible); summary.md for people
-    lock            held (flock) by the process working on the run
-    worker-*.log    what SGLang printed
+    run.json          what was asked: target, strategy, seed, space, plan size (deterministic)
+    timing.json       when and how long (kept apart so result files are byte-reproducible)
+    journal.jsonl     append-only, one line per result as it arrives, fsync'd: kill -9 safe
+    blobs.jsonl       append-only: what several journal lines share, once (written before the line that needs it)
+    results.jsonl.gz  final results sorted by plan index, without durations (reproducible; gzip, read with zcat)
+    summary.json      signature and finding tables (reproducible); summary.md for people
+    lock              held (flock) by the process working on the run
+    worker-*.log      what SGLang printed
+
+A journal line is a record in its stored form (:mod:`bisect_spec.runtime.compact`: what it repeats
+of its configuration or of other records left out, shared values in ``blobs.jsonl``);
+:func:`read_journal` and :meth:`Run.journal_entries` give the records back as they were appended.
+A finished run's journal and blobs are read rarely (``runs show``, a resume): :meth:`Run.seal`
+gzips them (``journal.jsonl.gz``, ``blobs.jsonl.gz``), and a resume that appends unseals them first.
+Where a file and its ``.gz`` both exist (a kill between the two steps), the plain file is the record.
 
 A torn last journal line (the process died mid-write) is dropped on reading and its
-configuration evaluated again; the caller is told how many.
+configuration evaluated again; the caller is told how many. A torn last blob line is dropped too:
+no journal line refers to it.
 
 A run is named by its id (``<time>-<model>-<release>-<salt>``), by ``latest`` (ids begin with
 the time, so the greatest id is the newest run), or by the unique beginning of its id or of
@@ -27,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import functools
+import gzip
 import hashlib
 import json
 import logging
@@ -40,6 +50,7 @@ from typing import IO, Any
 
 from bisect_spec import __version__
 from bisect_spec.errors import StoreError, UsageError
+from bisect_spec.runtime import compact
 from bisect_spec.runtime.files import atomic_write, store_error
 
 logger = logging.getLogger(__name__)
@@ -62,8 +73,105 @@ def read_json(path: Path, advice: str) -> Any:
         raise StoreError(f"cannot read {path}: {exc.strerror or exc}") from None
 
 
-def canonical_json(data: Any) -> str:
-    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+canonical_json = compact.canonical_json
+
+JOURNAL = "journal.jsonl"
+BLOBS = "blobs.jsonl"
+RESULTS = "results.jsonl.gz"
+#: Older runs' results (before gzip): read where no ``results.jsonl.gz`` is.
+PLAIN_RESULTS = "results.jsonl"
+
+
+def gzipped(data: bytes) -> bytes:
+    """``data`` gzipped the same way each time (no time or name in the header): result files stay byte-reproducible."""
+    return gzip.compress(data, compresslevel=6, mtime=0)
+
+
+def stored_bytes(path: Path) -> bytes | None:
+    """What ``path`` holds, from the file or, once sealed, from ``path.gz``; None if neither exists. The plain
+    file is read first: where both exist it is the record (see the module docstring)."""
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        pass
+    try:
+        return gzip.decompress(path.with_name(path.name + ".gz").read_bytes())
+    except FileNotFoundError:
+        return None
+    except (OSError, EOFError) as exc:  # gzip.BadGzipFile is an OSError
+        raise StoreError(f"{path}.gz is corrupt ({exc}): move the run aside and start a new one") from None
+
+
+def _complete_lines(data: bytes) -> tuple[list[bytes], bool]:
+    """The lines of ``data`` that end with a newline (blank ones left out), and whether a last one does not."""
+    lines = data.split(b"\n")
+    return [line for line in lines[:-1] if line.strip()], bool(lines[-1].strip())
+
+
+def _blob_table(data: bytes | None, path: Path, *, strict: bool) -> dict[str, str]:
+    """digest -> canonical text of the blobs in ``data`` (a torn last line left out).
+
+    :raises StoreError: ``strict`` and a line before the last is not a blob.
+    """
+    table: dict[str, str] = {}
+    lines, _torn = _complete_lines(data or b"")
+    for number, line in enumerate(lines, 1):
+        try:
+            blob = json.loads(line)
+            table[blob["digest"]] = canonical_json(blob["value"])
+        except (ValueError, KeyError, TypeError):
+            if strict:
+                raise StoreError(f"{path} line {number} is corrupt: move the run aside and start a new one") from None
+    return table
+
+
+def _expanded(packed: dict[str, Any], blobs: dict[str, str], path: Path, number: int) -> dict[str, Any]:
+    try:
+        return compact.expand(packed, blobs)
+    except KeyError as exc:
+        raise StoreError(f"{path} line {number} refers to {exc} that {BLOBS} does not hold: "
+                         "move the run aside and start a new one") from None
+
+
+def read_journal(run_path: Path) -> list[dict[str, Any]]:
+    """The records of a run's journal as they were appended, without locking or repairing it (a run in progress
+    may be read): a torn or unreadable line is left out.
+
+    The journal is read before the blobs: every blob a line refers to was written before that line.
+    :raises StoreError: a line refers to a blob the run does not hold, or a sealed file is corrupt.
+    """
+    journal = stored_bytes(run_path / JOURNAL) or b""
+    blobs = _blob_table(stored_bytes(run_path / BLOBS), run_path / BLOBS, strict=False)
+    entries = []
+    for number, line in enumerate(journal.split(b"\n"), 1):
+        with contextlib.suppress(ValueError):
+            entries.append(_expanded(json.loads(line), blobs, run_path / JOURNAL, number))
+    return entries
+
+
+def read_results(run_path: Path, advice: str) -> list[dict[str, Any]] | None:
+    """A finished run's results (``results.jsonl.gz``, or an older run's ``results.jsonl``); None if it has none.
+
+    :raises StoreError: a line is not JSON, or the file cannot be read (one line naming it, then ``advice``).
+    """
+    path = run_path / RESULTS
+    try:
+        data = gzip.decompress(path.read_bytes())
+    except FileNotFoundError:
+        path = run_path / PLAIN_RESULTS
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return None
+    except (OSError, EOFError) as exc:
+        raise StoreError(f"{path} is corrupt ({exc}): {advice}") from None
+    results = []
+    for number, line in enumerate(data.decode().splitlines(), 1):
+        try:
+            results.append(json.loads(line))
+        except ValueError:
+            raise StoreError(f"{path} line {number} is corrupt: {advice}") from None
+    return results
 
 
 @dataclass
@@ -74,6 +182,8 @@ class Run:
     meta: dict[str, Any]
     _lock: IO[str] | None = field(default=None, repr=False)
     _journal: IO[str] | None = field(default=None, repr=False)
+    _blob_file: IO[str] | None = field(default=None, repr=False)
+    _blobs: dict[str, str] | None = field(default=None, repr=False)
     torn: int = 0
 
     @property
@@ -81,45 +191,99 @@ class Run:
         return self.path.name
 
     def journal_entries(self) -> list[dict[str, Any]]:
-        """Entries already recorded; a torn (partial) last line is dropped and counted in ``torn``."""
-        path = self.path / "journal.jsonl"
+        """Entries already recorded, as appended; a torn (partial) last line is dropped and counted in ``torn``.
+
+        A sealed run is unsealed first (this run is about to go on), and a torn last line is cut off the
+        file, so that the next append starts a line of its own.
+        """
+        self._unseal()
+        path = self.path / JOURNAL
         if not path.exists():
             return []
+        blobs = self._stored_blobs()
         entries = []
-        text = path.read_text()
-        lines = text.split("\n")
+        lines = path.read_bytes().split(b"\n")
         for number, line in enumerate(lines):
             if not line.strip():
                 continue
             try:
                 if number == len(lines) - 1:  # no newline after it: the write did not finish
                     raise ValueError("unterminated")
-                entries.append(json.loads(line))
+                packed = json.loads(line)
             except ValueError:
                 if number >= len(lines) - 2:  # only the last line may be torn
                     self.torn += 1
-                    self._truncate_torn_tail()
+                    _truncate_torn_tail(path)
                     continue
                 raise StoreError(f"{path} line {number + 1} is corrupt: move the run aside and start a new one") from None
+            entries.append(_expanded(packed, blobs, path, number + 1))
         return entries
 
-    def _truncate_torn_tail(self) -> None:
-        path = self.path / "journal.jsonl"
-        data = path.read_bytes()
-        cut = data.rfind(b"\n") if not data.endswith(b"\n") else data.rstrip(b"\n").rfind(b"\n")
-        with open(path, "r+b") as handle:
-            handle.truncate(cut + 1 if cut >= 0 else 0)
+    def _stored_blobs(self) -> dict[str, str]:
+        """The blobs stored so far (read once); a torn last blob line is cut off the file (no line refers to it)."""
+        if self._blobs is None:
+            path = self.path / BLOBS
+            data = path.read_bytes() if path.exists() else b""
+            if _complete_lines(data)[1]:
+                _truncate_torn_tail(path)
+                data = path.read_bytes()
+            self._blobs = _blob_table(data, path, strict=True)
+        return self._blobs
+
+    def _unseal(self) -> None:
+        """The journal and blobs as plain files again, to append to (:meth:`seal` undone): each written whole, then
+        its ``.gz`` removed; a ``.gz`` beside its plain file is a leftover of a kill and goes."""
+        for name in (JOURNAL, BLOBS):
+            plain, sealed = self.path / name, self.path / f"{name}.gz"
+            if not sealed.exists():
+                continue
+            if not plain.exists():
+                atomic_write(plain, stored_bytes(plain) or b"")
+                self._blobs = None
+            sealed.unlink()
+
+    def seal(self) -> None:
+        """Gzip the journal and blobs of a finished run (read rarely from now on): each ``.gz`` written whole,
+        then the plain file removed. A kill between the two leaves both, the same records: the plain file is read."""
+        self._close_files()
+        for name in (JOURNAL, BLOBS):
+            plain = self.path / name
+            if plain.exists():
+                atomic_write(self.path / f"{name}.gz", gzipped(plain.read_bytes()))
+                plain.unlink()
 
     def append(self, entry: dict[str, Any]) -> None:
-        """Record one result durably (one line, flushed and fsync'd)."""
+        """Record one result durably: the blobs its stored form needs first, then its line (each flushed and
+        fsync'd), so that a kill between the two leaves a blob no line refers to, never a line without its blob."""
         if self._journal is None:
-            self._journal = open(self.path / "journal.jsonl", "a")  # noqa: SIM115 - lives with the run
+            self._unseal()  # appending to a sealed journal's empty plain file would hide the sealed records
+        blobs = self._stored_blobs()
+        packed, new = compact.pack(entry, blobs)
+        if new:
+            if self._blob_file is None:
+                self._blob_file = open(self.path / BLOBS, "a")  # noqa: SIM115 - lives with the run
+            self._write(self._blob_file, "".join(canonical_json({"digest": name, "value": json.loads(text)}) + "\n"
+                                                 for name, text in new.items()), self.path / BLOBS)
+            blobs.update(new)
+        if self._journal is None:
+            self._journal = open(self.path / JOURNAL, "a")  # noqa: SIM115 - lives with the run
+        self._write(self._journal, canonical_json(packed) + "\n", self.path / JOURNAL)
+
+    @staticmethod
+    def _write(handle: IO[str], text: str, path: Path) -> None:
         try:
-            self._journal.write(canonical_json(entry) + "\n")
-            self._journal.flush()
-            os.fsync(self._journal.fileno())
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
         except OSError as exc:
-            raise store_error(exc, self.path / "journal.jsonl") from exc
+            raise store_error(exc, path) from exc
+
+    def write_results(self, records: list[dict[str, Any]]) -> None:
+        """``results.jsonl.gz``: one canonical JSON line per record, gzipped reproducibly (an older run's plain
+        ``results.jsonl``, left by a resume, goes)."""
+        atomic_write(self.path / RESULTS, gzipped("".join(canonical_json(r) + "\n" for r in records).encode()))
+        with contextlib.suppress(FileNotFoundError):
+            (self.path / PLAIN_RESULTS).unlink()
 
     def write_json(self, name: str, data: Any) -> None:
         atomic_write(self.path / name, json.dumps(data, indent=2, sort_keys=True) + "\n")
@@ -127,10 +291,14 @@ class Run:
     def write_text(self, name: str, text: str) -> None:
         atomic_write(self.path / name, text)
 
+    def _close_files(self) -> None:
+        for handle in (self._journal, self._blob_file):
+            if handle is not None:
+                handle.close()
+        self._journal = self._blob_file = None
+
     def close(self) -> None:
-        if self._journal is not None:
-            self._journal.close()
-            self._journal = None
+        self._close_files()
         if self._lock is not None:  # the file goes while still held: no lock survives a run, finished or stopped
             with contextlib.suppress(OSError):
                 (self.path / "lock").unlink()
@@ -143,6 +311,14 @@ class Run:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _truncate_torn_tail(path: Path) -> None:
+    """Cut ``path`` after its last complete line (the line after it was torn by a kill)."""
+    data = path.read_bytes()
+    cut = data.rfind(b"\n") if not data.endswith(b"\n") else data.rstrip(b"\n").rfind(b"\n")
+    with open(path, "r+b") as handle:
+        handle.truncate(cut + 1 if cut >= 0 else 0)
 
 
 def _lock(path: Path) -> IO[str]:
@@ -217,10 +393,7 @@ def read_run(runs_dir: Path, run_id: str) -> tuple[dict[str, Any], list[dict[str
     if not (path / "run.json").is_file():
         raise StoreError(f"{path} is not a bisect-spec run (no run.json)")
     run = Run(path, json.loads((path / "run.json").read_text()))
-    entries = []
-    for line in (path / "journal.jsonl").read_text().splitlines() if (path / "journal.jsonl").exists() else []:
-        with contextlib.suppress(ValueError):
-            entries.append(json.loads(line))
+    entries = read_journal(path)
     summary = json.loads((path / "summary.json").read_text()) if (path / "summary.json").is_file() else None
     return run.meta, entries, summary
 
@@ -267,11 +440,7 @@ def list_runs(runs_dir: Path) -> list[dict[str, Any]]:
             meta = json.loads((path / "run.json").read_text())
         except ValueError:
             continue
-        journal = path / "journal.jsonl"
-        done = 0
-        if journal.exists():
-            with journal.open() as handle:
-                done = sum(1 for _ in handle)
+        done = (stored_bytes(path / JOURNAL) or b"").count(b"\n")
         summary = json.loads((path / "summary.json").read_text()) if (path / "summary.json").is_file() else None
         rows.append({"id": path.name, "target": meta.get("target", {}), "strategy": meta.get("strategy", {}).get("name"),
                      "planned": meta.get("plan_size"), "recorded": done, "complete": summary is not None,

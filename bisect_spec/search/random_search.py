@@ -12,16 +12,23 @@ Import these in your own tests::
 configurations from the space and is *targeted* at novelty (``hypothesis.target``),
 so it steers towards configurations whose outcome no earlier one had. It takes a
 predicate and starts no processes; already-known outcomes come from the caller's cache.
+
+Hypothesis keeps files even with its example database off: it caches the constants it reads from
+the code it runs under ``.hypothesis/`` in the working directory. :func:`search` points that at a
+directory the caller names (a sweep: the bisect-spec home), so a sweep leaves nothing where it was
+started, and puts back what was there before for whatever runs Hypothesis next in the process.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 from hypothesis import HealthCheck, Phase, given, settings, target
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
+from hypothesis.configuration import set_hypothesis_home_dir, storage_directory
 
 from bisect_spec.model.flags import Config
 from bisect_spec.search.space import FlagSpace
@@ -48,11 +55,14 @@ def configs(space: FlagSpace, *, max_flags: int | None = None) -> st.SearchStrat
     return build()
 
 
-def search(space: FlagSpace, outcome_key: Callable[[Config], str], *, budget: int, seed: int) -> list[Config]:
+def search(space: FlagSpace, outcome_key: Callable[[Config], str], *, budget: int, seed: int,
+           storage: Path | None = None) -> list[Config]:
     """Hypothesis-driven search: ``budget`` configurations, steered towards new outcomes.
 
     :param outcome_key: evaluates a configuration and returns its outcome class
         (e.g. ``"passed"`` or a signature id); called once per configuration.
+    :param storage: where Hypothesis keeps its files meanwhile (None: where it would anyway,
+        ``.hypothesis/`` in the working directory).
     :return: the configurations evaluated, in order.
     """
     if budget <= 0 or not space.specs:
@@ -75,9 +85,23 @@ def search(space: FlagSpace, outcome_key: Callable[[Config], str], *, budget: in
         seen_keys[key] = count + 1
         target(1.0 / (1 + count), label="novelty")
 
-    with contextlib.suppress(_BudgetSpent):
+    with contextlib.suppress(_BudgetSpent), _hypothesis_home(storage):
         explore()
     return tried
+
+
+@contextlib.contextmanager
+def _hypothesis_home(directory: Path | None) -> Iterator[None]:
+    """Hypothesis' files under ``directory`` meanwhile (nothing changed for None), its own choice put back after."""
+    if directory is None:
+        yield
+        return
+    before = storage_directory(intent_to_write=False).home_directory  # resolves, creates nothing
+    set_hypothesis_home_dir(directory)
+    try:
+        yield
+    finally:
+        set_hypothesis_home_dir(before)
 
 
 class _BudgetSpent(BaseException):

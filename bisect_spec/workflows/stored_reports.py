@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +28,7 @@ def report_input(target: str | Path, *, runs_dir: Path = Path("runs")) -> Any:
         known = store.list_runs(runs_dir)
         hint = f"; recent runs: {', '.join(r['id'] for r in known[-3:])}" if known else ""
         raise UsageError(f"no run or nightly '{target}': not a path, and no run '{target}' in {runs_dir}{hint}")
-    if path.is_file() and path.name in ("run.json", "summary.json", "results.jsonl"):
+    if path.is_file() and path.name in ("run.json", "summary.json", store.RESULTS, store.PLAIN_RESULTS):
         path = path.parent
     if path.is_file() and path.suffix != ".json":
         raise UsageError(f"{path} is neither a bisect-spec run (a directory with run.json) nor a nightly (nightly.json)")
@@ -45,14 +44,7 @@ def report_input(target: str | Path, *, runs_dir: Path = Path("runs")) -> Any:
                          f"bisect-spec --resume {path.name}, then report")
     advice = "the run cannot be reported; run the sweep again"
     meta, summary = store.read_json(path / "run.json", advice), store.read_json(path / "summary.json", advice)
-    results = []
-    if (path / "results.jsonl").is_file():
-        for number, line in enumerate((path / "results.jsonl").read_text().splitlines(), 1):
-            try:
-                results.append(json.loads(line))
-            except ValueError:
-                raise StoreError(f"{path / 'results.jsonl'} line {number} is corrupt: {advice}") from None
-    return SweepInput(path.name, meta, summary, results)
+    return SweepInput(path.name, meta, summary, store.read_results(path, advice) or [])
 
 
 def report(target_path: str | Path, fmt: str = "md", *, runs_dir: Path = Path("runs"), algorithm: str | None = None,

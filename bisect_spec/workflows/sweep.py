@@ -1,7 +1,7 @@
 """A sweep: a strategy's flag space evaluated on one target, stored as a run (:func:`sweep`, :class:`SweepRun`).
 
 The run is a directory (:mod:`bisect_spec.runtime.store`): ``run.json`` (what was asked), the journal
-(every outcome as it arrives, so a killed run resumes where it stopped), then ``results.jsonl``,
+(every outcome as it arrives, so a killed run resumes where it stopped), then ``results.jsonl.gz``,
 ``summary.json``, ``summary.md``, ``report.html`` and ``timing.json``. :func:`failures_for_ci` is
 what ``--fail-on`` counts.
 """
@@ -233,6 +233,7 @@ class SweepRun:
                 if self.shrink:
                     with self._timed("shrink"):
                         self.shrink_signatures()
+                self.run_store.seal()  # complete, and read rarely from now on: gzipped before the reports (peak size)
                 with self._timed("reports"):
                     self.write_reports()
                 return SweepResult(self.run_store.id, self.run_store.path, self.target, self.summary, self.ordered,
@@ -518,7 +519,8 @@ class SweepRun:
             found = self.outcomes[key]
             return found.signature.id if found.signature else found.status.value
 
-        self.searched = search(self.search_space, key_of, budget=self.strategy.random_budget, seed=self.strategy.seed)
+        self.searched = search(self.search_space, key_of, budget=self.strategy.random_budget, seed=self.strategy.seed,
+                               storage=environments.home() / "cache" / "hypothesis")  # nothing left in the cwd
 
     def peel_rows(self) -> None:
         """Peeling (:mod:`bisect_spec.search.peel`) wired to the session, the cache and the journal.
@@ -662,7 +664,7 @@ class SweepRun:
         return outcome.signature is None or outcome.signature.id != signature
 
     def write_reports(self) -> None:
-        """``results.jsonl``, ``summary.json``, ``summary.md``, ``report.html`` and ``timing.json``.
+        """``results.jsonl.gz``, ``summary.json``, ``summary.md``, ``report.html`` and ``timing.json``.
 
         The HTML page is rendered from the run in memory, as stored (keys sorted, local paths as
         placeholders): the page ``bisect-spec report RUN --format html`` renders from the files.
@@ -678,7 +680,7 @@ class SweepRun:
         if target.draft and target.draft.path:
             local[str(target.draft.path)] = DRAFT
         results = [reproducible(o.to_dict(), local) for o in self.ordered]
-        run.write_text("results.jsonl", "".join(store.canonical_json(r) + "\n" for r in results))
+        run.write_results(results)
         run.write_json("summary.json", self.summary)
         run.write_text("summary.md", summary_markdown(self.summary))
         stored = SweepInput(run.id, _as_stored(run.meta), _as_stored(self.summary),

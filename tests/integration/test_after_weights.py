@@ -21,7 +21,7 @@ from bisect_spec import api
 from bisect_spec.model.flags import Config
 from bisect_spec.model.outcome import Status
 from bisect_spec.reduce.shrink import Budget
-from bisect_spec.runtime import environments
+from bisect_spec.runtime import environments, store
 from bisect_spec.runtime.session import Session
 from tests.conftest import require_release, shared_session
 
@@ -117,7 +117,7 @@ def test_a_sweep_over_those_flags_finds_the_assertion_and_counts_stages(tmp_path
              or (s.get("example_frame") or {}).get("function") == "_get_attention_backend"]
     assert found, [s.get("headline") for s in result.summary["signatures"]]
     stages = result.summary["stages"]
-    journal = [json.loads(line) for line in (result.run_path / "journal.jsonl").read_text().splitlines()]
+    journal = store.read_journal(result.run_path)
     passes = [e["outcome"] for e in journal if e["outcome"]["status"] == "passed"]
     passed_at = [o["stage"] for o in passes if o["stage"] not in (o.get("needs_gpu") or {})]
     stopped_at = [o["stage"] for o in passes if o["stage"] in (o.get("needs_gpu") or {})]

@@ -7,12 +7,12 @@ reach it in this space, the same sweep without them does not.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
 from bisect_spec import api
+from bisect_spec.runtime import store
 from tests.conftest import require_release
 
 pytestmark = pytest.mark.sglang
@@ -47,7 +47,7 @@ def test_branch_rows_reach_the_unified_memory_check_under_dflash_that_covering_r
     shown: list[str] = []
     result = api.sweep(spec, strategy=str(strategy), runs_dir=tmp_path / "runs", jobs=2, use_cache=False,
                        progress=lambda done, total, signatures, phase: shown.append(phase))
-    journal = [json.loads(line) for line in (result.run_path / "journal.jsonl").read_text().splitlines()]
+    journal = store.read_journal(result.run_path)
     rows = [e["outcome"] for e in journal if e["phase"] == "branch"]
     assert ("_assert_spec_verify_backends" in statements(result)) is branches
     if not branches:

@@ -26,7 +26,7 @@ def test_two_sweeps_on_different_runs_give_identical_results(tmp_path: Path) -> 
         _, err = proc.communicate(timeout=1800)  # a safety net on a busy machine, not a speed check
         assert proc.returncode == 0, err.decode()[-2000:]
     runs = [next((tmp_path / name).iterdir()) for name in ("a", "b")]
-    for name in ("results.jsonl", "summary.json"):
+    for name in ("results.jsonl.gz", "summary.json"):
         assert (runs[0] / name).read_bytes() == (runs[1] / name).read_bytes()
 
 

@@ -21,6 +21,7 @@ import pytest
 from bisect_spec import api
 from bisect_spec.model.flags import Config
 from bisect_spec.model.outcome import Outcome
+from bisect_spec.runtime import store
 from tests.cli.helpers import run
 from tests.conftest import require_release
 from tests.schemas import assert_valid
@@ -106,7 +107,7 @@ def test_flags_after_the_double_dash_are_in_every_configuration(tmp_path: Path) 
     require_release("0.5.12")
     report = api.diff("0.5.12", "0.5.12", api.TargetSpec(model="kimi-k2.6", draft="eagle3"), runs_dir=tmp_path,
                       flags=["--tp", "8", "--page-size", "16"], jobs=1)
-    runs = [json.loads(line) for line in (Path(report.runs["new"]) / "results.jsonl").read_text().splitlines()]
+    runs = store.read_results(Path(report.runs["new"]), "") or []
     assert runs
     configs = [Config.from_argv(r["config"]) for r in runs]
     assert all(c.get("--tp") == ("8",) and c.get("--page-size") == ("16",) for c in configs)

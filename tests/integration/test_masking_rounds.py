@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
 from bisect_spec import api
+from bisect_spec.runtime import store
 from tests.conftest import require_release
 
 pytestmark = pytest.mark.sglang
@@ -47,7 +47,7 @@ def test_rounds_cover_tuples_the_array_masked_and_never_repeat_a_known_failure(t
     # the seed failures were shrunk to their minimal reproducers and forbidden afterwards
     forbidden = {tuple(m) for ms in masking["forbidden"].values() for m in ms}
     assert ("--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "1") in forbidden
-    journal = [json.loads(line) for line in (result.run_path / "journal.jsonl").read_text().splitlines()]
+    journal = store.read_journal(result.run_path)
     rounds = [e for e in journal if e["phase"] == "round"]
     assert 0 < len(rounds) <= sum(r["rows"] for r in later)  # a round row seen before is not evaluated again
     # no row of a round holds a reproducer learnt in the array's round with every flag its failure needs

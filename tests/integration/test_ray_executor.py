@@ -1,7 +1,7 @@
 """The Ray executor gives the local executor's results, on a local Ray cluster (2 CPUs).
 
 Real SGLang 0.5.23 workers run inside Ray actors; the same sweep through both executors
-must store byte-identical ``results.jsonl`` and ``summary.json``, and real worker faults
+must store byte-identical ``results.jsonl.gz`` and ``summary.json``, and real worker faults
 (tests/resources/fault_plugin.py) must become the same outcome records.
 """
 
@@ -36,7 +36,7 @@ def fault(kind: str) -> Config:
 
 
 def comparable(outcome: Any) -> dict[str, Any]:
-    """An outcome record without durations and tracebacks (what results.jsonl keeps)."""
+    """An outcome record without durations and tracebacks (what results.jsonl.gz keeps)."""
     return reproducible(outcome.to_dict(), {})
 
 
@@ -51,7 +51,7 @@ def test_a_ray_sweep_stores_byte_identical_results_to_a_local_one(tmp_path: Path
     local = api.sweep(SPEC, strategy="quick", seed=0, jobs=2, runs_dir=tmp_path / "local", use_cache=False)
     remote = api.sweep(SPEC, strategy="quick", seed=0, jobs=2, runs_dir=tmp_path / "ray", use_cache=False,
                        executor="ray", on_start=where)
-    for name in ("results.jsonl", "summary.json"):
+    for name in ("results.jsonl.gz", "summary.json"):
         assert (remote.run_path / name).read_bytes() == (local.run_path / name).read_bytes(), name
     # the comparison means something: both seed failures and every plan row are in it
     assert len(remote.summary["signatures"]) >= 2 and len(remote.outcomes) > 100

@@ -23,7 +23,7 @@ import pytest
 
 from bisect_spec import api
 from bisect_spec.model.flags import Config
-from bisect_spec.runtime import environments
+from bisect_spec.runtime import environments, store
 from bisect_spec.runtime.session import Session
 from bisect_spec.search.plan import covering_plan, load_strategy
 from tests.conftest import require_release, shared_session
@@ -46,12 +46,12 @@ def quick_sweep(runs_dir: Path, *, use_cache: bool = False) -> api.SweepResult:
     return api.sweep(SPEC, strategy="quick", jobs=2, runs_dir=runs_dir, use_cache=use_cache)
 
 
-def lines(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines()]
+def results(run_path: Path) -> list[dict[str, Any]]:
+    return store.read_results(run_path, "") or []
 
 
 def result_keys(run_path: Path) -> list[str]:
-    return [Config.from_argv(r["config"]).key() for r in lines(run_path / "results.jsonl")]
+    return [Config.from_argv(r["config"]).key() for r in results(run_path)]
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +72,7 @@ def test_quick_sweep_finds_both_seed_failures(reference: api.SweepResult) -> Non
     assert assertion["example_frame"]["function"] == "_handle_eagle_family"
     assert type_error["location"] == HOOK and type_error["message"] == TYPE_ERROR
     assert summary["strategy"] == "quick" and summary["seed"] == 0
-    records = lines(reference.run_path / "results.jsonl")
+    records = results(reference.run_path)
     assert summary["evaluated"] == len(records) == len(reference.outcomes)
     assert sum(summary["counts"].values()) == len(records)
     assert summary["counts"]["failed"] == sum(s["count"] for s in summary["signatures"])
@@ -92,9 +92,9 @@ def test_results_follow_the_plan_and_the_same_seed_gives_identical_files(referen
                                                                          tmp_path: Path) -> None:
     again = quick_sweep(tmp_path)
     assert again.run_id != reference.run_id
-    for name in ("run.json", "results.jsonl", "summary.json", "summary.md"):
+    for name in ("run.json", "results.jsonl.gz", "summary.json", "summary.md"):
         assert (again.run_path / name).read_bytes() == (reference.run_path / name).read_bytes(), name
-    # results.jsonl is the plan (the baseline at the deployment shape first, in plan order), then the search's new
+    # the results are the plan (the baseline at the deployment shape first, in plan order), then the search's new
     # configurations
     strategy = load_strategy("quick")
     session = Session(reference.target)
@@ -150,11 +150,11 @@ def test_kill_9_then_resume_loses_and_duplicates_nothing(reference: api.SweepRes
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert f"run {run_id} stored in {runs / run_id}" in done.stdout
-    entries = lines(journal)
+    entries = store.read_journal(journal.parent)
     keys = [str(e["key"]) for e in entries]
     assert len(keys) == len(set(keys)), "a configuration was journaled twice"
     assert set(keys) == set(result_keys(journal.parent)) == set(result_keys(reference.run_path))
-    for name in ("run.json", "results.jsonl", "summary.json"):
+    for name in ("run.json", "results.jsonl.gz", "summary.json"):
         assert (journal.parent / name).read_bytes() == (reference.run_path / name).read_bytes(), name
 
 
@@ -176,20 +176,20 @@ def test_cross_run_cache_reuses_outcomes(reference: api.SweepResult,
                                          cached_pair: tuple[Path, api.SweepResult, api.SweepResult]) -> None:
     home, first, second = cached_pair
     assert first.reused == 0  # a fresh cache: everything evaluated
-    assert not any(e["cached"] for e in lines(first.run_path / "journal.jsonl"))
+    assert not any(e["cached"] for e in store.read_journal(first.run_path))
     assert (home / "cache" / "outcomes.sqlite").is_file()
     assert second.reused > 0
     assert second.worker == {}, "every outcome came from the cache: no worker should have started"
-    assert all(e["cached"] for e in lines(second.run_path / "journal.jsonl"))
+    assert all(e["cached"] for e in store.read_journal(second.run_path))
     assert first.summary == second.summary == reference.summary
-    assert (first.run_path / "results.jsonl").read_bytes() == (second.run_path / "results.jsonl").read_bytes()
+    assert (first.run_path / "results.jsonl.gz").read_bytes() == (second.run_path / "results.jsonl.gz").read_bytes()
     timing = json.loads((second.run_path / "timing.json").read_text())
     assert timing["reused_from_cache"] == second.reused
 
 
 def test_reused_counts_every_cached_outcome(cached_pair: tuple[Path, api.SweepResult, api.SweepResult]) -> None:
     _, _, second = cached_pair
-    cached = sum(1 for e in lines(second.run_path / "journal.jsonl") if e["cached"])
+    cached = sum(1 for e in store.read_journal(second.run_path) if e["cached"])
     assert second.reused == cached
 
 
@@ -197,7 +197,7 @@ def test_results_do_not_depend_on_the_home_directory(reference: api.SweepResult,
                                                      cached_pair: tuple[Path, api.SweepResult, api.SweepResult]) -> None:
     _, first, _ = cached_pair  # evaluated from scratch (fresh cache), in another home
     assert first.summary == reference.summary
-    assert (first.run_path / "results.jsonl").read_bytes() == (reference.run_path / "results.jsonl").read_bytes()
+    assert (first.run_path / "results.jsonl.gz").read_bytes() == (reference.run_path / "results.jsonl.gz").read_bytes()
 
 
 def test_default_space_keeps_the_interacting_switches_of_0_5_23() -> None:

@@ -15,7 +15,9 @@ from typing import Any, NoReturn
 import pytest
 
 from bisect_spec.errors import StoreError
+from bisect_spec.model.flags import Config
 from bisect_spec.runtime import store
+from tests.unit.test_compact import MODEL, as_read, records
 
 ROOT = Path(__file__).resolve().parents[2]
 META: dict[str, Any] = {"schema": "bisect-spec/run/1", "target": {"release": "0.5.23", "model": "kimi-k2.6"},
@@ -169,6 +171,99 @@ def test_a_last_record_without_newline_survives_the_next_append(tmp_path: Path) 
         again = [e["key"] for e in run.journal_entries()]
     # whatever the policy for the unterminated record, the record appended after it must not be lost
     assert "k2" in again and again == [*kept, "k2"]
+
+
+# -- the stored form: blobs, sealing, torn appends --------------------------------------
+
+
+def test_records_come_back_as_appended_sealed_or_not(tmp_path: Path) -> None:
+    entries = records(40)
+    older = entries[0]  # a line of a run journaled before the stored form: read as it is
+    run = new_run(tmp_path)
+    (run.path / "journal.jsonl").write_text(store.canonical_json(older) + "\n")
+    for entry in entries[1:]:
+        run.append(entry)
+    expected = [as_read(e) for e in entries]
+    assert [json.dumps(e) for e in store.read_journal(run.path)] == expected  # read while the run goes on
+    run.seal()
+    assert sorted(p.name for p in run.path.glob("*.gz")) == ["blobs.jsonl.gz", "journal.jsonl.gz"]
+    assert not (run.path / "journal.jsonl").exists() and not (run.path / "blobs.jsonl").exists()
+    assert [json.dumps(e) for e in store.read_journal(run.path)] == expected
+    assert [json.dumps(e) for e in store.read_run(tmp_path, "r1")[1]] == expected
+    run.append(records(41)[40])  # a sealed run that goes on: unsealed first, nothing hidden
+    run.close()
+    assert [json.dumps(e) for e in store.read_journal(run.path)] == [*expected, as_read(records(41)[40])]
+    with store.open_run(tmp_path, "r1") as again:
+        assert [json.dumps(e) for e in again.journal_entries()] == [*expected, as_read(records(41)[40])]
+        again.seal()
+    assert [r["recorded"] for r in store.list_runs(tmp_path)] == [len(entries) + 1]
+
+
+def test_a_kill_between_the_steps_of_sealing_keeps_each_record_once(tmp_path: Path) -> None:
+    run = new_run(tmp_path)
+    for entry in records(10):
+        run.append(entry)
+    run.close()
+    plain = {name: (run.path / name).read_bytes() for name in ("journal.jsonl", "blobs.jsonl")}
+    with store.open_run(tmp_path, "r1") as again:
+        again.seal()
+    for name, data in plain.items():  # killed after writing the .gz files, before removing the plain ones
+        (run.path / name).write_bytes(data)
+    expected = [as_read(e) for e in records(10)]
+    assert [json.dumps(e) for e in store.read_journal(run.path)] == expected
+    with store.open_run(tmp_path, "r1") as again:
+        assert [json.dumps(e) for e in again.journal_entries()] == expected
+        assert not list(run.path.glob("*.gz"))  # the leftovers go: the plain files are the record
+        again.append(records(11)[10])
+    assert [json.dumps(e) for e in store.read_journal(run.path)] == [*expected, as_read(records(11)[10])]
+
+
+def test_a_torn_append_at_every_byte_loses_nothing_committed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kill at any byte of the last append (its new blobs, then its line): the records before it come back, the
+    torn one is counted once, and the next append after it reads back whole."""
+    monkeypatch.setattr(os, "fsync", lambda fd: None)  # about the bytes a kill leaves, not the disk: a thousand appends
+    entries = records(7)
+    config = ["--tp-size", "8"]  # a short last record: a few hundred cuts
+    last = {"phase": "round", "index": 7, "key": Config.from_argv(config).key(), "cached": False,
+            "outcome": {"argv": ["--model-path", MODEL, "--trust-remote-code", *config], "config": config,
+                        "status": "failed", "traceback_tail": "a failure no record had before it, long enough for a blob"}}
+    run = new_run(tmp_path)
+    for entry in entries:
+        run.append(entry)
+    committed = {name: (run.path / name).read_bytes() for name in ("journal.jsonl", "blobs.jsonl")}
+    run.append(last)
+    run.close()
+    full = {name: (run.path / name).read_bytes() for name in committed}
+    blob_bytes = full["blobs.jsonl"][len(committed["blobs.jsonl"]):]
+    line_bytes = full["journal.jsonl"][len(committed["journal.jsonl"]):]
+    assert blob_bytes and line_bytes, "the last append writes a blob and a line"
+    written = blob_bytes + line_bytes  # in this order
+    expected = [as_read(e) for e in entries]
+    for cut in range(len(written)):
+        (run.path / "blobs.jsonl").write_bytes(committed["blobs.jsonl"] + written[:cut][:len(blob_bytes)])
+        (run.path / "journal.jsonl").write_bytes(committed["journal.jsonl"] + written[len(blob_bytes):cut])
+        with store.open_run(tmp_path, "r1") as again:
+            assert [json.dumps(e) for e in again.journal_entries()] == expected, cut
+            assert again.torn == (cut > len(blob_bytes)), cut
+            again.append(last)  # the resume evaluates it again
+        assert [json.dumps(e) for e in store.read_journal(run.path)] == [*expected, as_read(last)], cut
+
+
+def test_results_are_gzipped_the_same_each_time_and_older_plain_ones_read(tmp_path: Path) -> None:
+    outcomes = [e["outcome"] for e in records(20)]
+    run = new_run(tmp_path)
+    run.write_results(outcomes)
+    first = (run.path / "results.jsonl.gz").read_bytes()
+    run.write_results(outcomes)
+    assert (run.path / "results.jsonl.gz").read_bytes() == first
+    assert [json.dumps(r) for r in store.read_results(run.path, "advice") or []] == [as_read(o) for o in outcomes]
+    (run.path / "results.jsonl.gz").unlink()
+    assert store.read_results(run.path, "advice") is None
+    (run.path / "results.jsonl").write_text("".join(store.canonical_json(o) + "\n" for o in outcomes))
+    assert [json.dumps(r) for r in store.read_results(run.path, "advice") or []] == [as_read(o) for o in outcomes]
+    run.write_results(outcomes)  # a resumed older run: its plain results go
+    assert not (run.path / "results.jsonl").exists()
+    run.close()
 
 
 # -- disk full and unwritable --------------------------------------------------------
