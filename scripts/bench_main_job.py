@@ -26,6 +26,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from bisect_spec.runtime import store
+
 COMMAND = ["--model", "kimi-k2.6", "--draft", "eagle3", "--no-cache"]
 
 
@@ -39,12 +41,9 @@ def run_once(checkout: Path, extra: list[str]) -> dict[str, Any]:
     wall = time.perf_counter() - started
     [run] = [p for p in runs.iterdir() if p.is_dir()]
     timing = json.loads((run / "timing.json").read_text())
-    configs, seconds = 0, 0.0
-    with (run / "results.jsonl").open() as results:
-        for line in results:
-            record = json.loads(line)
-            configs += 1
-            seconds += float((record.get("outcome") or record).get("seconds") or 0)
+    records = store.read_results(run, "rerun the benchmark") or []  # results.jsonl.gz, or an older run's plain file
+    configs = len(records)
+    seconds = sum(float(record.get("seconds") or 0) for record in records)
     return {"wall": wall, "phases": timing.get("phases") or {}, "seconds": timing.get("seconds"), "configs": configs,
             "evaluation_seconds": seconds, "workers": timing.get("jobs")}
 
