@@ -41,9 +41,9 @@ def run_once(checkout: Path, extra: list[str]) -> dict[str, Any]:
     wall = time.perf_counter() - started
     [run] = [p for p in runs.iterdir() if p.is_dir()]
     timing = json.loads((run / "timing.json").read_text())
-    records = store.read_results(run, "rerun the benchmark") or []  # results.jsonl.gz, or an older run's plain file
-    configs = len(records)
-    seconds = sum(float(record.get("seconds") or 0) for record in records)
+    configs = len(store.read_results(run, "rerun the benchmark") or [])  # results.jsonl.gz, or an older plain file
+    # the journal keeps each evaluation's own seconds (the results leave durations out)
+    seconds = sum(float((entry.get("outcome") or {}).get("seconds") or 0) for entry in store.read_journal(run))
     return {"wall": wall, "phases": timing.get("phases") or {}, "seconds": timing.get("seconds"), "configs": configs,
             "evaluation_seconds": seconds, "workers": timing.get("jobs")}
 
