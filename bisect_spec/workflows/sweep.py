@@ -145,6 +145,7 @@ class SweepRun:
         self.runs_dir = runs_dir
         self.progress = progress
         self.on_start = on_start
+        self._told_started = False
         self.notify = notify
         #: the deployment shape's own evaluations, cached after the plan's rows (:meth:`_cached_or_evaluated`)
         self.shape_outcomes: list[Outcome] = []
@@ -349,11 +350,13 @@ class SweepRun:
                 cache.close()
 
     def _start(self) -> None:
-        """The session's workers, started once; the caller's ``on_start`` told once."""
+        """The session's workers, started once; the caller's ``on_start`` told once, also where something before
+        the first evaluation started them (the flag table on a cold cache, the deployment shape's widths)."""
         if not self.session.info:
             self.session.start()
-            if self.on_start:
-                self.on_start(self.session)
+        if self.on_start and not self._told_started:
+            self._told_started = True
+            self.on_start(self.session)
 
     def _read_journal(self) -> None:
         """What a resumed run recorded already, and the cross-run cache."""
