@@ -22,15 +22,17 @@ from .siblings import model_classes
 from .stage import Launch, Progress, Stage, _NotLoaded
 
 
-def refusal_of(runner: Any) -> BaseException | None:
-    """SGLang's own statements (:func:`model_classes.checks_after_initialize`) on ``runner``, which holds the built
-    model: their refusal (SGLang's verdict), or None where they pass or the release has none. What else they raise
-    (a device step) is raised."""
+def _statements(runner: Any) -> model_classes.Statements | None:
+    """The checks to run on ``runner`` (:func:`model_classes.checks_after_initialize`), or None where it holds no
+    built model or its release has none."""
     if runner is None or vars(runner).get("model") is None:
         return None
-    statements = model_classes.checks_after_initialize(type(runner).__mro__[1])
-    if statements is None:
-        return None
+    return model_classes.checks_after_initialize(type(runner).__mro__[1])
+
+
+def _refusal(statements: model_classes.Statements, runner: Any) -> BaseException | None:
+    """SGLang's ``statements`` on ``runner``, which holds the built model: their refusal (SGLang's verdict), or None
+    where they pass. What else they raise (a device step) is raised."""
     try:
         model_classes.run(statements, self=runner)
     except (AssertionError, ValueError, NotImplementedError) as exc:
@@ -42,12 +44,11 @@ def refusal_of(runner: Any) -> BaseException | None:
 
 def _runner_checks(launch: Launch) -> BaseException | None:
     """The stage, on the sized pool: the refusal is returned (and listed in ``launch.refusals``)."""
-    runner = launch.runner
-    if runner is None or vars(runner).get("model") is None \
-            or model_classes.checks_after_initialize(type(runner).__mro__[1]) is None:
+    statements = _statements(launch.runner)
+    if statements is None:
         return None
     launch.progress.enter(RUNNER_CHECKS.name)
-    refusal = refusal_of(runner)
+    refusal = _refusal(statements, launch.runner)
     if refusal is not None:
         launch.refusals.append(refusal)
     return refusal
@@ -57,13 +58,14 @@ def on_a_stopped_pool(runner: Any, progress: Progress, refusals: list[BaseExcept
     """Where the pool stopped after the load at what only a device answers (the sizing's collective over the
     pipeline ranks, ``--pp-size`` > 1; a post-load processing not run), a GPU goes on to these checks: their
     refusal is SGLang's verdict and is raised here, in this stage (a pass says nothing: the stop stands)."""
-    with contextlib.suppress(Exception, _NotLoaded):
-        refusal = refusal_of(runner)
-        if refusal is not None:
-            progress.enter(RUNNER_CHECKS.name)
-            refusals.append(refusal)
-    if refusals and progress.stage == RUNNER_CHECKS.name:
-        raise refusals[-1]
+    statements = _statements(runner)
+    refusal = None
+    with contextlib.suppress(Exception, _NotLoaded):  # a check that stops here too leaves the pool's stop standing
+        refusal = _refusal(statements, runner) if statements is not None else None
+    if refusal is not None:
+        progress.enter(RUNNER_CHECKS.name)
+        refusals.append(refusal)
+        raise refusal
 
 
 RUNNER_CHECKS = Stage("runner_checks", "the model runner's own checks after its load (quantised MoE, pipeline support)",
