@@ -54,6 +54,9 @@ def main() -> int:
     parser.add_argument("--after", type=Path, default=Path(__file__).resolve().parents[1])
     parser.add_argument("extra", nargs="*")
     options = parser.parse_args()
+    for path in (options.before, options.after):
+        if not (path / "bisect_spec" / "__init__.py").is_file():  # else the installed code would run unnoticed
+            parser.error(f"{path} is not a bisect-spec checkout (no bisect_spec/ package): give one, e.g. a git worktree")
     results = {name: run_once(path, options.extra) for name, path in (("before", options.before),
                                                                       ("after", options.after))}
     table = Table(title="the main job, cold (" + " ".join(["bisect-spec", *COMMAND]) + ")")

@@ -182,10 +182,15 @@ def main() -> int:
     parser.add_argument("--release", action="append")
     parser.add_argument("--markdown", action="store_true")
     options = parser.parse_args()
+    from bisect_spec.errors import BisectSpecError
     from bisect_spec.runtime import environments
 
-    releases = options.release or environments.installed()
-    results = [measure(release) for release in releases]
+    try:
+        releases = [environments.get(r).release for r in options.release] if options.release else environments.installed()
+        results = [measure(release) for release in releases]
+    except BisectSpecError as exc:  # an unknown or uninstalled release: one line naming the fix
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     print(markdown(results) if options.markdown else "\n".join(json.dumps(r) for r in results))
     return 0
 
