@@ -366,6 +366,7 @@ class Evaluator:
 
         self._memo = memo
         self._caches = memo.sglang_caches()
+        self._file_stamps: dict[str, tuple[Any, ...]] = {}
         self._modules_seen = len(sys.modules)
         self._tracer = _EnvReadTracer(lambda: self._caches)
         self._option_dest = {
@@ -549,11 +550,12 @@ class Evaluator:
         state = _ProcessState()
         parser = _RecordingParser(self.parser)
         progress = launch.Progress()
-        if self.paranoid or env:
+        if self.paranoid or env or self._files_changed(argv):
             # memoised answers computed under the worker's own environment may not hold under
-            # this one: start clean (and end clean: see ``state.dirty`` below)
+            # this one: start clean (and end clean: see ``state.dirty`` below); nor those read from a local
+            # model or draft whose files changed since (SGLang reads a config.json once per path)
             self._refresh_caches()
-            for cached in self._caches:
+            for cached in [*self._caches, *self._memo.sglang_file_caches()]:
                 cached.cache_clear()
         misses = {id(c): c.cache_info().misses for c in self._caches}
         retry = False
@@ -640,6 +642,29 @@ class Evaluator:
             gc.collect()
             gc.freeze()
             self._frozen_at = len(sys.modules)
+
+    def _files_changed(self, argv: list[str]) -> bool:
+        """Whether a local file or directory the command names (a model, a draft, a tokenizer) changed since this
+        worker last evaluated a command naming it: its files' sizes and modification times, read at every
+        evaluation (a directory's own files, not its subdirectories)."""
+        changed = False
+        for token in argv:
+            if not token.startswith(("/", ".")) or not os.path.exists(token):
+                continue
+            try:
+                if os.path.isdir(token):
+                    stamp: tuple[Any, ...] = tuple(sorted(
+                        (entry.name, entry.stat().st_mtime_ns, entry.stat().st_size)
+                        for entry in os.scandir(token) if entry.is_file()))
+                else:
+                    status = os.stat(token)
+                    stamp = (status.st_mtime_ns, status.st_size)
+            except OSError:
+                continue
+            before = self._file_stamps.get(token)
+            self._file_stamps[token] = stamp
+            changed = changed or (before is not None and before != stamp)
+        return changed
 
     def _refresh_caches(self) -> None:
         if len(sys.modules) != self._modules_seen:

@@ -458,6 +458,20 @@ def sglang_caches() -> list[Any]:
     return list(found.values())
 
 
+def sglang_file_caches() -> list[Any]:
+    """SGLang's own memo wrappers that are not ``functools``' (``lru_cache_frozenset``, 0.5.3+: the model's and the
+    draft's ``config.json`` read once per path, ``get_config``), defined in an imported SGLang module: plain functions
+    carrying a ``cache_clear`` of their own."""
+    found: dict[int, Any] = {}
+    for name, module in list(sys.modules.items()):
+        if not (name == "sglang" or name.startswith("sglang.")) or not isinstance(module, types.ModuleType):
+            continue
+        for value in list(vars(module).values()):
+            if isinstance(value, types.FunctionType) and callable(vars(value).get("cache_clear")):
+                found[id(value)] = value
+    return list(found.values())
+
+
 def reset_hardware_memo(caches: list[Any] | None = None) -> int:
     """Clear SGLang's memoised answers and its lazy platform singleton.
 

@@ -10,8 +10,8 @@ import inspect
 import sys
 from typing import Any
 
-from .device_stops import _stop_words
-from .faults import _refused_in
+from .device_stops import _run_to, _statement_calling, _stop_words, _tracing_allowed
+from .faults import _refused_in, sglang_verdict
 from .sglang_lookup import _attribute, _imported, _on_runner, _replaced
 from .siblings import model_classes
 from .stage import Progress, Stage, _NotLoaded
@@ -132,18 +132,37 @@ def _decode_graph_sizes(runner: Any, runner_cls: Any, progress: Progress,
     if original is None or entry is None or _request_pool_size(runner) is None:
         return None
     progress.enter(CUDA_GRAPH_SIZES.name)
-    _imported(_DECODE_GRAPH_MODULE)  # imported before the name is replaced in every module holding it
+    decode_graphs = _imported(_DECODE_GRAPH_MODULE)  # imported before the name is replaced in every module holding it
+    graph_runner_cls = vars(decode_graphs).get("DecodeCudaGraphRunner") if decode_graphs is not None else None
+    runner_init = getattr(vars(graph_runner_cls).get("__init__"), "__code__", None) \
+        if isinstance(graph_runner_cls, type) else None
+    runner_sizes_itself = runner_init is not None and \
+        _statement_calling(runner_init, "get_batch_sizes_to_capture", 0) is not None
     shared_cls = _attribute((_SHARED_OUTPUT_MODULE,), "GraphSharedOutput")
     create = vars(shared_cls).get("create_for_model_runner") if isinstance(shared_cls, type) else None
 
     def sized(model_runner: Any, *args: Any, **kwargs: Any) -> Any:
-        capture_bs, *_ = original(model_runner, *args, **kwargs)
+        chosen = original(model_runner, *args, **kwargs)
         width = args[0] if args else kwargs.get("captured_req_width", kwargs.get("num_tokens_per_bs", 1))
-        raise _CaptureReached({"capture_bs": [int(b) for b in capture_bs], "num_tokens_per_bs": width})
+        sizes = {"capture_bs": [int(b) for b in chosen[0]], "num_tokens_per_bs": width}
+        caller = sys._getframe(1)
+        device = _statement_calling(caller.f_code, "init_cuda_graph_state", caller.f_lineno)
+        if device is None:
+            if caller.f_code is not runner_init and runner_sizes_itself:
+                # 0.5.14 ... 0.5.21: the entry chooses the sizes for its log line, then builds the graph runner,
+                # which chooses them again itself: the stop is there
+                return chosen
+            raise _CaptureReached(sizes)  # nothing of the graph runner's follows: the sizes are the cut
+        # the graph runner's own statements after its sizes run, up to its first device step (its attention
+        # backend's graph buffers): 0.5.18+'s "Compact ragged verify does not support ..." among them
+        progress.cuda_graphs = sizes
+        _run_to(caller, device, _CaptureReached(sizes))
+        return chosen
 
     shared_rows: int | None = None
     try:
         with contextlib.ExitStack() as stack:
+            stack.enter_context(_tracing_allowed())
             if "attn_backend" not in vars(runner):
                 stack.enter_context(_on_runner(runner, "attn_backend", _BackendDefaults()))
             if create is not None:  # SGLang's own sizing of the shared buffer, its process-wide one put back
@@ -162,9 +181,12 @@ def _decode_graph_sizes(runner: Any, runner_cls: Any, progress: Progress,
     except _CaptureReached as reached:
         progress.cuda_graphs = reached.sizes
     except Exception as exc:
-        if _refused_in(exc, inspect.getsourcefile(original) or ""):
+        if _refused_in(exc, inspect.getsourcefile(original) or "") or (progress.cuda_graphs and sglang_verdict(exc)):
             refusals.append(exc)
             return exc
+        if progress.cuda_graphs:  # sized; what the graph runner does next stopped before its device step
+            raise _NotLoaded(f"the decode graphs' runner, after its batch sizes, stopped at {_stop_words(exc)}") \
+                from None
         raise _NotLoaded(f"the decode graphs' batch sizes stopped at {_stop_words(exc)}") from None
     else:
         progress.cuda_graphs = {"disabled": True}  # SGLang decided no decode graph is captured

@@ -236,3 +236,53 @@ def _chain(exc: BaseException) -> Iterator[BaseException]:
         seen.add(id(link))
         yield link
         link = link.__cause__ or link.__context__
+
+
+def _statement_calling(code: Any, method: str, after_line: int) -> int | None:
+    """The line of the first statement of the function compiled as ``code`` that comes after ``after_line`` and
+    calls a function or method named ``method`` (a statement of the function's top level, in source order), or
+    None."""
+    import ast
+    import textwrap
+
+    try:
+        lines, first = inspect.getsourcelines(code)
+        tree = ast.parse(textwrap.dedent("".join(lines)))
+    except (OSError, TypeError, SyntaxError):
+        return None
+    function = tree.body[0] if tree.body and isinstance(tree.body[0], (ast.FunctionDef, ast.AsyncFunctionDef)) else None
+    if function is None:
+        return None
+    for statement in function.body:
+        line = first + statement.lineno - 1
+        if line > after_line and any(isinstance(node, ast.Call) and method in (
+                getattr(node.func, "attr", None), getattr(node.func, "id", None)) for node in ast.walk(statement)):
+            return line
+    return None
+
+
+@contextlib.contextmanager
+def _tracing_allowed() -> Iterator[None]:
+    """Line events reach a frame's own trace function (``frame.f_trace``) only while a thread trace function is
+    set: one that traces no new call is set for the block, and the one before it put back afterwards."""
+    before = sys.gettrace()
+    if before is None:
+        sys.settrace(lambda *_args: None)
+    try:
+        yield
+    finally:
+        sys.settrace(before)
+
+
+def _run_to(frame: Any, line: int, stop: BaseException) -> None:
+    """Let the function running in ``frame`` go on, statement by statement, and raise ``stop`` in it as it reaches
+    ``line`` (within :func:`_tracing_allowed`): SGLang's own statements up to that one run as written."""
+
+    def trace(traced: Any, event: str, _arg: Any) -> Any:
+        if event == "line" and traced.f_lineno >= line:
+            traced.f_trace = None
+            raise stop
+        return trace
+
+    frame.f_trace_lines = True
+    frame.f_trace = trace
