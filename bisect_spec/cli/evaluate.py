@@ -22,8 +22,10 @@ from bisect_spec.cli.options import announce_hardware, deprecated_option, say_lo
 @click.option("--fix/--no-fix", default=True, show_default=True,
               help="On a failure, also find the nearest configuration that passes (verified) and print it as a "
                    "command.")
+@click.option("--no-cache", is_flag=True,
+              help="Evaluate the nearest configuration's candidates again, not from outcomes cached by earlier runs.")
 @click.argument("flags", nargs=-1, type=click.UNPROCESSED)
-def probe(as_json: bool, timeout: float, fix: bool, flags: tuple[str, ...], **kwargs: Any) -> None:
+def probe(as_json: bool, timeout: float, fix: bool, no_cache: bool, flags: tuple[str, ...], **kwargs: Any) -> None:
     """Resolve one configuration and show the verdict, signature and failing source.
 
     FLAGS are SGLang flags after --, or a whole pasted launch command
@@ -47,7 +49,8 @@ def probe(as_json: bool, timeout: float, fix: bool, flags: tuple[str, ...], **kw
     from bisect_spec.report import text as render
 
     spec = spec_from(kwargs)
-    result = api.probe(list(flags), spec, on_start=announce_hardware, timeout=timeout, notify=say_loading, fix=fix)
+    result = api.probe(list(flags), spec, on_start=announce_hardware, timeout=timeout, notify=say_loading, fix=fix,
+                       use_cache=not no_cache)
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2, sort_keys=True))
     else:

@@ -273,3 +273,49 @@ def fitting_layout(original: Config, evaluate: BatchPredicate, *, gpus: int, cau
     reason = ("the smallest layout whose weights fit the box's GPUs" if cause == "weights"
               else f"the widest layout the box's {gpus} GPUs can run")
     return {**fix.to_dict(), "reason": reason, "full_pass": not outcome.stopped_early}
+
+
+def _edits_between(original: Config, candidate: Config) -> list[str]:
+    """The edits that turn ``original`` into ``candidate``, in the words the fixes use (set, add, remove)."""
+    edits = []
+    for flag, value in original.items:
+        now = candidate.get(flag)
+        if now is None:
+            edits.append(f"remove {flag}")
+        elif now != value:
+            edits.append(f"set {flag} {_show(now)}")
+    edits += [f"add {flag} {_show(value)}" for flag, value in candidate.items if original.get(flag) is None]
+    return edits
+
+
+def fixed_then_fitted(original: Config, tried: dict[Config, Outcome], evaluate: BatchPredicate, *, gpus: int,
+                      space: FlagSpace | None = None, tp: str = TP, pp: str = PP, keep_algorithm: bool = False,
+                      attempts: int = 3) -> dict[str, Any] | None:
+    """For a refused configuration that no edit near it makes pass because the box cannot hold it as typed (a
+    model that needs more GPUs than the typed ``--tp-size``): the nearest edit SGLang accepted that then WILL NOT
+    START (``tried``: the candidates evaluated so far and their outcomes), with the nearest layout that starts on
+    the box (:func:`fitting_layout`), verified; the ``attempts`` nearest such edits are tried, fewest typed changes
+    first, then the simplest values (``space``); an edit whose resolved values are nonsense is never one of them.
+    ``keep_algorithm``: only edits that keep the typed ``--speculative-algorithm``."""
+    algorithm = original.get("--speculative-algorithm")
+    fixed = [config for config, outcome in tried.items() if outcome.will_not_start is not None
+             and (not keep_algorithm or config.get("--speculative-algorithm") == algorithm)
+             and not any(f.kind in ("nonsense", "left-none") for f in findings_of(outcome))]
+    fixed.sort(key=lambda c: (not _keeps_intent(original, c, tried[c]), len(_typed_changes(original, c)),
+                              len(_edits_between(original, c)),
+                              simplicity_key(c, space) if space is not None else (), c.key()))
+    fixes: list[Fix] = []
+    for candidate in fixed[:attempts]:
+        figures = tried[candidate].will_not_start or {}
+        layout = fitting_layout(candidate, evaluate, gpus=gpus, cause=str(figures.get("cause")), tp=tp, pp=pp)
+        if layout is not None:
+            config = Config.from_argv(layout["argv"])
+            outcome = tried.get(config) or evaluate([config])[0]  # ``evaluate`` may keep what it evaluated in ``tried``
+            fixes.append(Fix(tuple(_edits_between(original, config)), config,
+                             _keeps_intent(original, config, outcome), outcome))
+            if fixes[-1].keeps_intent and not outcome.stopped_early:
+                break
+    if not fixes:
+        return None
+    fix = min(fixes, key=lambda f: (not f.keeps_intent, bool(f.outcome.stopped_early), fixes.index(f)))
+    return {**fix.to_dict(original), "full_pass": not fix.outcome.stopped_early}

@@ -56,6 +56,7 @@ import psutil
 
 from bisect_spec.errors import UsageError, WarmWorkerError, WorkerError
 from bisect_spec.runtime import environments
+from bisect_spec.runtime.files import atomic_write
 from bisect_spec.runtime.processes import start_daemon
 from bisect_spec.runtime.worker import WORKER_SCRIPT, WorkerSpec
 
@@ -117,10 +118,29 @@ def _code_version() -> str:
     from bisect_spec.runtime.store import INSIDE_DATA
 
     package = Path(__file__).parent.parent
-    files = sorted({*WORKER_SCRIPT.parent.rglob("*.py"), *_import_closure(Path(__file__).with_name("warm_daemon.py")),
+    files = sorted({*WORKER_SCRIPT.parent.rglob("*.py"), *_daemon_closure(package),
                     *(package / "data" / name for name in INSIDE_DATA)})
     return ";".join(f"{f.relative_to(package).as_posix()}:{f.stat().st_size}:{f.stat().st_mtime_ns}"
                     for f in files if f.is_file())
+
+
+def _daemon_closure(package: Path) -> set[Path]:
+    """:func:`_import_closure` of ``warm_daemon.py``, kept on disk (``cache/daemon-closure.json`` in the home) with
+    the sizes and modification times of every module of the package it was read from: parsing every module the
+    daemon imports is most of what a warm probe's command costs, and only an edit changes the answer."""
+    stamp = ";".join(f"{f.relative_to(package).as_posix()}:{f.stat().st_size}:{f.stat().st_mtime_ns}"
+                     for f in sorted(package.rglob("*.py")))
+    kept = environments.home() / "cache" / "daemon-closure.json"
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+        record = json.loads(kept.read_text())
+        if record["package"] == str(package) and record["stamp"] == stamp:
+            return {package / name for name in record["closure"]}
+    closure = _import_closure(Path(__file__).with_name("warm_daemon.py"))
+    with contextlib.suppress(OSError):
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(kept, json.dumps({"package": str(package), "stamp": stamp, "closure": sorted(
+            f.relative_to(package).as_posix() for f in closure)}).encode())
+    return closure
 
 
 def _import_closure(start: Path) -> set[Path]:

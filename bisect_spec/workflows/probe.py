@@ -112,15 +112,47 @@ def shrink_space(session: Session, config: Config, failing: Outcome | None = Non
     return build_space(session.flags(), include=flags, values=values)
 
 
-def next_step(session: Session, config: Config, outcome: Outcome) -> dict[str, Any] | None:
-    """The nearest configuration that passes, verified on the session (None when nothing near passes)."""
-    from bisect_spec.reduce.repair import fitting_layout, nearest_working
+def cached_evaluations(session: Session, use_cache: bool) -> Callable[[Sequence[Config]], list[Outcome]]:
+    """``session.evaluate_many``, answered first from the cross-run outcome cache (the one sweeps fill, keyed by the
+    target, its profiles' contents and the evaluating code's digest), each outcome it evaluates then kept there."""
+    if not use_cache:
+        return lambda configs: list(session.evaluate_many(configs))
+    from bisect_spec.runtime import store
+    from bisect_spec.workflows.shrink import DURABLE
+    from bisect_spec.workflows.sweep import target_record
+
+    key = store.OutcomeCache.target_key(target_record(session.target))
+
+    def evaluate_many(configs: Sequence[Config]) -> list[Outcome]:
+        cache = store.OutcomeCache(environments.home() / "cache" / "outcomes.sqlite")
+        try:
+            hits = cache.get_many(key, [c.key() for c in configs])
+            todo = [c for c in configs if c.key() not in hits]
+            fresh = {o.config.key(): o for o in session.evaluate_many(todo)} if todo else {}
+            for outcome in fresh.values():
+                if outcome.status.value in DURABLE:
+                    cache.put(key, outcome.config.key(), outcome.to_dict())
+        finally:
+            cache.close()
+        return [fresh[c.key()] if c.key() in fresh else Outcome.from_dict(hits[c.key()]) for c in configs]
+
+    return evaluate_many
+
+
+def next_step(session: Session, config: Config, outcome: Outcome, *, use_cache: bool = True) -> dict[str, Any] | None:
+    """The nearest configuration that passes, verified on the session (None when nothing near passes); the
+    candidates' outcomes come from the cross-run outcome cache where it has them (``use_cache``)."""
+    from bisect_spec.reduce.repair import fitting_layout, fixed_then_fitted, nearest_working
 
     if failure_kind(outcome) is None:
         return None
+    cached = cached_evaluations(session, use_cache)
+    tried: dict[Config, Outcome] = {}  # every candidate evaluated, and its outcome
 
     def evaluate_many(configs: Sequence[Config]) -> list[Outcome]:
-        return list(session.evaluate_many(configs))
+        outcomes = cached(configs)
+        tried.update((o.config, o) for o in outcomes)
+        return outcomes
 
     figures = outcome.will_not_start
     if figures is not None:  # a layout that fits the box, or nothing: no other flag frees a GPU's memory
@@ -131,10 +163,15 @@ def next_step(session: Session, config: Config, outcome: Outcome) -> dict[str, A
     # another algorithm the user did not ask for, though one may pass on these stages
     keep_algorithm = session.missing_draft(config, session.target.model.config) is not None
     algorithm = config.get("--speculative-algorithm")
-    found = nearest_working(config, shrink_space(session, config, outcome), evaluate_many,
-                            limit=5 if keep_algorithm else 1, failing=outcome)
-    return next((fix for fix in found["fixes"]
-                 if not keep_algorithm or Config.from_argv(fix["argv"]).get("--speculative-algorithm") == algorithm), None)
+    space = shrink_space(session, config, outcome)
+    found = nearest_working(config, space, evaluate_many, limit=5 if keep_algorithm else 1, failing=outcome)
+    fix = next((fix for fix in found["fixes"]
+                if not keep_algorithm or Config.from_argv(fix["argv"]).get("--speculative-algorithm") == algorithm), None)
+    if fix is None:  # SGLang accepts an edit, then the box cannot hold it as typed: that edit, at a width that fits
+        fix = fixed_then_fitted(config, tried, evaluate_many, gpus=session.target.hardware.gpus, space=space,
+                                tp=session.canonical_flag("--tp-size"), pp=session.canonical_flag("--pp-size"),
+                                keep_algorithm=keep_algorithm)
+    return fix
 
 
 def check_usage(session: Session, outcome: Outcome) -> None:
@@ -146,7 +183,7 @@ def check_usage(session: Session, outcome: Outcome) -> None:
 
 def probe(tokens: Sequence[str], spec: TargetSpec | None = None, *,
           on_start: Callable[[Session], None] | None = None, timeout: float = 120.0, warm: bool = True,
-          notify: Callable[[str], None] | None = None, fix: bool = False) -> ProbeResult:
+          notify: Callable[[str], None] | None = None, fix: bool = False, use_cache: bool = True) -> ProbeResult:
     """Evaluate one configuration (flags or a pasted launch command) on one target.
 
     :param tokens: SGLang flags, or a pasted ``python -m sglang.launch_server ...`` command.
@@ -156,12 +193,14 @@ def probe(tokens: Sequence[str], spec: TargetSpec | None = None, *,
     :param notify: told at once, in a line, when a worker has to be started (SGLang loading).
     :param fix: on a failure in SGLang, also find the nearest configuration that passes (verified; a few
         hundred evaluations at most): :attr:`ProbeResult.next_step`.
+    :param use_cache: take the nearest configuration's candidates' outcomes from the cross-run outcome cache where
+        it has them (the configuration asked about is always evaluated).
     :raises UsageError: unknown flag for this release, bad value, not an SGLang command.
     """
     with first_evaluation(tokens, spec, jobs=1, timeout=timeout, on_start=on_start, warm=warm,
                            notify=notify) as (session, full, outcome, notes, understood):
         return ProbeResult(session.target, full, outcome, session.info, notes, understood,
-                           next_step(session, full, outcome) if fix else None)
+                           next_step(session, full, outcome, use_cache=use_cache) if fix else None)
 
 
 class ProbeSession:

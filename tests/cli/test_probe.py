@@ -166,6 +166,22 @@ def test_a_failed_probe_names_the_next_step_and_the_command_it_prints_passes() -
     assert document["failure_kind"] == "crash" and document["next_step"]["verified"] is True
 
 
+def test_a_refusal_at_a_width_the_box_cannot_hold_gets_the_accepted_edit_at_a_width_that_fits() -> None:
+    """``--speculative-num-draft-tokens 3`` without steps is refused by SGLang (0.5.23's assert); every edit it
+    accepts then will not start at SGLang's default tp 1 (Kimi-K2.6 needs the box's 8 GPUs). The next step is
+    that edit at the width that fits, verified: pasted, it passes whole and keeps the user's 3 draft tokens."""
+    require_release("0.5.23")
+    typed = ["--speculative-algorithm", "EAGLE3", "--speculative-num-draft-tokens", "3"]
+    result = CliRunner().invoke(main, ["probe", "--json", "--sglang", "0.5.23", "--model", "kimi-k2.6", "--draft",
+                                       "eagle3", "--hardware", "rtx-pro-6000", "--", *typed])
+    assert result.exit_code == EXIT_VERDICT_FAILS, result.output
+    step = json.loads(result.stdout)["next_step"]
+    assert step["verified"] and step["keeps_intent"] and "add --tp-size 8" in step["edits"], step
+    again = CliRunner().invoke(main, ["probe", "--sglang", "0.5.23", "--model", "kimi-k2.6", "--draft", "eagle3",
+                                      "--hardware", "rtx-pro-6000", "--", *step["argv"]])
+    assert again.exit_code == 0 and "verdict:  PASSED  every check a CPU can run, ran" in again.output, again.output
+
+
 def test_a_validation_failure_is_not_called_a_crash_and_no_fix_skips_the_search() -> None:
     require_release("0.5.23")
     result = CliRunner().invoke(main, ["probe", "--no-fix", "--sglang", "0.5.23", "--hardware", "rtx-pro-6000", "--",

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from bisect_spec.model.flags import Config
 from bisect_spec.model.outcome import Outcome, Status
-from bisect_spec.reduce.repair import fitting_layout
+from bisect_spec.reduce.repair import fitting_layout, fixed_then_fitted
 from bisect_spec.search.shape import deployment_shape, widths
 
 GIB = 1 << 30
@@ -95,3 +95,35 @@ def test_a_full_pass_ranks_before_a_pass_that_stopped_early() -> None:
 
     fix = fitting_layout(Config(), evaluate, gpus=8, cause="weights")
     assert fix is not None and fix["edits"] == ["set --tp-size 8"] and fix["full_pass"] is True
+
+
+def _refused_without_steps(needs_gpus: int, gpus: int, calls: list[int]) -> object:
+    """SGLang refuses EAGLE3 without ``--speculative-num-steps`` (0.5.23's assert), before any sizing."""
+    def evaluate(batch: Sequence[Config]) -> list[Outcome]:
+        calls.append(len(batch))
+        return [Outcome(c, Status.FAILED, "0.5.23", "3.11", "sim", {"status": "failed", "stage": "resolve"})
+                if c.get("--speculative-num-steps") is None else _outcome(c, needs_gpus, gpus) for c in batch]
+    return evaluate
+
+
+def test_an_edit_sglang_accepts_that_will_not_start_as_typed_is_fitted_to_the_box() -> None:
+    typed = Config.of({"--speculative-algorithm": "EAGLE3", "--speculative-num-draft-tokens": "3"})
+    calls: list[int] = []
+    evaluate = _refused_without_steps(8, 8, calls)
+    near = [typed.with_("--speculative-num-steps", ("2",)), typed.without("--speculative-num-draft-tokens"),
+            typed.with_("--speculative-num-steps", ("2",)).with_("--speculative-eagle-topk", ("1",))]
+    tried = {o.config: o for o in evaluate(near)}  # type: ignore[operator]
+    fix = fixed_then_fitted(typed, tried, evaluate, gpus=8)  # type: ignore[arg-type]
+    assert fix is not None and fix["verified"] and fix["full_pass"]
+    # the fewest edits that keep every typed value, then the width that fits: the draft tokens stay the user's
+    assert fix["edits"] == ["add --speculative-num-steps 2", "add --tp-size 8"]
+    assert Config.from_argv(fix["argv"]).get("--speculative-num-draft-tokens") == ("3",)
+
+
+def test_nothing_is_offered_when_no_accepted_edit_fits_any_width_of_the_box() -> None:
+    typed = Config.of({"--speculative-algorithm": "EAGLE3"})
+    evaluate = _refused_without_steps(16, 8, [])
+    tried = {o.config: o for o in evaluate([typed.with_("--speculative-num-steps", ("2",))])}  # type: ignore[operator]
+    assert fixed_then_fitted(typed, tried, evaluate, gpus=8) is None  # type: ignore[arg-type]
+    refused_only = {o.config: o for o in evaluate([typed])}  # type: ignore[operator]
+    assert fixed_then_fitted(typed, refused_only, evaluate, gpus=8) is None  # type: ignore[arg-type]
