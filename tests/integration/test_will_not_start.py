@@ -76,3 +76,16 @@ def test_sglangs_crash_on_a_configuration_while_the_model_is_built_is_its_verdic
     assert outcome.verdict == "FAILED", outcome_text(outcome)
     assert outcome.exception["type"] == "ZeroDivisionError"
     assert (outcome.frame["file"], outcome.frame["function"]) == ("srt/configs/model_config.py", "get_num_kv_heads")
+
+
+@pytest.mark.parametrize("release", ["0.5.18", "0.5.23"])
+def test_sglangs_refusal_whose_message_names_meta_is_its_verdict_not_a_device_stop(release: str) -> None:
+    # weight_cache/protocol.py's own raise refuses --weight-cache-mode client for Kimi-K2.6's compressed-tensors
+    # checkpoint; its message speaks of "the meta-initialized client", which read as a meta tensor's value (a stop)
+    session = shared_session(release)
+    outcome = session.evaluate(Config.of({"--tp-size": "8", "--weight-cache-mode": "client"}))
+    assert outcome.verdict == "FAILED", outcome_text(outcome)
+    assert outcome.exception["type"] == "UnsupportedQuantForIPCError"
+    assert "quantization method 'compressed-tensors' is not verified" in outcome.exception["message"]
+    assert (outcome.frame["file"], outcome.frame["function"]) == ("srt/weight_cache/protocol.py",
+                                                                  "check_ipc_quant_support")

@@ -143,7 +143,7 @@ def _device_step(exc: BaseException) -> str | None:
         frames = traceback.extract_tb(link.__traceback__)
         if not frames:
             continue
-        stub = _kernel_stub(link)
+        stub = _kernel_stub(link) or _unbound_on_this_cpu(link)
         if stub is not None:
             return stub
         if isinstance(link, ModuleNotFoundError) and _GPU_CODE.search(str(link)):
@@ -158,6 +158,41 @@ def _device_step(exc: BaseException) -> str | None:
             continue
         caller = next((f for f in reversed(frames) if not os.path.abspath(f.filename).startswith(root)), frames[-1])
         return f"{caller.line or caller.name} ({_where(caller)}) needs a GPU"
+    return None
+
+
+def _unbound_on_this_cpu(exc: BaseException) -> str | None:
+    """A ``NameError`` for a module-level name that SGLang's module binds only under a condition its import
+    decided on this CPU (``if _is_cuda: import deep_gemm`` in 0.5.12's ``nsa_indexer.py``): the statement that uses
+    it runs where the box answers as a GPU install does, whose import binds the name (a GPU package's code); None
+    for anything else (a name the module never binds is SGLang's own crash)."""
+    if not isinstance(exc, NameError) or isinstance(exc, UnboundLocalError) or not getattr(exc, "name", None):
+        return None
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is None or "/sglang/" not in tb.tb_frame.f_code.co_filename.replace(os.sep, "/"):
+        return None
+    name = str(exc.name)
+    module = sys.modules.get(str(tb.tb_frame.f_globals.get("__name__")))
+    source = inspect.getsource(module) if module is not None else ""
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    for statement in tree.body:  # bound at the module's top level only inside a conditional block
+        if not isinstance(statement, (ast.If, ast.Try)):
+            continue
+        for node in ast.walk(statement):
+            bound = ([(alias.asname or alias.name).split(".")[0] for alias in node.names]
+                     if isinstance(node, (ast.Import, ast.ImportFrom)) else
+                     [t.id for t in getattr(node, "targets", []) if isinstance(t, ast.Name)])
+            if name in bound:
+                frame = traceback.extract_tb(exc.__traceback__)[-1]
+                return (f"uses {name} ({_where(frame)}), which its module binds only where its import found a GPU "
+                        f"install (line {statement.lineno}): needs a GPU install")
     return None
 
 
@@ -181,15 +216,26 @@ def _kernel_stub(exc: BaseException) -> str | None:
     return f"calls {code.co_name} ({_where(frame)}), SGLang's stand-in for a GPU kernel that does not import here"
 
 
+def _refusing_statement(exc: BaseException) -> traceback.FrameSummary | None:
+    """The frame whose own ``raise`` or ``assert`` statement raised ``exc``, unchained (a check refusing, not a
+    failure on the way to one); None otherwise. Whose check it is, each caller decides from the frame."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames or exc.__cause__ is not None or exc.__context__ is not None:
+        return None
+    return frames[-1] if (frames[-1].line or "").lstrip().startswith(("raise", "assert")) else None
+
+
 def _meta_value(exc: BaseException) -> str | None:
     """A statement that read a value of a tensor the GPU would hold (made on ``meta`` here), or checked such
-    a tensor's placement: it stops the stage (:mod:`meta_device`); or None."""
+    a tensor's placement: it stops the stage (:mod:`meta_device`); or None. An unchained ``raise``/``assert`` of
+    SGLang's that ran to its end read no tensor's value (torch raises first), whatever its message says (0.5.23's
+    ``UnsupportedQuantForIPCError`` names "the meta-initialized client")."""
     for link in _chain(exc):
         frames = traceback.extract_tb(link.__traceback__)
         caller = _sglang_frame(frames)
         if caller is None:
             continue
-        if meta_device.reads_a_value(link):
+        if meta_device.reads_a_value(link) and _refusing_statement(link) is None:
             return f"{caller.line or caller.name} ({_where(caller)}) reads a value the GPU holds"
         try:
             name = meta_device.names_a_meta_tensor(link)

@@ -9,11 +9,10 @@ import importlib.abc
 import importlib.machinery
 import importlib.util
 import sys
-import traceback
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from .device_stops import _sglang_frame, _where
+from .device_stops import _stop_words
 from .faults import _refused_by_the_model, sglang_verdict
 from .model_build import _platform_flags_of_the_box
 from .sglang_lookup import _accepted, _attribute, _call, _replaced, _view
@@ -151,10 +150,7 @@ def _draft_built(draft_config: Any, draft_cls: type, progress: Progress) -> None
     except Exception as exc:
         if _refused_by_the_model(exc, draft_cls) or sglang_verdict(exc):
             raise
-        frame = _sglang_frame(traceback.extract_tb(exc.__traceback__))
-        where = f" ({_where(frame)})" if frame is not None else ""
-        progress.needs_gpu[DRAFT_MODEL.name] = (f"building {draft_cls.__name__} on meta stopped at "
-                                             f"{type(exc).__name__}: {str(exc)[:120]}{where}")
+        progress.needs_gpu[DRAFT_MODEL.name] = f"building {draft_cls.__name__} on meta stopped at {_stop_words(exc)}"
 
 
 DRAFT_MODEL = Stage("draft_model", "the draft model's class and the embedding/head it shares, after the weights load",

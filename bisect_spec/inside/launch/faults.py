@@ -9,7 +9,14 @@ import re
 import sys
 import traceback
 
-from .device_stops import _chain, _device_step, _meta_value, _unregistered_here, _unwritten_context
+from .device_stops import (
+    _chain,
+    _device_step,
+    _meta_value,
+    _refusing_statement,
+    _unregistered_here,
+    _unwritten_context,
+)
 from .siblings import meta_device
 from .stage import Progress, WillNotStart, _NotLoaded, declared
 
@@ -61,15 +68,6 @@ def sglang_verdict(exc: BaseException) -> bool:
         return False
     cause = exc.__cause__ or exc.__context__
     return cause is None or sglang_verdict(cause)
-
-
-def _refusing_statement(exc: BaseException) -> traceback.FrameSummary | None:
-    """The frame whose own ``raise`` or ``assert`` statement raised ``exc``, unchained (a check refusing, not a
-    failure on the way to one); None otherwise. Whose check it is, each caller decides from the frame."""
-    frames = traceback.extract_tb(exc.__traceback__)
-    if not frames or exc.__cause__ is not None or exc.__context__ is not None:
-        return None
-    return frames[-1] if (frames[-1].line or "").lstrip().startswith(("raise", "assert")) else None
 
 
 def _refused_by_the_model(exc: BaseException, cls: type) -> bool:

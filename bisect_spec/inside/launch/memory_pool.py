@@ -17,8 +17,8 @@ import types
 from collections.abc import Iterator
 from typing import Any
 
-from .device_stops import _device_step, _meta_value, _stop_words
-from .faults import _refusing_statement, sglang_verdict
+from .device_stops import _device_step, _meta_value, _refusing_statement, _stop_words
+from .faults import sglang_verdict
 from .model_build import (
     _GIB,
     _device_bytes,

@@ -12,8 +12,8 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from .device_stops import _device_step, _meta_value, _stop_words
-from .faults import _refused_by_the_model, _refusing_statement, sglang_verdict
+from .device_stops import _device_step, _meta_value, _refusing_statement, _stop_words
+from .faults import _refused_by_the_model, sglang_verdict
 from .post_load import effect_of, jit_kernels_on_meta, layer_tensors, objects_of, processing_key, replay
 from .sglang_lookup import _attribute, _attribute_set
 from .stage import WillNotStart, _NotLoaded
