@@ -165,7 +165,8 @@ def _unbound_on_this_cpu(exc: BaseException) -> str | None:
     """A ``NameError`` for a module-level name that SGLang's module binds only under a condition its import
     decided on this CPU (``if _is_cuda: import deep_gemm`` in 0.5.12's ``nsa_indexer.py``): the statement that uses
     it runs where the box answers as a GPU install does, whose import binds the name (a GPU package's code); None
-    for anything else (a name the module never binds is SGLang's own crash)."""
+    for anything else: a name the module never binds, or binds only ``if TYPE_CHECKING`` (sglang#23871's
+    ``ModelRunner`` in ``multi_layer_eagle_worker.py``), is SGLang's own crash on every install."""
     if not isinstance(exc, NameError) or isinstance(exc, UnboundLocalError) or not getattr(exc, "name", None):
         return None
     tb = exc.__traceback__
@@ -183,8 +184,9 @@ def _unbound_on_this_cpu(exc: BaseException) -> str | None:
     except SyntaxError:
         return None
     for statement in tree.body:  # bound at the module's top level only inside a conditional block
-        if not isinstance(statement, (ast.If, ast.Try)):
-            continue
+        if not isinstance(statement, (ast.If, ast.Try)) or (isinstance(statement, ast.If) and "TYPE_CHECKING" in {
+                getattr(node, "id", getattr(node, "attr", None)) for node in ast.walk(statement.test)}):
+            continue  # a name imported for annotations only is unbound on every install: SGLang's own crash
         for node in ast.walk(statement):
             bound = ([(alias.asname or alias.name).split(".")[0] for alias in node.names]
                      if isinstance(node, (ast.Import, ast.ImportFrom)) else
