@@ -237,7 +237,9 @@ def _meta_value(exc: BaseException) -> str | None:
         caller = _sglang_frame(frames)
         if caller is None:
             continue
-        if meta_device.reads_a_value(link) and _refusing_statement(link) is None:
+        refusing = _refusing_statement(link)
+        own = refusing is not None and "/sglang/" in refusing.filename.replace(os.sep, "/")  # not torch's raise
+        if meta_device.reads_a_value(link) and not own:
             return f"{caller.line or caller.name} ({_where(caller)}) reads a value the GPU holds"
         try:
             name = meta_device.names_a_meta_tensor(link)
