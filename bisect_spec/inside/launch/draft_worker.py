@@ -34,8 +34,10 @@ def _draft_worker(args: Any, target: Any, runner: Any, progress: Progress) -> Ba
     own ``__init__`` up to its first device step, then the draft runner's own attention-backend choice
     (sglang#23490: a draft that inherits an MLA-only backend); the draft's weights load next. The target worker it is handed
     has the target's model config and runner; a read of anything only a loaded server has (the memory
-    pool, the model) ends the stage, recorded in ``needs_gpu`` with what was read. Releases without
-    ``create_worker`` build the worker inline in the scheduler: the stage does not run there.
+    pool, the model) ends the stage, recorded in ``needs_gpu`` with what was read. Where a constructor on the way
+    to the draft runner checks after it (0.5.18+'s ``StandaloneWorkerV2``: the draft's vocabulary against the
+    target's), SGLang's statements after the runner run on the objects built (:func:`_checks_after_the_draft_runner`).
+    Releases without ``create_worker`` build the worker inline in the scheduler: the stage does not run there.
     """
     algorithm = getattr(_view(args), "speculative_algorithm", None)
     speculative_algorithm = _attribute(("sglang.srt.speculative.spec_info",), "SpeculativeAlgorithm")
@@ -188,6 +190,7 @@ DRAFT_WORKER_MODEL_CONFIG = Stage(
     run=lambda launch: _draft_worker_config(launch.args, launch.target, launch.model_config_cls, launch.progress),
     emulated=True)
 DRAFT_WORKER = Stage("draft_worker", "the draft worker's construction, after the weights load",
-                     "the speculative worker's __init__ up to its draft runner (speculative/*_worker*.py)",
+                     "the speculative worker's __init__ up to its draft runner, then each constructor's own "
+                     "statements after it (speculative/*_worker*.py)",
                      run=lambda launch: _draft_worker(launch.args, launch.target, launch.runner, launch.progress),
                      emulated=True)
