@@ -8,12 +8,21 @@ The stages that cut a function short (``inside/launch/``):
 * ``memory_pool`` (0.4.6 … 0.5.13): the runner's ``initialize`` runs from ``load_model()`` to the statement that
   calls ``init_memory_pool``; what follows it (the backends, the graphs) is other stages' or never runs;
 * ``cuda_graph_sizes``: the graph runner's ``__init__`` stops at the statement that calls
-  ``get_batch_sizes_to_capture``; the capture after it never runs.
+  ``get_batch_sizes_to_capture``; the capture after it never runs;
+* ``draft_worker`` (where ``SpeculativeAlgorithm.create_worker`` exists): the speculative worker's constructor stops
+  at its draft runner's device step. Listed per class ``create_worker`` returns for the algorithms the stage builds
+  (``eagle_worker*``, ``multi_layer_eagle_worker*``, ``standalone_worker*``): its ``__init__`` after the statement that
+  builds the draft's runner (an inner draft worker, a ``TpModelWorker``, ``super().__init__`` of one), then down the
+  chain each class built there, after its own such statement (the draft's ``TpModelWorker`` after the call that
+  builds its ``ModelRunner``), with the worker's methods they call. A class whose module does not import here is
+  named. The draft runner's own ``__init__`` after its device step is the ``model_runner`` and ``memory_pool`` rows'
+  code, run for the target only.
 
 A check is listed with the names its condition reads (an ``assert``'s test; a ``raise``'s enclosing ``if`` tests)
 and a reading: **configuration** where every name read is a server argument, the model's config or a value the
 runner copied from them; **device** where it reads the built model, a pool, a tensor, a stream or CUDA; else
-**other**. A configuration check after a cut is one a pass does not vouch for: docs/fidelity.md lists them.
+**other**. A configuration check after a cut is one a pass does not vouch for unless a stage runs it:
+docs/fidelity.md lists them.
 
 Runs inside each release's environment (the orchestrator never imports SGLang).
 
@@ -31,7 +40,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 INSIDE = r'''
-import ast, inspect, json, sys, textwrap, types
+import ast, inspect, json, re, sys, textwrap, types
 package = types.ModuleType("bisect_spec"); package.__path__ = [sys.argv[1]]; sys.modules["bisect_spec"] = package
 import torch
 try:
@@ -115,10 +124,12 @@ def checks_of(function, statements_of, owner, depth, seen, via):
             found.extend(more or [])
     return found
 
-def checks_after(function, cut_name, owner, depth=2):
+def checks_after(function, cut_name, owner, depth=2, is_cut=None):
+    """The checks after the first statement of ``function`` that calls ``cut_name`` (or a call ``is_cut`` accepts)."""
+    is_cut = is_cut or (lambda n: getattr(n.func, "attr", None) == cut_name or getattr(n.func, "id", None) == cut_name)
     def after_cut(body):
-        cut = next((i for i, s in enumerate(body) if any(isinstance(n, ast.Call) and (
-            getattr(n.func, "attr", None) == cut_name or getattr(n.func, "id", None) == cut_name) for n in ast.walk(s))), None)
+        cut = next((i for i, s in enumerate(body) if any(isinstance(n, ast.Call) and is_cut(n) for n in ast.walk(s))),
+                   None)
         return None if cut is None else body[cut + 1:]
     seen = {cut_name, "__init__", "initialize"}
     found = checks_of(function, after_cut, owner, depth, seen, [])
@@ -127,8 +138,106 @@ def checks_after(function, cut_name, owner, depth=2):
     return {"function": function.__qualname__, "file": inspect.getsourcefile(function).split("/sglang/")[-1],
             "cut": cut_name, "checks": found}
 
+def own_init(cls):
+    """The ``__init__`` written in ``cls`` or the nearest base that writes one (None: object's)."""
+    for klass in cls.__mro__[:-1]:
+        if "__init__" in vars(klass) and hasattr(vars(klass)["__init__"], "__code__"):
+            return klass, vars(klass)["__init__"]
+    return None, None
+
+def builds_runner(method):
+    """Whether ``method`` (a method of the worker) calls a ``...ModelRunner`` class itself."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(method)))
+    except (OSError, TypeError):
+        return False
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id.endswith("ModelRunner")
+               for n in ast.walk(tree))
+
+def draft_cut(cls, tp_worker, depth=0):
+    """What ``cls.__init__`` calls that builds the draft's runner: the draft's ``ModelRunner``, a ``TpModelWorker``
+    (or ``super().__init__`` of one: 0.5.x's EAGLEWorker is one), or a class whose own ``__init__`` builds one
+    (0.5.12+'s v2 workers' ``EagleDraftWorker``). (the callee's name, the class it builds) or None."""
+    klass, init = own_init(cls)
+    if init is None or depth > 3:
+        return None
+    try:
+        body = ast.parse(textwrap.dedent(inspect.getsource(init))).body[0]
+    except (OSError, TypeError):
+        return None
+    names = vars(sys.modules[klass.__module__])
+    for node in ast.walk(body):
+        if not isinstance(node, ast.Call):
+            continue
+        func, built = node.func, None
+        if isinstance(func, ast.Name) and func.id.endswith("ModelRunner"):  # imported in the method, too
+            return ast.unparse(func), func.id
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self" \
+                and builds_runner(getattr(cls, func.attr, None)):  # TpModelWorker's ``self._init_model_runner()``
+            return ast.unparse(func), "ModelRunner"
+        if isinstance(func, ast.Name) and isinstance(names.get(func.id), type):
+            built = names[func.id]
+        elif isinstance(func, ast.Attribute) and func.attr == "__init__":
+            if isinstance(func.value, ast.Call) and getattr(func.value.func, "id", None) == "super":
+                built = klass.__mro__[1]
+            elif isinstance(func.value, ast.Name) and isinstance(names.get(func.value.id), type):
+                built = names[func.value.id]
+        if built is None:
+            continue
+        if built.__name__.endswith("ModelRunner") or (tp_worker is not None and issubclass(built, tp_worker)) \
+                or draft_cut(built, tp_worker, depth + 1) is not None:
+            return ast.unparse(func), built
+    return None
+
+def load(module):
+    """``module``, imported as the worker imports SGLang: a GPU-only package whose absence fails it stubbed (0.5.12's
+    ``tp_worker`` reaches ``sgl_kernel`` through the scheduler)."""
+    from bisect_spec.inside.evaluator import with_stubs
+    return with_stubs(lambda: importlib.import_module(module), [], forget=module)
+
+def draft_worker_cuts():
+    """The draft worker stage's cuts: each speculative worker class ``create_worker`` returns for the algorithms the
+    stage builds (EAGLE family, STANDALONE: the modules ``eagle_worker*``, ``multi_layer_eagle_worker*``,
+    ``standalone_worker*``), its ``__init__`` after the statement that builds the draft's runner, and down the
+    chain the classes it builds there (the inner draft worker, the draft's ``TpModelWorker``), each after its own
+    such statement. None where the release has no ``create_worker`` (the stage builds no worker there)."""
+    spec_info = importlib.import_module("sglang.srt.speculative.spec_info")
+    create = getattr(spec_info.SpeculativeAlgorithm, "create_worker", None)
+    if create is None:
+        return None
+    tp_worker = load("sglang.srt.managers.tp_worker").TpModelWorker
+    classes, unimportable = [], []
+    for node in ast.walk(ast.parse(textwrap.dedent(inspect.getsource(create)))):
+        if isinstance(node, ast.ImportFrom) and node.module and re.search(
+                r"\.(eagle_worker|multi_layer_eagle_worker|standalone_worker)(_v2)?$", node.module):
+            for alias in node.names:
+                try:
+                    classes.append(getattr(load(node.module), alias.name))
+                except Exception as exc:  # the stage cannot build it either (its own verdict or stop)
+                    unimportable.append(f"{alias.name} ({type(exc).__name__}: {str(exc)[:60]})")
+    cuts, done = [], set()
+    pending = list(dict.fromkeys(classes))
+    while pending:
+        cls = pending.pop(0)
+        found = draft_cut(cls, tp_worker)
+        klass, init = own_init(cls)
+        if found is None or init in done:
+            continue
+        done.add(init)
+        callee, built = found
+        cut = checks_after(init, callee, klass, depth=1, is_cut=lambda n, c=callee: ast.unparse(n.func) == c)
+        if cut is not None:
+            cut["builds"] = getattr(built, "__name__", built)
+            cuts.append(cut)
+        if isinstance(built, type) and not built.__name__.endswith("ModelRunner"):
+            pending.append(built)
+    for name in unimportable:
+        cuts.append({"function": name.split(" ")[0] + ".__init__", "file": "", "cut": "(its module does not import)",
+                     "unimportable": name, "checks": []})
+    return cuts
+
 out = {"release": __import__("sglang").__version__, "cuts": {}}
-runner = importlib.import_module("sglang.srt.model_executor.model_runner").ModelRunner
+runner = load("sglang.srt.model_executor.model_runner").ModelRunner
 out["cuts"]["model_runner"] = checks_after(runner.__init__, "initialize", runner)
 if not hasattr(runner, "alloc_memory_pool"):
     out["cuts"]["memory_pool"] = checks_after(runner.initialize, "init_memory_pool", runner)
@@ -136,13 +245,14 @@ for module, name in (("sglang.srt.model_executor.cuda_graph_runner", "CudaGraphR
                      ("sglang.srt.model_executor.runner.decode_cuda_graph_runner", "DecodeCudaGraphRunner"),
                      ("sglang.srt.model_executor.runner.base_cuda_graph_runner", "BaseCudaGraphRunner")):
     try:
-        cls = getattr(importlib.import_module(module), name)
+        cls = getattr(load(module), name)
     except Exception:
         continue
     found = checks_after(cls.__init__, "get_batch_sizes_to_capture", cls, depth=1)
     if found is not None:
         out["cuts"]["cuda_graph_sizes"] = found
         break
+out["cuts"]["draft_worker"] = draft_worker_cuts()
 print(json.dumps(out))
 '''
 
@@ -167,11 +277,19 @@ def markdown(results: list[dict[str, object]]) -> str:
         for stage, cut in cuts.items():
             if not cut:
                 continue
-            checks = cut["checks"]
+            if isinstance(cut, list):  # the draft worker: one cut per class in the chain that builds its runner
+                where = "; ".join(f"`{c['function']}` after `{c['cut']}`" for c in cut if "unimportable" not in c)
+                missing = [c["unimportable"] for c in cut if "unimportable" in c]
+                if missing:
+                    where += "; not imported here: " + ", ".join(missing)
+                checks = [dict(c, via=[one["function"].removesuffix(".__init__"), *c["via"]])
+                          for one in cut for c in one["checks"]]
+            else:
+                where, checks = f"`{cut['function']}` after `{cut['cut']}`", cut["checks"]
             config = [c for c in checks if c["kind"] == "configuration"]
             shown = "<br>".join(f"`{c['statement'][:90]}` ({c['file']}:{c['line']}"
                                 + (f", in {'.'.join(c['via'])}" if c["via"] else "") + ")" for c in config) or "none"
-            lines.append(f"| {result['release']} | {stage} (`{cut['function']}` after `{cut['cut']}`) "
+            lines.append(f"| {result['release']} | {stage} ({where}) "
                          f"| {shown} | {sum(c['kind'] == 'device' for c in checks)} "
                          f"| {sum(c['kind'] == 'other' for c in checks)} |")
     return "\n".join(lines)

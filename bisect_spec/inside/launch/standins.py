@@ -37,6 +37,9 @@ class _LoadedTarget:
     def __init__(self, runner: Any, model_config: Any, args: Any) -> None:
         self.model_runner = _BuiltRunner(runner)
         self.model_config = model_config
+        # the tokenizer it loaded (0.5.18+'s STANDALONE worker compares it with its draft's, which a draft model
+        # worker does not load): any use of it ends the stage
+        self.tokenizer = _Unloaded("the target worker's tokenizer")
         # TpModelWorker's seed: rank 0's own, which the broadcast hands every rank
         seed = getattr(_view(args), "random_seed", None)
         if seed is not None:
