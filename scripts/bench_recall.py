@@ -55,9 +55,9 @@ from typing import Any
 from bisect_spec.model.flags import Config
 from bisect_spec.report.summary import SPECULATIVE_FILES
 from bisect_spec.runtime import store
+from bisect_spec.runtime.session import target_record
 from bisect_spec.search.peel import peel
 from bisect_spec.search.space import FlagSpace, simplicity_key
-from bisect_spec.workflows.sweep import target_record
 
 #: Function names of speculative code, wherever the file (``server_args.py::_handle_speculative_decoding``).
 SPECULATIVE_FUNCTION = re.compile(r"specul|spec_|_spec\b|eagle|draft|ngram|dflash|dspark|nextn|mtp", re.IGNORECASE)

@@ -350,3 +350,13 @@ class Session:
     def source_of(self, file: str, function: str) -> dict[str, Any]:
         return self.pool.request({"op": "source", "file": file, "function": function})
 
+
+def target_record(target: Target) -> dict[str, Any]:
+    """Everything besides the flags that determines an outcome (the cache key's input)."""
+    return {"release": target.release, "model": target.model.config,
+            "model_args": list(target.model.extra_args),
+            "draft": (json.loads((target.draft.path / "config.json").read_text())
+                      if target.draft and target.draft.path else None),
+            "draft_kind": target.draft.kind if target.draft else None,
+            "hardware": target.hardware.record, "gpus": target.hardware.gpus,
+            "env": dict(target.env)}

@@ -476,6 +476,10 @@ def evaluation_digest() -> str:
     return inside_digest(EVALUATION_MODULES, INSIDE_DATA)[:16]
 
 
+#: outcome statuses that evaluating again would repeat: cached across runs, shared by one sweep's shrinks
+DURABLE = ("passed", "failed", "usage")
+
+
 class OutcomeCache:
     """Outcomes across runs, keyed by target and canonical configuration (SQLite, WAL).
 

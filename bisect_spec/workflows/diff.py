@@ -105,9 +105,11 @@ def diff(old: str, new: str, spec: TargetSpec | None = None, *, strategy: str = 
     from bisect_spec.model.flags import parse_command
     from bisect_spec.reduce.shrink import Budget
     from bisect_spec.runtime import store
+    from bisect_spec.runtime.session import target_record
+    from bisect_spec.runtime.store import DURABLE
     from bisect_spec.search.plan import load_strategy
-    from bisect_spec.workflows.shrink import DURABLE, shrink_in_session
-    from bisect_spec.workflows.sweep import sweep, target_record
+    from bisect_spec.workflows.shrink import shrink_in_session
+    from bisect_spec.workflows.sweep import sweep
 
     started = time.time()
     spec = spec or TargetSpec()

@@ -118,8 +118,7 @@ def cached_evaluations(session: Session, use_cache: bool) -> Callable[[Sequence[
     if not use_cache:
         return lambda configs: list(session.evaluate_many(configs))
     from bisect_spec.runtime import store
-    from bisect_spec.workflows.shrink import DURABLE
-    from bisect_spec.workflows.sweep import target_record
+    from bisect_spec.runtime.session import target_record
 
     key = store.OutcomeCache.target_key(target_record(session.target))
 
@@ -130,7 +129,7 @@ def cached_evaluations(session: Session, use_cache: bool) -> Callable[[Sequence[
             todo = [c for c in configs if c.key() not in hits]
             fresh = {o.config.key(): o for o in session.evaluate_many(todo)} if todo else {}
             for outcome in fresh.values():
-                if outcome.status.value in DURABLE:
+                if outcome.status.value in store.DURABLE:
                     cache.put(key, outcome.config.key(), outcome.to_dict())
         finally:
             cache.close()

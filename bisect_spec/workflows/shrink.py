@@ -19,6 +19,7 @@ from bisect_spec.model.outcome import Outcome
 from bisect_spec.model.signature import Signature
 from bisect_spec.runtime import environments, sources
 from bisect_spec.runtime.session import Session, Target
+from bisect_spec.runtime.store import DURABLE
 from bisect_spec.runtime.target_spec import TargetSpec
 from bisect_spec.workflows.bisect import release_history
 from bisect_spec.workflows.probe import first_evaluation, shrink_space
@@ -67,8 +68,6 @@ def evidence_of(outcomes: Sequence[Outcome], signature_id: str) -> set[str]:
     return set.intersection(*members) if members else set()
 
 
-#: outcome statuses that evaluating again would repeat: cached across runs, shared by one sweep's shrinks
-DURABLE = ("passed", "failed", "usage")
 
 
 def shrink_in_session(session: Session, config: Config, *, budget: Any = None, fix: bool = True,

@@ -23,11 +23,12 @@ from bisect_spec.model.flags import PATH_TOKEN, Config
 from bisect_spec.model.outcome import Outcome
 from bisect_spec.model.signature import Signature
 from bisect_spec.runtime import environments
-from bisect_spec.runtime.session import DRAFT, MODEL, Session, Target
+from bisect_spec.runtime.session import DRAFT, MODEL, Session, Target, target_record
+from bisect_spec.runtime.store import DURABLE
 from bisect_spec.runtime.target_spec import TargetSpec
 from bisect_spec.search.shape import TP, DeploymentShape, deployment_shape
 from bisect_spec.workflows import smoke
-from bisect_spec.workflows.shrink import DURABLE, evidence_of, failure_hints, shrink_in_session
+from bisect_spec.workflows.shrink import evidence_of, failure_hints, shrink_in_session
 
 
 @dataclass
@@ -49,17 +50,6 @@ class SweepResult:
 
 
 ProgressFn = Callable[[int, int, int, str], None]
-
-
-def target_record(target: Target) -> dict[str, Any]:
-    """Everything besides the flags that determines an outcome (the cache key's input)."""
-    return {"release": target.release, "model": target.model.config,
-            "model_args": list(target.model.extra_args),
-            "draft": (json.loads((target.draft.path / "config.json").read_text())
-                      if target.draft and target.draft.path else None),
-            "draft_kind": target.draft.kind if target.draft else None,
-            "hardware": target.hardware.record, "gpus": target.hardware.gpus,
-            "env": dict(target.env)}
 
 
 def _spec_from_meta(meta: dict[str, Any]) -> TargetSpec:
