@@ -254,10 +254,13 @@ class SweepRun:
         """The flag space and the fitted plan; a new run's directory, with what decides its target."""
         from bisect_spec.runtime import store
         from bisect_spec.search.plan import fitted_plan
+        from bisect_spec.search.space import without_draft_path
 
         target, chosen = self.target, self.strategy
         table = self.session.flags()
         self.space = chosen.space(table)
+        if target.draft is not None and target.draft.path is None:  # nextn, ngram: nothing to give as the path
+            self.space = without_draft_path(self.space)
         algorithm = self.space.spec("--speculative-algorithm")
         if self.asked_algorithms not in ("draft", "all") and algorithm is not None and not any(algorithm.values):
             raise UsageError(f"--algorithms {','.join(chosen.algorithms)}: SGLang {target.release} has no such "
