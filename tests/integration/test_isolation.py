@@ -16,6 +16,11 @@ from tests.conftest import require_release, shared_session
 
 pytestmark = [pytest.mark.sglang, pytest.mark.slow]
 
+#: isolation is the worker's, whatever the model: llama-3.1-8b + eagle3 on one H100 builds its model on meta in
+#: ~0.14 s where Kimi-K2.6 at its deployment shape takes 0.6-1 s, and its mixed sample still reaches every stage
+#: (resolution, model runner, draft worker, the CUDA graph sizes) with 9 signatures
+TARGET: dict[str, Any] = {"release": "0.5.23", "model": "llama-3.1-8b", "draft": "eagle3", "hardware": "h100", "gpus": 1}
+
 
 def mixed_configs(count: int, seed: int) -> list[Config]:
     rng = random.Random(seed)
@@ -57,7 +62,7 @@ def verdict(outcome: Outcome) -> tuple[Any, ...]:
 
 def test_250_mixed_configs_same_outcomes_forwards_and_backwards() -> None:
     # 250, not 500 (stops up to 38): CI time. The wider check is scripts/order_check.py, on every release.
-    session = shared_session("0.5.23", jobs=1)
+    session = shared_session(**TARGET)
     configs = mixed_configs(250, seed=11)
     forwards = {c.key(): session.evaluate(c) for c in configs}
     backwards = {c.key(): session.evaluate(c) for c in reversed(configs)}
@@ -71,20 +76,22 @@ def test_250_mixed_configs_same_outcomes_forwards_and_backwards() -> None:
 def test_selective_cache_clearing_matches_clearing_everything() -> None:
     """The default policy keeps pure caches; BISECT_SPEC_PARANOID clears all before each evaluation."""
     require_release("0.5.23")
-    target = TargetSpec(release="0.5.23", model="kimi-k2.6", draft="eagle3", hardware="rtx-pro-6000").resolve()
+    target = TargetSpec(**TARGET).resolve()
     configs = mixed_configs(150, seed=5)
-    default = shared_session("0.5.23")
+    default = shared_session(**TARGET)
     with Session(target, jobs=1, timeout=120, extra_env=(("BISECT_SPEC_PARANOID", "1"),)) as paranoid:
         assert paranoid.info["paranoid"] is True
         slow = {o.config.key(): o for o in paranoid.evaluate_many(configs)}
     fast = {o.config.key(): o for o in default.evaluate_many(configs)}
     assert {k: verdict(o) for k, o in fast.items()} == {k: verdict(o) for k, o in slow.items()}
+    # the sample reaches past resolution: what a kept cache could carry over is built on the way
+    assert {"resolve", "model_runner", "cuda_graph_sizes"} <= {o.record.get("stage") for o in fast.values()}
 
 
 def test_environment_written_by_one_evaluation_does_not_leak_into_the_next() -> None:
-    session = shared_session("0.5.23")
-    plain = Config.of({"--tp-size": "8"})
+    session = shared_session(**TARGET)
+    plain = Config()
     before = session.evaluate(plain)
-    session.evaluate(Config.of({"--enable-deterministic-inference": None, "--tp-size": "8"}))  # writes NCCL_* variables
+    session.evaluate(Config.of({"--enable-deterministic-inference": None}))  # writes NCCL_* variables
     after = session.evaluate(plain)
     assert (before.status, before.resolved) == (after.status, after.resolved)
