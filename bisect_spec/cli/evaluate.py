@@ -123,9 +123,13 @@ def command_for(command: str, spec: api.TargetSpec, result: api.ProbeResult, arg
     import shlex
 
     target = result.target
+    config = api.Config.from_argv(argv)
+    # an edit that removes the draft's path: the command names no draft (one named would be added back)
+    drafted = [any(value == (api.DRAFT_TOKEN,) for _, value in c.items) for c in (result.config, config)]
     words = ["bisect-spec", command, "--sglang", target.release]
     words += ["--model-path", spec.model_path] if spec.model_path else ["--model", spec.model]
-    words += (["--draft-path", spec.draft_path] if spec.draft_path else
+    words += (["--draft", "none"] if drafted == [True, False] else
+              ["--draft-path", spec.draft_path] if spec.draft_path else
               ["--draft", spec.draft] if spec.draft else ["--draft", "none"])
     if spec.hardware != "auto":
         words += ["--hardware", spec.hardware]
@@ -133,6 +137,5 @@ def command_for(command: str, spec: api.TargetSpec, result: api.ProbeResult, arg
         words += ["--gpus", str(spec.gpus)]
     for name, value in spec.env:
         words += ["--env", f"{name}={value}"]
-    config = api.Config.from_argv(argv)
     kept = config.without(*[flag for flag, value in config.items if value in ((api.DRAFT_TOKEN,), (api.MODEL_TOKEN,))])
     return shlex.join([*words, "--", *kept.argv()])

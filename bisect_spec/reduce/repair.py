@@ -134,6 +134,15 @@ def _sound(outcome: Outcome, original: Config) -> bool:
     return outcome.passed and not any(f.kind in ("nonsense", "left-none") for f in findings_of(outcome))
 
 
+def _gets_past(outcome: Outcome, failing: Outcome | None) -> bool:
+    """A pass that stopped early is no fix of a failure in a stage it never reached: the check that refused the
+    original did not run on it (a backend whose GPU code stops the stage before the draft worker's refusal)."""
+    stage = failing.record.get("stage") if failing is not None else None
+    if not outcome.stopped_early or not isinstance(stage, str):
+        return True
+    return stage in (outcome.record.get("stages_passed") or ()) and stage not in outcome.stopped_early
+
+
 def _typed_changes(original: Config, candidate: Config) -> list[str]:
     """Flags the user typed whose value the fix changes or removes."""
     return [flag for flag, value in original.items if candidate.get(flag) != value]
@@ -185,7 +194,8 @@ def nearest_working(original: Config, space: FlagSpace, evaluate: BatchPredicate
     """Smallest verified edits that make ``original`` pass, best first.
 
     :param failing: ``original``'s own outcome, where known: among fixes equal otherwise, one that keeps the
-        choices it records (:data:`CHOICES`) ranks first.
+        choices it records (:data:`CHOICES`) ranks first; a pass that stopped before the stage that refused it is
+        no fix (:func:`_gets_past`).
     """
     singles = _single_edits(original, space)
     found: dict[Config, Fix] = {}
@@ -196,7 +206,7 @@ def nearest_working(original: Config, space: FlagSpace, evaluate: BatchPredicate
         by_config = {o.config: o for o in evaluate([c for c, _ in unique])}
         for candidate, labels in unique:
             outcome = by_config[candidate]
-            if _sound(outcome, original) and candidate not in found:
+            if _sound(outcome, original) and _gets_past(outcome, failing) and candidate not in found:
                 found[candidate] = Fix(labels, candidate, _keeps_intent(original, candidate, outcome), outcome)
         return len(unique)
 

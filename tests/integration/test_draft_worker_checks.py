@@ -18,7 +18,7 @@ import pytest
 import bisect_spec
 from bisect_spec.model.flags import Config
 from bisect_spec.model.outcome import Status
-from tests.conftest import shared_session
+from tests.conftest import require_release, shared_session
 
 pytestmark = pytest.mark.sglang
 
@@ -58,3 +58,25 @@ def test_the_documented_standalone_draft_passes_the_workers_checks(release: str)
     assert outcome.record["draft_worker"].startswith("StandaloneWorker")
     assert "draft_worker" in [*outcome.record["stages_passed"], outcome.record["stage"]]
     assert "draft_worker" not in (outcome.record.get("needs_gpu") or {})
+
+
+def test_the_next_step_for_the_refused_draft_is_a_full_pass_and_its_printed_command_passes() -> None:
+    """A backend whose GPU code stops the stages before the draft worker (``minicpm_flashattn``) would "pass" without
+    the vocabulary check ever running: no fix. The next step is a full pass, and the command printed for it, pasted,
+    passes too (it names no draft where the fix removes the draft's path)."""
+    import shlex
+
+    from click.testing import CliRunner
+
+    from bisect_spec.cli.commands import main
+
+    require_release("0.5.23")
+    probe = ["probe", "--sglang", "0.5.23", "--model", "qwen3-8b", "--hardware", "h100", "--gpus", "1", "--",
+             "--speculative-algorithm", "STANDALONE", "--speculative-draft-model-path", LLAMA_DRAFT]
+    result = CliRunner().invoke(main, probe)
+    lines = result.stdout.splitlines()
+    nxt = next(i for i, line in enumerate(lines) if line.startswith("next:"))
+    assert "minicpm" not in result.stdout and "(verified)" in " ".join(lines[nxt:nxt + 3]), result.stdout
+    command = next(line.strip() for line in lines[nxt + 1:] if line.strip().startswith("bisect-spec probe "))
+    again = CliRunner().invoke(main, shlex.split(command)[1:])
+    assert again.exit_code == 0 and "verdict:  PASSED  every check a CPU can run, ran" in again.stdout, again.output
