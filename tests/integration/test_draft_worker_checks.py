@@ -1,6 +1,6 @@
 """The draft worker's own checks after its draft runner, on real SGLang releases: the statements each constructor on the
 way to the draft's ``ModelRunner`` runs once it returns, which the ``draft_worker`` stage used to cut off at the draft
-runner's device step (``scripts/stage_cuts.py`` lists them; ``model_classes.draft_levels`` finds them).
+runner's device step (``scripts/stage_cuts.py`` lists them; ``inside/launch/draft_levels.py`` finds them).
 
 0.5.18+'s ``StandaloneWorkerV2.__init__`` checks, after it builds its draft worker, that the draft shares the target's
 vocabulary (``_validate_vocab_compatibility``): a STANDALONE draft of another family (Qwen3-8B's 151936 tokens, a

@@ -11,6 +11,7 @@ import inspect
 from typing import Any
 
 from .attention import _choose_backends
+from .draft_levels import DraftLevel, draft_levels
 from .faults import _REFUSALS, _refused_in, sglang_verdict
 from .model_runner import _set_plain_attributes_after_device
 from .parallel_groups import _parallel_state
@@ -80,7 +81,7 @@ def _draft_worker(args: Any, target: Any, runner: Any, progress: Progress) -> Ba
               "dp_rank": None, "moe_ep_rank": 0, "attn_cp_rank": 0, "moe_dp_rank": 0, "nccl_port": 0,
               "ps": _parallel_state(view), "target_worker": _LoadedTarget(runner, target, args)}
     # where a constructor on the way checks after the draft runner, each one's object and arguments are kept
-    levels = model_classes.draft_levels(worker_cls)
+    levels = draft_levels(worker_cls)
     made: dict[type, tuple[Any, dict[str, Any]]] = {}
     with contextlib.ExitStack() as kept:
         for level in levels if any(level.checks for level in levels) else ():
@@ -116,11 +117,11 @@ def _keeping(owner: type, made: dict[type, tuple[Any, dict[str, Any]]]) -> Any:
     return init
 
 
-def _checks_after_the_draft_runner(levels: tuple[model_classes.DraftLevel, ...],
+def _checks_after_the_draft_runner(levels: tuple[DraftLevel, ...],
                                    made: dict[type, tuple[Any, dict[str, Any]]], draft: Any,
                                    progress: Progress) -> BaseException | None:
     """What each constructor on the way to the draft runner does after the statement that builds the next
-    (:func:`model_classes.draft_levels`), innermost first, as each returns on a real box: the statement's result
+    (:func:`.draft_levels.draft_levels`), innermost first, as each returns on a real box: the statement's result
     stored where SGLang stores it (the draft runner built up to its device step, then each object built), then
     SGLang's own statements after it that a CPU runs: plain assignments and their checks (0.5.18+'s
     ``StandaloneWorkerV2``: ``_validate_vocab_compatibility``, the draft's vocabulary against the target's). A
