@@ -38,6 +38,32 @@ def _load_package() -> None:
             sys.modules[name] = package
 
 
+#: A JIT build's lock file older than this is a killed build's (SGLang's NGRAM extension builds in about a minute).
+STALE_BUILD_LOCK_SECONDS = 600
+
+
+def _stale_build_locks(root: str | None = None, *, older_than: float = STALE_BUILD_LOCK_SECONDS) -> list[str]:
+    """Remove the lock files of torch's extension builds (``torch.utils.cpp_extension.load``) that a killed build left:
+    torch waits on such a lock for as long as it exists, so every later evaluation importing that extension (0.5.9's
+    ``ngram_cache_cpp``, built at import by NGRAM's worker) would hang to its timeout. A lock younger than
+    ``older_than`` seconds may be a build in progress and is kept. ``root``: torch's build root
+    (``TORCH_EXTENSIONS_DIR``, else ``~/.cache/torch_extensions``). Returns the paths removed."""
+    import glob
+    import time
+
+    root = root or os.environ.get("TORCH_EXTENSIONS_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "torch_extensions")
+    removed = []
+    for lock in [*glob.glob(os.path.join(root, "*", "lock")), *glob.glob(os.path.join(root, "*", "*", "lock"))]:
+        try:
+            if time.time() - os.path.getmtime(lock) > older_than:
+                os.unlink(lock)
+                removed.append(lock)
+        except OSError:  # another worker removed it first, or it is not ours to remove
+            continue
+    return removed
+
+
 def _die_with_parent(parent: int | None) -> None:
     """SIGKILL this worker when ``parent`` dies, even in the middle of a hung evaluation (Linux).
 
@@ -116,6 +142,8 @@ def main() -> int:
     config = json.loads(sys.argv[1])
     _die_with_parent(config.get("parent"))
     _load_package()
+    for lock in _stale_build_locks():
+        print(f"bisect-spec: removed a killed JIT build's stale lock {lock}", file=sys.stderr)
     if config.get("offline", True):
         _no_network()
     if config.get("torchvision_shim"):
