@@ -5,6 +5,7 @@ there; kernel choices on the way to the sizes are declined.
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import os
 import re
@@ -176,12 +177,11 @@ def _unbound_on_this_cpu(exc: BaseException) -> str | None:
         return None
     name = str(exc.name)
     module = sys.modules.get(str(tb.tb_frame.f_globals.get("__name__")))
-    source = inspect.getsource(module) if module is not None else ""
     import ast
 
     try:
-        tree = ast.parse(source)
-    except SyntaxError:
+        tree = ast.parse(inspect.getsource(module) if module is not None else "")
+    except (OSError, TypeError, SyntaxError):  # no source to read: not known to be bound only on a GPU install
         return None
     for statement in tree.body:  # bound at the module's top level only inside a conditional block
         if not isinstance(statement, (ast.If, ast.Try)) or (isinstance(statement, ast.If) and "TYPE_CHECKING" in {
@@ -292,6 +292,13 @@ def _statement_calling(code: Any, method: str, after_line: int) -> int | None:
     """The line of the first statement of the function compiled as ``code`` that comes after ``after_line`` and
     calls a function or method named ``method`` (a statement of the function's top level, in source order), or
     None."""
+    return next((line for line in _statements_calling(code, method) if line > after_line), None)
+
+
+@functools.cache
+def _statements_calling(code: Any, method: str) -> tuple[int, ...]:
+    """The lines of the top-level statements of the function compiled as ``code`` that call ``method``, read from its
+    source once per worker (the graph runner's ``__init__`` is asked at every evaluation that sizes its graphs)."""
     import ast
     import textwrap
 
@@ -299,16 +306,13 @@ def _statement_calling(code: Any, method: str, after_line: int) -> int | None:
         lines, first = inspect.getsourcelines(code)
         tree = ast.parse(textwrap.dedent("".join(lines)))
     except (OSError, TypeError, SyntaxError):
-        return None
+        return ()
     function = tree.body[0] if tree.body and isinstance(tree.body[0], (ast.FunctionDef, ast.AsyncFunctionDef)) else None
     if function is None:
-        return None
-    for statement in function.body:
-        line = first + statement.lineno - 1
-        if line > after_line and any(isinstance(node, ast.Call) and method in (
-                getattr(node.func, "attr", None), getattr(node.func, "id", None)) for node in ast.walk(statement)):
-            return line
-    return None
+        return ()
+    return tuple(first + statement.lineno - 1 for statement in function.body if any(
+        isinstance(node, ast.Call) and method in (getattr(node.func, "attr", None), getattr(node.func, "id", None))
+        for node in ast.walk(statement)))
 
 
 @contextlib.contextmanager
