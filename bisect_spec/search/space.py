@@ -181,8 +181,9 @@ def focused(space: FlagSpace, algorithms: Sequence[str]) -> FlagSpace:
 
 
 def without_draft_path(space: FlagSpace) -> FlagSpace:
-    """``space`` for a draft that has no model path of its own (DeepSeek's NEXTN/MTP layers, NGRAM's corpus): the
-    draft path flag is not swept (a row naming ``@draft`` would name nothing), nor read by a branch's rows."""
+    """``space`` for a target without a draft path to give (no draft, or one with no model path of its own:
+    DeepSeek's NEXTN/MTP layers, NGRAM's corpus): the draft path flag is not swept (a row naming ``@draft`` would
+    name nothing), nor read by a branch's rows."""
     specs = tuple(s for s in space.specs if s.flag != DRAFT_FLAG)
     branches = tuple(replace(b, reads=tuple(r for r in b.reads if r != DRAFT_FLAG)) for b in space.branches)
     return replace(space, specs=specs, core=tuple(f for f in space.core if f != DRAFT_FLAG), branches=branches)

@@ -101,15 +101,15 @@ def shrink_space(session: Session, config: Config, failing: Outcome | None = Non
     failure (``failing``, the config's outcome) raised in a stage after the weights, the flags that choose
     what that stage builds."""
     from bisect_spec.search.plan import DEFAULT_STRATEGY, load_strategy
-    from bisect_spec.search.space import CORE, DRAFT_FLAG, build_space
+    from bisect_spec.search.space import CORE, build_space, without_draft_path
 
     values = load_strategy(DEFAULT_STRATEGY).values
     stage = failing.record.get("stage") if failing is not None else None
     flags = [*config.flags(), *CORE, *_stage_flags(config, stage if isinstance(stage, str) else None)]
+    space = build_space(session.flags(), include=flags, values=values)
     draft = session.target.draft
-    if draft is None or draft.path is None:  # no draft to add: an edit naming one could not be evaluated
-        flags = [flag for flag in flags if flag != DRAFT_FLAG]
-    return build_space(session.flags(), include=flags, values=values)
+    # no draft to add: an edit naming one could not be evaluated
+    return without_draft_path(space) if draft is None or draft.path is None else space
 
 
 def cached_evaluations(session: Session, use_cache: bool) -> Callable[[Sequence[Config]], list[Outcome]]:

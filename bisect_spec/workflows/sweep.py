@@ -259,7 +259,7 @@ class SweepRun:
         target, chosen = self.target, self.strategy
         table = self.session.flags()
         self.space = chosen.space(table)
-        if target.draft is not None and target.draft.path is None:  # nextn, ngram: nothing to give as the path
+        if target.draft is None or target.draft.path is None:  # no draft, or nextn/ngram: no path to give
             self.space = without_draft_path(self.space)
         algorithm = self.space.spec("--speculative-algorithm")
         if self.asked_algorithms not in ("draft", "all") and algorithm is not None and not any(algorithm.values):

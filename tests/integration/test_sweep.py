@@ -233,13 +233,16 @@ def test_one_check_is_one_signature_whatever_the_offending_value() -> None:
     assert first.id == second.id
 
 
-def test_a_draft_without_a_model_path_sweeps_without_naming_one(tmp_path: Path) -> None:
-    """DeepSeek-V3's NEXTN draft is the target's own MTP layers: no path to give. A strategy that sweeps the draft
-    path flag (the tiny one) used to end the sweep at its first row naming ``@draft`` ("draft 'nextn' has no draft
-    model path"); the flag is not swept for such a draft."""
+@pytest.mark.parametrize(("model", "draft", "hardware", "gpus"), [("deepseek-v3", "nextn", "h200", 8),
+                                                                  ("llama-3.1-8b", None, "h100", 1)])
+def test_a_draft_without_a_model_path_sweeps_without_naming_one(model: str, draft: str | None, hardware: str, gpus: int,
+                                                                tmp_path: Path) -> None:
+    """DeepSeek-V3's NEXTN draft is the target's own MTP layers, and ``--draft none`` names no draft: no path to give.
+    A strategy that sweeps the draft path flag (the tiny one) used to end the sweep at its first row naming
+    ``@draft`` ("draft 'nextn' has no draft model path"); the flag is not swept for such a target."""
     require_release("0.5.23")
     strategy = Path(__file__).parents[1] / "resources" / "matrices" / "tiny-strategy.toml"
-    result = api.sweep(api.TargetSpec(release="0.5.23", model="deepseek-v3", draft="nextn", hardware="h200"),
+    result = api.sweep(api.TargetSpec(release="0.5.23", model=model, draft=draft, hardware=hardware, gpus=gpus),
                        strategy=str(strategy), runs_dir=tmp_path, use_cache=False)
     configs = [o.config for o in result.outcomes]
     assert len(configs) > 10 and not any("--speculative-draft-model-path" in c.flags() for c in configs)
