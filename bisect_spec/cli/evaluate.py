@@ -124,11 +124,15 @@ def command_for(command: str, spec: api.TargetSpec, result: api.ProbeResult, arg
 
     target = result.target
     config = api.Config.from_argv(argv)
+
+    def names_draft(c: api.Config) -> bool:
+        return any(value == (api.DRAFT_TOKEN,) for _, value in c.items)
+
     # an edit that removes the draft's path: the command names no draft (one named would be added back)
-    drafted = [any(value == (api.DRAFT_TOKEN,) for _, value in c.items) for c in (result.config, config)]
+    removes_draft = names_draft(result.config) and not names_draft(config)
     words = ["bisect-spec", command, "--sglang", target.release]
     words += ["--model-path", spec.model_path] if spec.model_path else ["--model", spec.model]
-    words += (["--draft", "none"] if drafted == [True, False] else
+    words += (["--draft", "none"] if removes_draft else
               ["--draft-path", spec.draft_path] if spec.draft_path else
               ["--draft", spec.draft] if spec.draft else ["--draft", "none"])
     if spec.hardware != "auto":
