@@ -309,7 +309,8 @@ class Signature:
 WILL_NOT_START = "will_not_start"
 #: Each cause of :data:`WILL_NOT_START` in words (a signature's message: the same for every byte count).
 WILL_NOT_START_CAUSES = {"weights": "out of memory: the weights do not fit one GPU",
-                         "gpus": "the parallel layout needs more GPUs than the box has"}
+                         "gpus": "the parallel layout needs more GPUs than the box has",
+                         "draft": "out of memory: the draft's weights and pool do not fit beside the target's"}
 
 
 def signature_of(record: dict[str, Any]) -> Signature | None:

@@ -241,7 +241,7 @@ def _count(config: Config, flag: str) -> int:
 
 
 def fitting_layout(original: Config, evaluate: BatchPredicate, *, gpus: int, cause: str, tp: str = TP,
-                   pp: str = PP) -> dict[str, Any] | None:
+                   pp: str = PP, fraction: float | None = None) -> dict[str, Any] | None:
     """The nearest parallel layout that starts on a box of ``gpus`` GPUs, verified, for a configuration that will
     not start (``cause``: ``weights``, out of memory; ``gpus``, more GPUs than the box has); None when none does.
 
@@ -249,7 +249,13 @@ def fitting_layout(original: Config, evaluate: BatchPredicate, *, gpus: int, cau
     holds; too many GPUs: the largest that fits the box. Every candidate is evaluated in one batch; a full pass
     ranks before a pass that stopped early, and a layout the box cannot run is never offered. ``tp``, ``pp``: the
     release's canonical spelling of the two flags (0.5.9: ``--tensor-parallel-size``).
+
+    The draft's weights and pool over the target's (``draft``, up to 0.5.13): no layout helps (the target's sizing
+    takes ``--mem-fraction-static`` of every GPU at any width), so the largest ``--mem-fraction-static`` below the
+    resolved ``fraction``, in steps of 0.05, that starts.
     """
+    if cause == "draft":
+        return _fitting_fraction(original, evaluate, fraction)
     tp_flag, pp_flag = tp, pp
     tp_now, pp_now = _count(original, tp_flag), _count(original, pp_flag)
     widths = [1 << k for k in range(0, max(gpus, 1).bit_length()) if (1 << k) <= gpus]
@@ -285,6 +291,43 @@ def fitting_layout(original: Config, evaluate: BatchPredicate, *, gpus: int, cau
     return {**fix.to_dict(), "reason": reason, "full_pass": not outcome.stopped_early}
 
 
+#: The flag that sets the share of each GPU the target's weights and pool take.
+MEM_FRACTION = "--mem-fraction-static"
+
+
+#: What a fraction that fits should leave free beside the draft for what the simulated box does not hold (the CUDA
+#: context, communication buffers, both CUDA graphs' memory).
+HEADROOM_BYTES = 2 << 30
+
+
+def _tight(outcome: Outcome) -> bool:
+    """Whether a pass leaves less than :data:`HEADROOM_BYTES` free once the draft's weights and pool are on the GPU."""
+    free = (outcome.record.get("memory_pool") or {}).get("free_after_draft_bytes")
+    return isinstance(free, int) and free < HEADROOM_BYTES
+
+
+def _fitting_fraction(original: Config, evaluate: BatchPredicate, fraction: float | None) -> dict[str, Any] | None:
+    """The largest ``--mem-fraction-static`` below ``fraction`` (steps of 0.05, down to 0.3) whose configuration
+    starts, verified in one batch; a full pass ranks first, then one that leaves :data:`HEADROOM_BYTES` free. None
+    where none does or ``fraction`` is unknown."""
+    if fraction is None or fraction <= 0.3:
+        return None
+    steps = [round(0.05 * k, 2) for k in range(round(fraction / 0.05 - 1e-9), 5, -1)]
+    candidates = [(value, original.with_(MEM_FRACTION, (f"{value:g}",))) for value in steps if value < fraction - 1e-9]
+    if not candidates:
+        return None
+    by_config = {o.config: o for o in evaluate([config for _, config in candidates])}
+    passing = [(value, config, by_config[config]) for value, config in candidates
+               if config in by_config and _sound(by_config[config], original)]
+    if not passing:
+        return None
+    value, config, outcome = min(passing, key=lambda item: (bool(item[2].stopped_early), _tight(item[2]), -item[0]))
+    verb = "set" if original.get(MEM_FRACTION) is not None else "add"
+    fix = Fix((f"{verb} {MEM_FRACTION} {value:g}",), config, True, outcome)
+    return {**fix.to_dict(), "reason": "the largest --mem-fraction-static that leaves the draft's weights and pool room",
+            "full_pass": not outcome.stopped_early}
+
+
 def _edits_between(original: Config, candidate: Config) -> list[str]:
     """The edits that turn ``original`` into ``candidate``, in the words the fixes use (set, add, remove)."""
     edits = []
@@ -317,7 +360,8 @@ def fixed_then_fitted(original: Config, tried: dict[Config, Outcome], evaluate: 
     fixes: list[Fix] = []
     for candidate in fixed[:attempts]:
         figures = tried[candidate].will_not_start or {}
-        layout = fitting_layout(candidate, evaluate, gpus=gpus, cause=str(figures.get("cause")), tp=tp, pp=pp)
+        layout = fitting_layout(candidate, evaluate, gpus=gpus, cause=str(figures.get("cause")), tp=tp, pp=pp,
+                                fraction=figures.get("mem_fraction_static"))
         if layout is not None:
             config = Config.from_argv(layout["argv"])
             outcome = tried.get(config) or evaluate([config])[0]  # ``evaluate`` may keep what it evaluated in ``tried``

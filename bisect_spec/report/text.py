@@ -94,6 +94,12 @@ def memory_pool_line(pool: dict[str, Any], *, failed: bool | None = False) -> st
         line += f", KV cache {pool['max_total_num_tokens']} tokens"
     if pool.get("max_running_requests") is not None:
         line += f", {pool['max_running_requests']} running requests"
+    if pool.get("draft_pool_bytes") is not None:  # up to 0.5.13: the draft's weights and pool, on top
+        line += (f"; the draft's weights {pool.get('draft_weights_bytes', 0) / gib:.2f} GiB and pool "
+                 f"{pool['draft_pool_bytes'] / gib:.2f} GiB beside it leave {pool.get('free_after_draft_bytes', 0) / gib:.2f}"
+                 " GiB")
+    elif pool.get("draft_weights_bytes"):  # 0.5.14+: SGLang's sizing charged them
+        line += f" (the draft's weights, {pool['draft_weights_bytes'] / gib:.2f} GiB, charged by SGLang's sizing)"
     if pool.get("processing_skipped"):
         line += f" (post-load processing not run: {', '.join(pool['processing_skipped'])})"
     if failed is None:
@@ -201,15 +207,18 @@ def next_step_text(kind: str | None, fix: dict[str, Any] | None, probe_command: 
         return ""
     lines = []
     if kind == "will_not_start" and fix is not None:
-        lines.append(f"next:     the nearest layout that starts on this box (verified, "
+        what = ("the largest --mem-fraction-static that starts" if any("--mem-fraction-static" in edit
+                                                                        for edit in fix["edits"])
+                else "the nearest layout that starts on this box")
+        lines.append(f"next:     {what} (verified, "
                      f"{'a full pass' if fix.get('full_pass', True) else 'a pass that stopped early'}): "
                      f"{', '.join(fix['edits'])}")
         lines.append(f"          {probe_command}")
         lines.append(f"more:     {shrink_command}")
         return "\n".join(lines)
     if kind == "will_not_start":
-        lines.append("next:     no parallel layout of this box holds it: a box with more GPU memory "
-                     "(--hardware, --gpus)")
+        lines.append("next:     no parallel layout or --mem-fraction-static of this box holds it: a box with more GPU "
+                     "memory (--hardware, --gpus)")
         lines.append(f"more:     {shrink_command}")
         return "\n".join(lines)
     if kind == "crash":

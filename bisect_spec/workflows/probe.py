@@ -156,7 +156,8 @@ def next_step(session: Session, config: Config, outcome: Outcome, *, use_cache: 
     figures = outcome.will_not_start
     if figures is not None:  # a layout that fits the box, or nothing: no other flag frees a GPU's memory
         return fitting_layout(config, evaluate_many, gpus=session.target.hardware.gpus, cause=str(figures["cause"]),
-                              tp=session.canonical_flag("--tp-size"), pp=session.canonical_flag("--pp-size"))
+                              tp=session.canonical_flag("--tp-size"), pp=session.canonical_flag("--pp-size"),
+                              fraction=figures.get("mem_fraction_static"))
 
     # EAGLE3 (or another drafted algorithm) with no draft: the way out is a draft (the warning says so), never
     # another algorithm the user did not ask for, though one may pass on these stages

@@ -152,8 +152,8 @@ def shrink_in_session(session: Session, config: Config, *, budget: Any = None, f
             figures = first.will_not_start
             if figures is not None:  # out of memory, too few GPUs: only a layout the box runs fixes it
                 layout = fitting_layout(original or config, evaluate_many, gpus=session.target.hardware.gpus,
-                                        cause=str(figures["cause"]),
-                              tp=session.canonical_flag("--tp-size"), pp=session.canonical_flag("--pp-size"))
+                                        cause=str(figures["cause"]), fraction=figures.get("mem_fraction_static"),
+                                        tp=session.canonical_flag("--tp-size"), pp=session.canonical_flag("--pp-size"))
                 report.fixes = {"fixes": [layout] if layout else [], "evaluations": 0,
                                 "candidates_passing": 1 if layout else 0}
             else:

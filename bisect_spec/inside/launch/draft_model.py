@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from .device_stops import _stop_words
+from .draft_memory import DRAFT_WEIGHTS, check_draft_fits, draft_weights_bytes
 from .faults import _refused_by_the_model, sglang_verdict
 from .model_build import _platform_flags_of_the_box
 from .sglang_lookup import _accepted, _attribute, _call, _replaced, _view
@@ -87,7 +88,11 @@ def _draft_model(args: Any, target: Any, progress: Progress) -> None:
         if missing:
             progress.needs_gpu[DRAFT_MODEL.name] = f"no module of sglang.srt.models defines {', '.join(missing)}"
         return
-    _draft_built(draft_config, draft_cls, progress)
+    built = _draft_built(draft_config, draft_cls, progress)
+    if built is not None:  # its weights, as the draft runner loads them; up to 0.5.13 its pool next, on top
+        progress.held[DRAFT_WEIGHTS] = draft_weights_bytes(built)
+        if progress.memory_pool is not None:  # the target's pool was sized before the draft (up to 0.5.13)
+            check_draft_fits(args, target, draft_config, progress.held[DRAFT_WEIGHTS], progress)
     statements = model_classes.lm_head_statements(worker_cls)
     if statements is None:
         return
@@ -119,19 +124,20 @@ def _draft_model(args: Any, target: Any, progress: Progress) -> None:
     model_classes.run(statements, self=shell)
 
 
-def _draft_built(draft_config: Any, draft_cls: type, progress: Progress) -> None:
+def _draft_built(draft_config: Any, draft_cls: type, progress: Progress) -> Any:
     """The draft model built as the draft worker's loader builds it, on ``meta``: SGLang's own
     ``_initialize_model`` (the class's ``__init__`` with the draft's real config and quantization), serving the
     class :mod:`model_classes` found (the registry may have skipped its module on this CPU). A refusal the
     model's own module raises (``raise``/``assert`` in ``sglang/srt/models``: "EAGLE3 currently only supports 1
     layer" for a two-layer EAGLE3 head, 0.4.6 … 0.5.9) is SGLang's verdict; any other failure of the build (a
-    layer's CPU-only branch, a kernel only a GPU has) stops it, recorded, and the stage goes on with stand-ins."""
+    layer's CPU-only branch, a kernel only a GPU has) stops it, recorded, and the stage goes on with stand-ins.
+    The built model, or None where it was not built."""
     loader = _attribute(("sglang.srt.model_loader.loader",), "_initialize_model")
     load_config_cls = _attribute(("sglang.srt.configs.load_config",), "LoadConfig")
     default_dtype = _attribute(("sglang.srt.model_loader.utils", "sglang.srt.model_loader.loader"),
                                "set_default_torch_dtype")
     if loader is None or load_config_cls is None or default_dtype is None or model_classes.FROM_SOURCE in vars(draft_cls):
-        return
+        return None
     import torch
 
     module = sys.modules[loader.__module__]
@@ -144,13 +150,14 @@ def _draft_built(draft_config: Any, draft_cls: type, progress: Progress) -> None
             quantization = getattr(module, "_get_quantization_config", None)
             extra = ({"quant_config": _call(quantization, draft_config, load_config)}
                      if quantization is not None and "quant_config" in (_accepted(loader) or ()) else {})
-            _call(loader, draft_config, load_config, **extra)
+            return _call(loader, draft_config, load_config, **extra)
     except _NotLoaded as stop:
         progress.needs_gpu[DRAFT_MODEL.name] = f"building {draft_cls.__name__} on meta: {stop}"
     except Exception as exc:
         if _refused_by_the_model(exc, draft_cls) or sglang_verdict(exc):
             raise
         progress.needs_gpu[DRAFT_MODEL.name] = f"building {draft_cls.__name__} on meta stopped at {_stop_words(exc)}"
+    return None
 
 
 DRAFT_MODEL = Stage("draft_model", "the draft model's class and the embedding/head it shares, after the weights load",

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from .device_stops import _device_step, _meta_value, _refusing_statement, _stop_words
+from .draft_memory import DRAFT_WEIGHTS
 from .faults import sglang_verdict
 from .model_build import (
     _GIB,
@@ -96,10 +97,13 @@ def _memory_pool(args: Any, target: Any, runner: Any, progress: Progress,
 
     total = int(torch.cuda.get_device_properties(getattr(runner, "gpu_id", 0) or 0).total_memory)
 
-    def available(*_args: Any, **_kwargs: Any) -> float:  # the simulated GPU's free memory, in GiB, now
-        return (total - _device_bytes(vars(runner).get("model"))) / _GIB
-
     apart = model_classes.pools_sized_apart(runner_cls)
+    # 0.5.14+ sizes the pools once the draft worker has loaded the draft's weights (:mod:`draft_memory`)
+    draft_weights = int(progress.held.get(DRAFT_WEIGHTS, 0) or 0) if apart else 0
+
+    def available(*_args: Any, **_kwargs: Any) -> float:  # the simulated GPU's free memory, in GiB, now
+        return (total - _device_bytes(vars(runner).get("model")) - draft_weights) / _GIB
+
     if apart:  # what the device step sets that the sizing reads: the memory free before the load, the groups
         vars(runner).setdefault("pre_model_load_memory", total / _GIB)
         device_step = model_classes.device_step_assignments(runner_cls)
@@ -189,6 +193,11 @@ def _memory_pool(args: Any, target: Any, runner: Any, progress: Progress,
                                     "mem_fraction_static": getattr(runner, "mem_fraction_static", None),
                                     "max_total_num_tokens": sized if isinstance(sized, int) else None,
                                     "request_slots": _request_slots(runner, args)}
+            pool_bytes = _kv_pool_bytes(vars(runner).get("token_to_kv_pool"))
+            if pool_bytes:
+                progress.memory_pool["kv_pool_bytes"] = pool_bytes
+            if draft_weights:
+                progress.memory_pool["draft_weights_bytes"] = draft_weights
             running = vars(runner).get("max_running_requests")  # SGLang's own figure, where it set one
             if isinstance(running, int) and not isinstance(running, bool):
                 progress.memory_pool["max_running_requests"] = running
@@ -196,6 +205,29 @@ def _memory_pool(args: Any, target: Any, runner: Any, progress: Progress,
                 progress.memory_pool["processing_skipped"] = sorted({name for name, _ in skipped} | set(post_load))
         vars(runner).clear()
         vars(runner).update(saved)
+
+
+def _kv_pool_bytes(pool: Any) -> int:
+    """The bytes of the KV pool SGLang built (its buffers on ``meta``, each once); 0 where none was built."""
+    import torch
+
+    seen: set[int] = set()
+    total = 0
+    stack: list[Any] = [pool]
+    while stack:
+        item = stack.pop()
+        if item is None or id(item) in seen:
+            continue
+        seen.add(id(item))
+        if isinstance(item, torch.Tensor):
+            if item.device.type == "meta":
+                total += item.numel() * item.element_size()
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+        elif hasattr(item, "__dict__") and type(item).__module__.startswith("sglang."):
+            stack.extend(value for value in vars(item).values()
+                         if isinstance(value, (torch.Tensor, list, tuple)) or hasattr(value, "__dict__"))
+    return total
 
 
 @contextlib.contextmanager
