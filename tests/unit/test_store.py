@@ -249,6 +249,30 @@ def test_a_torn_append_at_every_byte_loses_nothing_committed(tmp_path: Path, mon
         assert [json.dumps(e) for e in store.read_journal(run.path)] == [*expected, as_read(last)], cut
 
 
+def test_a_line_whose_blob_a_power_cut_lost_ends_the_journal_there(tmp_path: Path) -> None:
+    """The journal and blobs are fsync'd once a second, the blobs first: after a power cut, a line of the last
+    second may be on disk without its blob. The journal ends before it (counted as torn), and appends go on."""
+    entries = records(7)
+    last = {"phase": "round", "index": 7, "key": "k7", "cached": False,
+            "outcome": {"argv": ["--model-path", MODEL], "config": [], "status": "failed",
+                        "traceback_tail": "a failure no record had before it, long enough for a blob"}}
+    run = new_run(tmp_path)
+    for entry in entries:
+        run.append(entry)
+    blobs_before = (run.path / "blobs.jsonl").read_bytes()
+    journal_before = (run.path / "journal.jsonl").read_bytes()
+    run.append(last)
+    run.append(entries[0])  # a line after it, on disk too
+    run.close()
+    (run.path / "blobs.jsonl").write_bytes(blobs_before)  # the last blob never reached the disk
+    with store.open_run(tmp_path, "r1") as again:
+        assert [json.dumps(e) for e in again.journal_entries()] == [as_read(e) for e in entries]
+        assert again.torn == 2
+        assert (run.path / "journal.jsonl").read_bytes() == journal_before
+        again.append(last)  # the resume evaluates it again
+    assert [json.dumps(e) for e in store.read_journal(run.path)] == [*map(as_read, entries), as_read(last)]
+
+
 def test_results_are_gzipped_the_same_each_time_and_older_plain_ones_read(tmp_path: Path) -> None:
     outcomes = [e["outcome"] for e in records(20)]
     run = new_run(tmp_path)
@@ -276,6 +300,7 @@ def test_disk_full_while_journaling_and_writing_results(tmp_path: Path, monkeypa
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(os, "fsync", full)
+    monkeypatch.setattr(store, "SYNC_SECONDS", 0.0)  # this append syncs (the journal fsyncs once a second)
     assert store_error(run.append, {"key": "k1"}) == (
         f"disk full while writing {run.path / 'journal.jsonl'}: free some space, then resume the run with --resume")
     assert store_error(run.write_json, "summary.json", {"a": 1}) == (
