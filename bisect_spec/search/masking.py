@@ -269,13 +269,14 @@ class Rounds:
     def observe(self, row: Sequence[int], key: Key) -> int:
         """Account for one evaluated row; the number of tuples it newly covered."""
         before = len(self.unmasked) + len(self.proven)
-        tuples = _tuples_of(row, self.required, self.arities)
         if key is None:
-            self.unmasked.update(tuples)
-        else:
+            self.unmasked.update(_tuples_of(row, self.required, self.arities))
+        else:  # the row's tuples holding a reproducer it holds: from the tuples holding the reproducer (most rows
+            # fail explained by none, and need no walk over every arity)
+            held = _row_items(row)
             for m in self.minimal.get(key, []):
-                if m <= _row_items(row):
-                    self.proven.update(t for t in tuples if m <= frozenset(t))
+                if m <= held:
+                    self.proven.update(t for t in self._tuples_holding(m) if all(row[p] == v for p, v in t))
         return len(self.unmasked) + len(self.proven) - before
 
     def uncovered(self) -> list[Tuple]:
@@ -293,23 +294,32 @@ class Rounds:
         n = len(self.space.specs)
         rows: list[tuple[int, ...]] = []
         while remaining and len(rows) < limit:
-            row: dict[int, int] = {}
+            values: list[int | None] = [None] * n  # the row so far, by parameter (None: not set yet)
             held: set[Item] = set()  # the items set so far, "not given" ones included
             left = []
-            for t in remaining:
-                if all(row.get(p, v) == v for p, v in t):
-                    trial = held | set(t)
-                    # ``held`` holds no forbidden combination: one in ``trial`` holds an item of ``t``
-                    if not any(m <= trial for item in t for m in by_item.get(item, ())):
+            for t in remaining:  # a plain loop: the main job walks tens of thousands of tuples per row
+                fits = True
+                for p, v in t:
+                    now = values[p]
+                    if now is not None and now != v:
+                        fits = False
+                        break
+                if fits:
+                    # ``held`` holds no forbidden combination: one in ``held`` and ``t`` holds an item of ``t``
+                    blockers = [m for item in t for m in by_item.get(item, ())] if by_item else None
+                    if blockers:
+                        trial = held | set(t)
+                        fits = not any(m <= trial for m in blockers)
+                    if fits:
+                        held.update(t)
                         for p, v in t:
-                            row[p] = v
-                        held = trial
+                            values[p] = v
                         continue
                 left.append(t)
             if len(left) == len(remaining):
                 break  # nothing fits: cannot happen for a tuple free of forbidden combinations
             remaining = left
-            rows.append(self._repaired(row, forbidden, n))
+            rows.append(self._repaired({p: v for p, v in enumerate(values) if v is not None}, forbidden, n))
         return rows
 
     def _repaired(self, row: dict[int, int], forbidden: list[frozenset[Item]], n: int) -> tuple[int, ...]:
