@@ -366,9 +366,10 @@ class Evaluator:
 
         self._memo = memo
         self._caches = memo.sglang_caches()
+        self._file_caches = memo.sglang_file_caches()
         self._file_stamps: dict[str, tuple[Any, ...]] = {}
         self._modules_seen = len(sys.modules)
-        self._tracer = _EnvReadTracer(lambda: self._caches)
+        self._tracer = _EnvReadTracer(lambda: [*self._caches, *self._file_caches])
         self._option_dest = {
             option: action.dest for action in self.parser._actions for option in action.option_strings
         }
@@ -550,13 +551,20 @@ class Evaluator:
         state = _ProcessState()
         parser = _RecordingParser(self.parser)
         progress = launch.Progress()
-        if self.paranoid or env or self._files_changed(argv):
+        files_changed = self._files_changed(argv)
+        if self.paranoid or env or files_changed:
             # memoised answers computed under the worker's own environment may not hold under
             # this one: start clean (and end clean: see ``state.dirty`` below); nor those read from a local
-            # model or draft whose files changed since (SGLang reads a config.json once per path)
+            # model or draft whose files changed since (SGLang reads a config.json once per path). SGLang's own
+            # per-path memos (``get_config``) are cleared for an environment only where they read it: clearing them
+            # for every evaluation with an environment doubled the cost of a refusal at resolution (Kimi-K2.6's
+            # config.json parsed again each time)
             self._refresh_caches()
-            for cached in [*self._caches, *self._memo.sglang_file_caches()]:
+            for cached in self._caches:
                 cached.cache_clear()
+            for cached in self._file_caches:
+                if self.paranoid or files_changed or id(cached) in self._tracer.readers:
+                    cached.cache_clear()
         misses = {id(c): c.cache_info().misses for c in self._caches}
         retry = False
         with state.restored():
@@ -669,6 +677,7 @@ class Evaluator:
     def _refresh_caches(self) -> None:
         if len(sys.modules) != self._modules_seen:
             self._caches = self._memo.sglang_caches()
+            self._file_caches = self._memo.sglang_file_caches()
             self._modules_seen = len(sys.modules)
 
     def _forget_answers_since(self, misses: dict[int, int]) -> None:
@@ -688,6 +697,10 @@ class Evaluator:
             before = misses.get(id(cached))
             computed = before is None or cached.cache_info().misses != before
             if computed and (id(cached) in env_readers or before is None):
+                cached.cache_clear()
+                self.forgotten += 1
+        for cached in self._file_caches:  # SGLang's per-path memos keep no counts: an environment reader is cleared
+            if id(cached) in env_readers:
                 cached.cache_clear()
                 self.forgotten += 1
 
