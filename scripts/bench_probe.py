@@ -8,8 +8,9 @@ One run, side by side, medians over ``--count`` probes of the same configuration
           (started once before timing, not counted);
 * session — ``api.ProbeSession.probe`` on the warm worker (the target resolved once);
 * CLI   — ``bisect-spec probe`` as a user types it: ``BISECT_SPEC_WORKER_IDLE=0`` (cold) against
-          the default (warm); ``bisect-spec --version`` shows what the CLI's own Python
-          start-up costs, which a warm worker cannot remove.
+          the default (warm), and warm with ``--no-fix`` (no nearest-working search);
+          ``bisect-spec --version`` shows what the CLI's own Python start-up costs, which a warm
+          worker cannot remove.
 
 The warm worker of the target is stopped before the cold runs and after the last run, so
 the bench leaves nothing behind (it also stops one you had up for that target).
@@ -78,6 +79,7 @@ def main() -> int:
             session.probe(FLAGS)  # the target resolved and connected once
             warm_session = timed(args.count, lambda: session.probe(FLAGS))
         warm_cli = timed(args.count, lambda: cli(["probe", *target_args, "--", *FLAGS], cold=False))
+        warm_no_fix = timed(args.count, lambda: cli(["probe", "--no-fix", *target_args, "--", *FLAGS], cold=False))
         version = timed(args.count, lambda: cli(["--version"], cold=False))
     finally:
         stop_warm(spec)
@@ -88,6 +90,7 @@ def main() -> int:
     for name, cold, hot in rows:
         c, h = statistics.median(cold), statistics.median(hot)
         print(f"{name:26}{c:10.3f}{h:10.3f}{c / h:10.0f}x")
+    print(f"{'... --no-fix (CLI)':26}{'':10}{statistics.median(warm_no_fix):10.3f}   (no nearest-working search)")
     print(f"{'bisect-spec --version':26}{'':10}{statistics.median(version):10.3f}   (the CLI's own start-up)")
     return 0
 
