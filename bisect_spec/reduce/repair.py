@@ -255,7 +255,9 @@ def fitting_layout(original: Config, evaluate: BatchPredicate, *, gpus: int, cau
     resolved ``fraction``, in steps of 0.05, that starts.
     """
     if cause == "draft":
-        return _fitting_fraction(original, evaluate, fraction)
+        if fraction is not None:
+            return _fitting_fraction(original, evaluate, fraction)
+        cause = "weights"  # 0.5.14+: the two models' weights alone outgrow a GPU: a wider layout shards both
     tp_flag, pp_flag = tp, pp
     tp_now, pp_now = _count(original, tp_flag), _count(original, pp_flag)
     widths = [1 << k for k in range(0, max(gpus, 1).bit_length()) if (1 << k) <= gpus]

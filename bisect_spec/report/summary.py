@@ -271,7 +271,8 @@ def will_not_start_line(figures: dict[str, Any]) -> str:
         return f"the layout needs {figures.get('needed')} GPUs per node, the box has {figures.get('available')}"
     at_least = "≥ " if figures.get("at_least") else ""
     if figures.get("cause") == "draft":
-        return (f"out of memory: the target's and the draft's weights and pools need {at_least}"
+        what = "weights and pools" if "draft_pool" in figures else "weights"
+        return (f"out of memory: the target's and the draft's {what} need {at_least}"
                 f"{float(figures.get('needed', 0)) / gib:.2f} GiB per GPU, {float(figures.get('available', 0)) / gib:.2f}"
                 " GiB available")
     return (f"out of memory: the weights need {at_least}{float(figures.get('needed', 0)) / gib:.2f} GiB per GPU, "

@@ -173,11 +173,15 @@ def test_multi_layer_eagle_shares_the_embedding_with_every_steps_draft_in_sglang
 def test_multi_layer_eagle_without_a_draft_fails_where_a_steps_draft_lacks_set_embed_and_head() -> None:
     # 0.5.11: with no draft path the draft's class is the target's own; Qwen3MoeForCausalLM has no
     # set_embed_and_head, and the multi-layer worker's loop over its steps calls it on each step's draft
+    # (the target's own weights as the draft's: at SGLang's default --mem-fraction-static the draft's load runs out
+    # of memory first, up to 0.5.13, where the target's pool took what the draft needs; at 0.45 both fit)
     require_release("0.5.11")
     session = shared_session("0.5.11", model="qwen3-235b-a22b", draft=None, hardware="h200")
-    outcome = session.evaluate(Config.of({
-        "--tp-size": "8", "--speculative-algorithm": "EAGLE", "--enable-multi-layer-eagle": None,
-        "--speculative-num-steps": "3", "--speculative-eagle-topk": "1", "--speculative-num-draft-tokens": "4"}))
+    flags = {"--tp-size": "8", "--speculative-algorithm": "EAGLE", "--enable-multi-layer-eagle": None,
+             "--speculative-num-steps": "3", "--speculative-eagle-topk": "1", "--speculative-num-draft-tokens": "4"}
+    oom = session.evaluate(Config.of(flags))
+    assert oom.verdict == "WILL NOT START" and (oom.will_not_start or {}).get("cause") == "draft", oom.headline
+    outcome = session.evaluate(Config.of({**flags, "--mem-fraction-static": "0.45"}))
     assert outcome.status is Status.FAILED, outcome.headline
     assert outcome.exception["type"] == "AttributeError"
     assert outcome.exception["message"] == "'Qwen3MoeForCausalLM' object has no attribute 'set_embed_and_head'"

@@ -94,9 +94,9 @@ def test_an_environment_variable_the_checks_read_joins_the_space_and_decides_its
     assert "SGLANG_ENABLE_PP_SPEC" in space.flags
     session = shared_session("0.5.23")
     pipeline = {"--tp-size": "4", "--pp-size": "2", "--speculative-algorithm": "EAGLE"}  # Kimi needs 8 GPUs
-    without = session.evaluate(Config.of(pipeline))
+    without = session.evaluate(session.with_draft(Config.of(pipeline)))
     assert not without.passed and without.frame.get("function") == "check_pipeline_parallel_compat", without.headline
-    assert session.evaluate(Config.of({**pipeline, "SGLANG_ENABLE_PP_SPEC": "1"})).passed
+    assert session.evaluate(session.with_draft(Config.of({**pipeline, "SGLANG_ENABLE_PP_SPEC": "1"}))).passed
 
 
 @pytest.mark.parametrize("release", ["0.5.11", "0.5.12", "0.5.23"])

@@ -14,9 +14,9 @@ import bisect_spec
 from tests.cli.helpers import run
 from tests.conftest import require_release
 
-#: The reporter's shape: tensor parallel 8, EAGLE, a chain of 3.
-EAGLE = ["--tp", "8", "--speculative-algorithm", "EAGLE", "--speculative-num-steps", "3",
-         "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4"]
+#: The reporter's shape: EAGLE, a chain of 3 (at tensor parallel 8 unless a test gives another width).
+EAGLE = ["--speculative-algorithm", "EAGLE", "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
+         "--speculative-num-draft-tokens", "4"]
 
 
 @pytest.fixture(scope="module")
@@ -27,10 +27,11 @@ def base_model_as_draft(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
-def _probe(release: str, draft: Path, fraction: str) -> tuple[int, str]:
+def _probe(release: str, draft: Path, fraction: str | None, *flags: str) -> tuple[int, str]:
     require_release(release)
     return run("probe", "--sglang", release, "--model", "llama-3.3-70b", "--draft-path", str(draft), "--hardware",
-               "h100", "--gpus", "8", "--", *EAGLE, "--mem-fraction-static", fraction)
+               "h100", "--gpus", "8", "--", *EAGLE, *(flags or ("--tp", "8")),
+               *(("--mem-fraction-static", fraction) if fraction else ()))
 
 
 def test_the_base_model_as_its_own_draft_will_not_start_up_to_0_5_13_and_a_smaller_fraction_is_offered(
@@ -58,3 +59,15 @@ def test_from_0_5_14_sglangs_own_sizing_charges_the_draft_and_the_same_launch_st
     pool = next(line for line in output.splitlines() if "memory pool SGLang sized" in line)
     tokens = int(pool.split("KV cache ")[1].split(" tokens")[0])
     assert 150_000 < tokens < 250_000, pool
+
+
+def test_from_0_5_14_the_two_models_weights_over_a_gpu_will_not_start_and_a_wider_layout_is_offered(
+        base_model_as_draft: Path) -> None:
+    # the draft loads before the pools are sized: at tp 2 each GPU holds half of both 70B models
+    code, output = _probe("0.5.18", base_model_as_draft, None, "--tp", "2")
+    assert code == 3, output
+    verdict = next(line for line in output.splitlines() if line.startswith("verdict:"))
+    assert "WILL NOT START  out of memory: the target's and the draft's weights need ≥ 129." in verdict, output
+    assert "while the draft worker loads the draft, before SGLang sizes the pools" in output
+    step = next(line for line in output.splitlines() if line.startswith("next:"))
+    assert "the nearest layout that starts on this box (verified, a full pass): set --tp-size 4" in step, output

@@ -117,10 +117,12 @@ def test_a_release_new_since_the_baseline_is_compared_with_the_release_before(fi
                       .read_text())
     # both seed failures only moved; at the deployment shape (--tp-size 8) EAGLE3 without a draft path gets past
     # 0.5.12's resolution on 0.5.23 and fails where SGLang builds the target's own class as the draft
-    # (sglang#36528): the one regression, and the only one
+    # (sglang#36528): a regression on both boxes; and on the 96 GB box, where 0.5.12's sizing left DeepSeek-V3's
+    # pool room, 0.5.23's sizing charges the EAGLE3 draft's weights too (sglang#23862) and refuses in its own words
     new = {(c["cell"], c["title"].split(":")[0]) for c in data["changes"] if c["change"] == "new"}
-    assert new == {(f"0.5.23/deepseek-v3/eagle3/{hardware}", "AttributeError in init_lm_head")
-                   for hardware in ("h100x8", "rtx-pro-6000x8")}, result.output
+    assert new == {*((f"0.5.23/deepseek-v3/eagle3/{hardware}", "AttributeError in init_lm_head")
+                     for hardware in ("h100x8", "rtx-pro-6000x8")),
+                   ("0.5.23/deepseek-v3/eagle3/rtx-pro-6000x8", "ValueError in _profile_available_bytes")}, result.output
     assert result.exit_code == 3, result.output
     moved = {(c["cell"], c["against"], c["cross_release_key"]) for c in data["changes"] if c["change"] == "location-moved"}
     for hardware in ("h100x8", "rtx-pro-6000x8"):

@@ -128,7 +128,7 @@ def _memory_pool(args: Any, target: Any, runner: Any, progress: Progress,
     # refusals: the load's failures that are SGLang's verdict (:func:`_loaded_on_meta`), and those of the stages on
     # the sized pool
     runner.load_model = functools.partial(_loaded_on_meta, runner, runner_cls, cls, refusals, total,
-                                          _platform_flags_of_the_box(torch))
+                                          _platform_flags_of_the_box(torch), draft_weights)
     verdict = True
     try:
         with contextlib.ExitStack() as stack:

@@ -90,11 +90,13 @@ def _construction_within(total: int) -> Iterator[None]:
 
 
 def _loaded_on_meta(runner: Any, runner_cls: Any, cls: type, refusals: list[BaseException], total: int,
-                    platform: Callable[[], Any] = contextlib.nullcontext) -> None:
+                    platform: Callable[[], Any] = contextlib.nullcontext, draft_weights: int = 0) -> None:
     """SGLang's own ``load_model`` on the runner (the dummy loader, on ``meta``). A refusal of the model's own
     modules (:func:`_refused_by_the_model`) or of ``load_model``'s own ``raise``/``assert`` is SGLang's verdict; any
     other failure of the load (a layer's platform check: a vision tower's "only available for cuda" on this CPU
-    build of torch; a value only real weights hold) ends the stage, never a verdict."""
+    build of torch; a value only real weights hold) ends the stage, never a verdict. ``draft_weights``: the draft's
+    bytes per GPU where the draft loads before the pools are sized (0.5.14+): with the target's, over the GPU less
+    its CUDA context, the launch will not start (``cause="draft"``)."""
     try:
         with platform(), _construction_within(total), jit_kernels_on_meta():
             runner_cls.load_model(runner)
@@ -119,6 +121,16 @@ def _loaded_on_meta(runner: Any, runner_cls: Any, cls: type, refusals: list[Base
                            f"GiB, more than it leaves after the CUDA context (about {_CONTEXT_BYTES / _GIB:.0f} GiB): "
                            "a real load runs out of device memory (CUDA out of memory) before SGLang sizes the pool",
                            needed=weights, available=total - _CONTEXT_BYTES, total=total, at_least=False)
+        refusals.append(oom)
+        raise oom
+    if draft_weights and weights + draft_weights > total - _CONTEXT_BYTES:  # 0.5.14+: the draft loads before the pools
+        oom = WillNotStart("draft", f"the target's weights take {weights / _GIB:.2f} GiB per GPU and the draft's "
+                           f"{draft_weights / _GIB:.2f} GiB, more than the {(total - _CONTEXT_BYTES) / _GIB:.2f} GiB its "
+                           f"{total / _GIB:.2f} GiB leave after the CUDA context (about {_CONTEXT_BYTES / _GIB:.0f} GiB): "
+                           "a real launch runs out of device memory "
+                           "(CUDA out of memory) while the draft worker loads the draft, before SGLang sizes the pools",
+                           needed=weights + draft_weights, available=total - _CONTEXT_BYTES, total=total,
+                           at_least=True, target_weights=weights, draft_weights=draft_weights)
         refusals.append(oom)
         raise oom
 
