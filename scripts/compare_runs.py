@@ -10,6 +10,7 @@ Usage: python scripts/compare_runs.py RUN_DIR_BEFORE RUN_DIR_AFTER
 from __future__ import annotations
 
 import gzip
+import json
 import re
 import sys
 from pathlib import Path
@@ -23,10 +24,15 @@ def text_of(path: Path) -> str:
 
 
 def normalised(text: str, run: Path) -> str:
-    """``text`` without what differs between two identical runs: the run id, its directory, times."""
+    """``text`` without what differs between two identical runs: the run id, its directory, times; and what a
+    reproducer keeps of the worker that evaluated it (what SGLang printed, which logs a few lines once per process,
+    and the order the worker met its CPU-only imports in), never part of a verdict."""
     text = text.replace(run.name, "RUN").replace(str(run.parent), "RUNS")
     text = re.sub(r"\d{8}-\d{6}", "TIME", text)
     text = re.sub(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\]", "[TIME]", text)
+    text = re.sub(r'"stderr_tail": *"(?:[^"\\]|\\.)*"', '"stderr_tail": ""', text)
+    text = re.sub(r"^CPU_IMPORTS = (\[.*\])$", lambda m: f"CPU_IMPORTS = {sorted(json.loads(m[1]))}", text,
+                  flags=re.MULTILINE)
     return re.sub(r"\"seconds\": *[0-9.e-]+", "\"seconds\": 0", text)
 
 
@@ -37,6 +43,8 @@ def compare(before: Path, after: Path) -> list[str]:
         files += [p.relative_to(side) for p in (side / "reproducers").rglob("*") if p.is_file()]
     for name in sorted(set(files)):
         old, new = before / name, after / name
+        if not old.is_file() and not new.is_file():  # a file neither run wrote (a run with no report)
+            continue
         if not (old.is_file() and new.is_file()):
             differences.append(f"{name}: only in {'the first' if old.is_file() else 'the second'} run")
         elif normalised(text_of(old), before) != normalised(text_of(new), after):
