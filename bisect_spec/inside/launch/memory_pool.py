@@ -102,13 +102,8 @@ def _memory_pool(args: Any, target: Any, runner: Any, progress: Progress,
     # 0.5.14+ sizes the pools once the draft worker has loaded the draft's weights (:mod:`draft_memory`)
     draft_weights = int(progress.held.get(DRAFT_WEIGHTS, 0) or 0) if apart else 0
 
-    built: list[tuple[Any, int]] = []  # the loaded model and its bytes: SGLang's sizing asks many times, after the load
-
-    def model_bytes() -> int:
-        model = vars(runner).get("model")
-        if not built or built[0][0] is not model:  # the model held here: its id cannot name another meanwhile
-            built[:] = [(model, _device_bytes(model))]
-        return built[0][1]
+    def model_bytes() -> int:  # counted at every ask: what runs after the load (LoRA, torchao) may change them
+        return _device_bytes(vars(runner).get("model"))
 
     def available(*_args: Any, **_kwargs: Any) -> float:  # the simulated GPU's free memory, in GiB, now
         return (total - model_bytes() - draft_weights) / _GIB
