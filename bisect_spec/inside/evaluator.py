@@ -754,7 +754,7 @@ def will_not_start_record(exc: launch.WillNotStart, stage: str) -> dict[str, Any
     """A record's fields for a configuration that will not start (:class:`launch.WillNotStart`): status failed,
     in torch's exception type (what a real launch dies of), the figures, and no SGLang frame or traceback: no
     statement of SGLang's refused it."""
-    exc_type = "OutOfMemoryError" if exc.cause in ("weights", "draft") else "RuntimeError"
-    module = "torch" if exc.cause in ("weights", "draft") else "builtins"
+    out_of_memory = exc.cause in ("weights", "draft")
+    exc_type, module = ("OutOfMemoryError", "torch") if out_of_memory else ("RuntimeError", "builtins")
     return {"status": "failed", "exception": {"type": exc_type, "module": module, "message": exc.words},
             "will_not_start": {**exc.figures, "stage": stage}, "traceback_tail": "", "stderr_tail": ""}

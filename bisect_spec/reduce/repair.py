@@ -278,19 +278,24 @@ def fitting_layout(original: Config, evaluate: BatchPredicate, *, gpus: int, cau
             edits.append(f"set {pp_flag} {p}" if p > 1 else f"remove {pp_flag}")
         if edits:
             candidates.append((tuple(edits), config))
-    if not candidates:
+    fix = _best_verified(original, candidates, evaluate)
+    if fix is None:
         return None
-    by_config = {o.config: o for o in evaluate([c for _, c in candidates])}
-    passing = [(edits, config, by_config[config]) for edits, config in candidates
-               if config in by_config and _sound(by_config[config], original)]
-    if not passing:
-        return None
-    labels, config, outcome = min(passing, key=lambda item: (bool(item[2].stopped_early),
-                                                             candidates.index((item[0], item[1]))))
-    fix = Fix(labels, config, True, outcome)
     reason = ("the smallest layout whose weights fit the box's GPUs" if cause == "weights"
               else f"the widest layout the box's {gpus} GPUs can run")
-    return {**fix.to_dict(), "reason": reason, "full_pass": not outcome.stopped_early}
+    return {**fix.to_dict(), "reason": reason, "full_pass": not fix.outcome.stopped_early}
+
+
+def _best_verified(original: Config, candidates: Sequence[tuple[tuple[str, ...], Config]], evaluate: BatchPredicate,
+                   tight: Callable[[Outcome], bool] = lambda outcome: False) -> Fix | None:
+    """Of ``candidates`` (edits and the configuration they make, nearest first), evaluated in one batch, the first
+    that passes soundly: a full pass before one that stopped early, then one not ``tight``; None where none passes."""
+    by_config = {o.config: o for o in evaluate([config for _, config in candidates])} if candidates else {}
+    passing = [(index, Fix(edits, config, True, by_config[config])) for index, (edits, config) in enumerate(candidates)
+               if config in by_config and _sound(by_config[config], original)]
+    best = min(passing, key=lambda item: (bool(item[1].outcome.stopped_early), tight(item[1].outcome), item[0]),
+               default=None)
+    return best[1] if best is not None else None
 
 
 #: The flag that sets the share of each GPU the target's weights and pool take.
@@ -314,20 +319,15 @@ def _fitting_fraction(original: Config, evaluate: BatchPredicate, fraction: floa
     where none does or ``fraction`` is unknown."""
     if fraction is None or fraction <= 0.3:
         return None
-    steps = [round(0.05 * k, 2) for k in range(round(fraction / 0.05 - 1e-9), 5, -1)]
-    candidates = [(value, original.with_(MEM_FRACTION, (f"{value:g}",))) for value in steps if value < fraction - 1e-9]
-    if not candidates:
-        return None
-    by_config = {o.config: o for o in evaluate([config for _, config in candidates])}
-    passing = [(value, config, by_config[config]) for value, config in candidates
-               if config in by_config and _sound(by_config[config], original)]
-    if not passing:
-        return None
-    value, config, outcome = min(passing, key=lambda item: (bool(item[2].stopped_early), _tight(item[2]), -item[0]))
     verb = "set" if original.get(MEM_FRACTION) is not None else "add"
-    fix = Fix((f"{verb} {MEM_FRACTION} {value:g}",), config, True, outcome)
+    steps = [round(0.05 * k, 2) for k in range(round(fraction / 0.05 - 1e-9), 5, -1)]  # the largest first
+    candidates = [((f"{verb} {MEM_FRACTION} {value:g}",), original.with_(MEM_FRACTION, (f"{value:g}",)))
+                  for value in steps if value < fraction - 1e-9]
+    fix = _best_verified(original, candidates, evaluate, _tight)
+    if fix is None:
+        return None
     return {**fix.to_dict(), "reason": "the largest --mem-fraction-static that leaves the draft's weights and pool room",
-            "full_pass": not outcome.stopped_early}
+            "full_pass": not fix.outcome.stopped_early}
 
 
 def _edits_between(original: Config, candidate: Config) -> list[str]:

@@ -270,12 +270,10 @@ def will_not_start_line(figures: dict[str, Any]) -> str:
     if figures.get("cause") == "gpus":
         return f"the layout needs {figures.get('needed')} GPUs per node, the box has {figures.get('available')}"
     at_least = "≥ " if figures.get("at_least") else ""
+    what = "the weights"
     if figures.get("cause") == "draft":
-        what = "weights and pools" if "draft_pool" in figures else "weights"
-        return (f"out of memory: the target's and the draft's {what} need {at_least}"
-                f"{float(figures.get('needed', 0)) / gib:.2f} GiB per GPU, {float(figures.get('available', 0)) / gib:.2f}"
-                " GiB available")
-    return (f"out of memory: the weights need {at_least}{float(figures.get('needed', 0)) / gib:.2f} GiB per GPU, "
+        what = f"the target's and the draft's weights{' and pools' if 'draft_pool' in figures else ''}"
+    return (f"out of memory: {what} need {at_least}{float(figures.get('needed', 0)) / gib:.2f} GiB per GPU, "
             f"{float(figures.get('available', 0)) / gib:.2f} GiB available")
 
 

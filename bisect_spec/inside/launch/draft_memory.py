@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .model_build import _GIB
+from .model_build import _GIB, _device_bytes
 from .sglang_lookup import _view
 from .stage import Progress, WillNotStart
 
@@ -33,18 +33,7 @@ _SHARED = ("embed_tokens", "lm_head")
 
 def draft_weights_bytes(model: Any) -> int:
     """The bytes of the draft's own tensors on ``meta`` (each once), less its embedding and head."""
-    if model is None or not callable(getattr(model, "named_modules", None)):
-        return 0
-    seen: set[int] = set()
-    total = 0
-    for name, module in model.named_modules():
-        if name.rsplit(".", 1)[-1] in _SHARED or any(f".{part}." in f".{name}." for part in _SHARED):
-            continue
-        for tensor in [*vars(module).get("_parameters", {}).values(), *vars(module).get("_buffers", {}).values()]:
-            if tensor is not None and id(tensor) not in seen and tensor.device.type == "meta":
-                seen.add(id(tensor))
-                total += tensor.numel() * tensor.element_size()
-    return total
+    return _device_bytes(model, leave_out=_SHARED)
 
 
 def _kv_element_bytes(args: Any, model_config: Any) -> int:

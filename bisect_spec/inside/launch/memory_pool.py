@@ -102,11 +102,8 @@ def _memory_pool(args: Any, target: Any, runner: Any, progress: Progress,
     # 0.5.14+ sizes the pools once the draft worker has loaded the draft's weights (:mod:`draft_memory`)
     draft_weights = int(progress.held.get(DRAFT_WEIGHTS, 0) or 0) if apart else 0
 
-    def model_bytes() -> int:  # counted at every ask: what runs after the load (LoRA, torchao) may change them
-        return _device_bytes(vars(runner).get("model"))
-
     def available(*_args: Any, **_kwargs: Any) -> float:  # the simulated GPU's free memory, in GiB, now
-        return (total - model_bytes() - draft_weights) / _GIB
+        return (total - _device_bytes(vars(runner).get("model")) - draft_weights) / _GIB
 
     if apart:  # what the device step sets that the sizing reads: the memory free before the load, the groups
         vars(runner).setdefault("pre_model_load_memory", total / _GIB)
@@ -197,7 +194,7 @@ def _memory_pool(args: Any, target: Any, runner: Any, progress: Progress,
     finally:  # what SGLang sized, also where building the pools stopped after the sizing (a warm-up on the device)
         sized = vars(runner).get("max_total_num_tokens")  # unset where SGLang refused before it (0.5.10+)
         if vars(runner).get("model") is not None and verdict:
-            progress.memory_pool = {"total_bytes": total, "weights_bytes": model_bytes(),
+            progress.memory_pool = {"total_bytes": total, "weights_bytes": _device_bytes(vars(runner).get("model")),
                                     "mem_fraction_static": getattr(runner, "mem_fraction_static", None),
                                     "max_total_num_tokens": sized if isinstance(sized, int) else None,
                                     "request_slots": _request_slots(runner, args)}

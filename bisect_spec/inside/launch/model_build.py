@@ -200,13 +200,17 @@ def _no_values(*_args: Any, **_kwargs: Any) -> None:
     """The dummy loader's random values, not drawn: a ``meta`` tensor holds none."""
 
 
-def _device_bytes(model: Any) -> int:
-    """The bytes of a built model's tensors (parameters and buffers, each once): what its weights take on the device."""
+def _device_bytes(model: Any, leave_out: tuple[str, ...] = ()) -> int:
+    """The bytes of a built model's tensors (parameters and buffers, each once): what its weights take on the device.
+    ``leave_out``: the names of submodules not counted, with what they hold (a draft's ``embed_tokens``)."""
     if model is None or not callable(getattr(model, "parameters", None)):
         return 0
     seen: set[int] = set()
     total = 0
     modules = model.modules() if callable(getattr(model, "modules", None)) else [model]
+    if leave_out:
+        modules = (module for name, module in model.named_modules()
+                   if not any(part in leave_out for part in name.split(".")))
     for module in modules:  # each module's own tensors (what ``parameters()`` and ``buffers()`` walk, at a third the cost)
         for tensor in [*vars(module).get("_parameters", {}).values(), *vars(module).get("_buffers", {}).values()]:
             if tensor is not None and id(tensor) not in seen and tensor.device.type == "meta":  # a CPU tensor is not on the GPU
