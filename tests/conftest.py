@@ -13,7 +13,9 @@ import contextlib
 import importlib.util
 import os
 import signal
+import sys
 import time
+import types
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -181,3 +183,13 @@ def janitor() -> Iterator[Janitor]:
         yield keeper
     finally:
         keeper.cleanup()
+
+
+def load_script(name: str) -> types.ModuleType:
+    """``scripts/<name>.py`` as a module (registered under its name: its dataclasses resolve annotations there)."""
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parents[1] / "scripts" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 import types
 from collections.abc import Mapping
 from pathlib import Path
@@ -11,16 +9,11 @@ from typing import Any
 
 from bisect_spec.model.flags import Config
 from bisect_spec.search.space import ABSENT, FlagSpace, FlagSpec
+from tests.conftest import load_script
 
 
 def load_bench() -> types.ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "bench_recall", Path(__file__).resolve().parents[2] / "scripts" / "bench_recall.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_recall"] = module  # its dataclasses resolve their annotations through sys.modules
-    spec.loader.exec_module(module)
-    return module
+    return load_script("bench_recall")
 
 
 bench = load_bench()

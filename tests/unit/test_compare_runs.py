@@ -3,20 +3,15 @@ a reproducer (SGLang's once-per-process log lines, the order of its CPU-only imp
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from typing import Any
 
-SCRIPT = Path(__file__).parents[2] / "scripts" / "compare_runs.py"
+from tests.conftest import load_script
 
 
 def script() -> Any:
-    spec = importlib.util.spec_from_file_location("compare_runs", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("compare_runs")
 
 
 def run(parent: Path, name: str, *, status: str, stderr: str, imports: list[str], seconds: float) -> Path:

@@ -6,13 +6,11 @@ from __future__ import annotations
 import base64
 import csv
 import hashlib
-import importlib.util
 import io
 import os
 import shutil
 import subprocess
 import sys
-import types
 import zipfile
 from pathlib import Path
 
@@ -21,17 +19,10 @@ import pytest
 from bisect_spec.model.flags import Config
 from bisect_spec.model.outcome import Outcome
 from bisect_spec.runtime import environments
+from tests.conftest import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "scripts"
-
-
-def load_script(name: str) -> types.ModuleType:
-    spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_gpu_check_script_parses() -> None:

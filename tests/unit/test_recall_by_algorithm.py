@@ -3,22 +3,17 @@
 from __future__ import annotations
 
 import gzip
-import importlib.util
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-SCRIPT = Path(__file__).parents[2] / "scripts" / "recall_by_algorithm.py"
+from tests.conftest import load_script
 
 
 def script() -> Any:
-    spec = importlib.util.spec_from_file_location("recall_by_algorithm", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("recall_by_algorithm")
 
 
 def run(directory: Path, rows: list[tuple[list[str], str | None]]) -> Path:
