@@ -446,6 +446,8 @@ class WarmPool:
         self._conn: Connection | None = None
         self._lock = threading.Lock()
         self._directory: Path | None = None
+        self._local = threading.local()  # other threads' connections (:meth:`evaluate`)
+        self._opened: list[Connection] = []
 
     @property
     def replaced(self) -> int:
@@ -491,12 +493,30 @@ class WarmPool:
         return self._conn
 
     def evaluate(self, argv: Sequence[str]) -> dict[str, Any]:
-        with self._lock:
-            reply = self._call(self._main(), {"op": "eval", "argv": list(argv), "timeout": self.timeout})
+        """One evaluation. Called from several threads at once (a sweep's shrinks), each thread but the main one
+        has a connection of its own, so the daemon's ``jobs`` workers serve them side by side."""
+        request = {"op": "eval", "argv": list(argv), "timeout": self.timeout}
+        if self.jobs > 1 and threading.current_thread() is not threading.main_thread():
+            conn = self._thread_conn()
+            reply = self._call(conn, request)
+        else:
+            with self._lock:
+                reply = self._call(self._main(), request)
         if not reply.get("ok"):
             raise WorkerError(f"warm worker: {reply.get('error')}")
         record: dict[str, Any] = reply["reply"]
         return record
+
+    def _thread_conn(self) -> Connection:
+        """This thread's own connection to the daemon, opened on first use, closed by :meth:`close`."""
+        conn: Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            self._main()
+            assert self._directory is not None
+            conn = self._local.conn = Connection(self._directory)
+            with self._lock:
+                self._opened.append(conn)
+        return conn
 
     def request(self, payload: dict[str, Any], timeout: float = 60.0) -> dict[str, Any]:
         with self._lock:
@@ -551,6 +571,10 @@ class WarmPool:
     def close(self) -> None:
         """Disconnect; the warm worker stays up for the next command until its idle stop."""
         with self._lock:
+            for conn in self._opened:
+                conn.close()
+            self._opened.clear()
+            self._local = threading.local()
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None

@@ -257,9 +257,18 @@ class WorkerPool:
     _all: list[WorkerProcess] = field(default_factory=list, init=False)
     info: dict[str, Any] = field(default_factory=dict, init=False)
     replaced: int = field(default=0, init=False)
+    _closed: bool = field(default=False, init=False)
 
     def start(self) -> dict[str, Any]:
         """Start every worker (in parallel); return the first one's self-description."""
+        self._closed = False
+        kept = []
+        while not self._idle.empty():  # a worker of an earlier start that was closed with it is not used again
+            worker = self._idle.get_nowait()
+            if worker in self._all:
+                kept.append(worker)
+        for worker in kept:
+            self._idle.put(worker)
         errors: list[BaseException] = []
         workers = [WorkerProcess(self.spec) for _ in range(max(1, self.jobs))]
 
@@ -285,6 +294,8 @@ class WorkerPool:
         return self.info
 
     def _healthy(self, worker: WorkerProcess) -> WorkerProcess:
+        if self._closed:  # a thread still evaluating when the pool closed starts no worker after it
+            raise WorkerError("the evaluation workers were stopped")
         if worker.alive:
             return worker
         worker.close()
@@ -426,6 +437,7 @@ class WorkerPool:
         return [w.pid for w in self._all if w.pid is not None]
 
     def close(self) -> None:
+        self._closed = True
         for worker in list(self._all):
             worker.close()
         self._all.clear()

@@ -388,6 +388,7 @@ def cover_unmasked(space: FlagSpace, first: Sequence[tuple[int, ...]], *,
                    candidates: Callable[[Config, str], Sequence[str]] | None = None,
                    evaluate_absent: Callable[[list[Config]], list[Key]] | None = None,
                    evaluate_projection: Callable[[list[Config]], list[Key]] | None = None,
+                   shrink_many: Callable[[list[tuple[Config, str]]], list[Config | None]] | None = None,
                    ) -> MaskingResult:
     """Evaluate ``first`` (a covering array's rows), then rounds of rows for the tuples still masked.
 
@@ -401,6 +402,9 @@ def cover_unmasked(space: FlagSpace, first: Sequence[tuple[int, ...]], *,
         evaluations passes its own, so round rows and absence trials are told apart.
     :param evaluate_projection: evaluates the projections of unexplained rows onto known reproducers
         (:meth:`Rounds.projections`; default ``evaluate``), for the same reason.
+    :param shrink_many: ``shrink`` of each ``(configuration, signature)`` pair, results in their order (a caller
+        with several workers shrinks a round's signatures side by side); default: ``shrink`` of each in turn.
+        Each shrink depends on its own pair only, so what is learnt is the same either way.
     """
     state = Rounds(space, strength, core_strength)
     rounds: list[dict[str, Any]] = []
@@ -417,9 +421,9 @@ def cover_unmasked(space: FlagSpace, first: Sequence[tuple[int, ...]], *,
                 best = unexplained.get(key)
                 if best is None or sum(1 for v in row if v) < sum(1 for v in best if v):
                     unexplained[key] = row
-        for key, row in sorted(unexplained.items()):
-            config = space.config_of(row)
-            minimal = shrink(config, key)
+        todo = [(key, space.config_of(row)) for key, row in sorted(unexplained.items())]
+        minimals = (shrink_many or (lambda pairs: [shrink(c, k) for c, k in pairs]))([(c, k) for k, c in todo])
+        for (key, config), minimal in zip(todo, minimals, strict=True):
             if minimal is None or minimal.argv() in state.minimal_argv.get(key, []):
                 continue
             absent: list[Config] = []

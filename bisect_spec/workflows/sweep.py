@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import json
 import time
 from collections import ChainMap
 from collections.abc import Callable, Iterator, MutableMapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from bisect_spec.errors import UsageError
 from bisect_spec.model.flags import PATH_TOKEN, Config
@@ -29,6 +31,8 @@ from bisect_spec.runtime.target_spec import TargetSpec
 from bisect_spec.search.shape import TP, DeploymentShape, deployment_shape
 from bisect_spec.workflows import smoke
 from bisect_spec.workflows.shrink import evidence_of, failure_hints, shrink_in_session
+
+_T = TypeVar("_T")
 
 
 @dataclass
@@ -468,6 +472,10 @@ class SweepRun:
         def shrink(config: Config, signature: str) -> Config | None:
             return self._shrink_row(config, signature)
 
+        def shrink_many(pairs: list[tuple[Config, str]]) -> list[Config | None]:
+            self.session.start()
+            return list(self._side_by_side([functools.partial(self._shrink_row, c, k) for c, k in pairs]))
+
         def candidates(config: Config, signature: str) -> list[str]:
             outcome = self.outcomes.get(config.key())
             if outcome is None:
@@ -479,7 +487,25 @@ class SweepRun:
                                       strength=strategy.strength, core_strength=strategy.core_strength,
                                       max_rounds=strategy.rounds, row_limit=strategy.round_rows, candidates=candidates,
                                       evaluate_absent=evaluate_as("absence"),
-                                      evaluate_projection=evaluate_as("projection"))
+                                      evaluate_projection=evaluate_as("projection"), shrink_many=shrink_many)
+
+    def _side_by_side(self, calls: Sequence[Callable[[], _T]]) -> Iterator[_T]:
+        """Each call's result, in the order of ``calls``, up to one call per worker running at once: a sweep's
+        shrinks, each a chain of one evaluation after another, keep every worker busy side by side. Each shrink
+        reads only its own signature's reproducers and outcomes no history changes, so the results are those of
+        one after another. Where the caller stops early (an error, an interrupt), the calls not started are
+        cancelled; a running one ends at its next evaluation once the workers are stopped."""
+        jobs = max(1, int(getattr(self.session.pool, "jobs", 1) or 1))
+        if jobs == 1 or len(calls) <= 1:
+            yield from (call() for call in calls)
+            return
+        threads = ThreadPoolExecutor(max_workers=min(jobs, len(calls)), thread_name_prefix="bisect-spec-shrink")
+        try:
+            futures = [threads.submit(call) for call in calls]
+            for future in futures:
+                yield future.result()
+        finally:
+            threads.shutdown(wait=False, cancel_futures=True)
 
     def _shrink_row(self, config: Config, signature: str, *, hinted: bool = True) -> Config | None:
         """A row shrunk with the sweep's shrink budget, when it stays 1-minimal with the same signature;
@@ -541,11 +567,16 @@ class SweepRun:
         minimal: dict[str, Config] = {}
         for signature, argvs in (masking.forbidden.items() if masking is not None else ()):
             minimal[signature] = min((Config.from_argv(a) for a in argvs), key=len)
-        for signature in sorted(set(failing.values()) - set(minimal)):
-            smallest = min((c for c, k in failing.items() if k == signature), key=lambda c: (len(c), c.key()))
-            shrunk = self._shrink_row(smallest, signature, hinted=False)
-            if shrunk is not None:
-                minimal[signature] = shrunk
+        unshrunk = sorted(set(failing.values()) - set(minimal))
+        smallest = [min((c for c, k in failing.items() if k == signature), key=lambda c: (len(c), c.key()))
+                    for signature in unshrunk]
+        if unshrunk:
+            self.session.start()
+        shrunk = self._side_by_side([functools.partial(self._shrink_row, config, signature, hinted=False)
+                                     for config, signature in zip(smallest, unshrunk, strict=True)])
+        for signature, found in zip(unshrunk, shrunk, strict=True):
+            if found is not None:
+                minimal[signature] = found
 
         def evaluate(batch: list[Config]) -> list[str | None]:
             self.evaluate_journaled(batch, "peel")
@@ -623,12 +654,16 @@ class SweepRun:
         by_config = {o.config: o for o in outcomes}
         forbidden = (summary.get("masking") or {}).get("forbidden") or {}  # reproducers the masking rounds learnt
         self.session.start()
-        for number, entry in enumerate(failures, 1):
+
+        def shrunk(entry: dict[str, Any]) -> Any:
             smallest = Config.from_argv(entry["smallest"])
             known = [*self.learnt.get(entry["id"], []), *(Config.from_argv(argv) for argv in forbidden.get(entry["id"], []))]
-            report = shrink_in_session(self.session, smallest, budget=Budget(*self.shrink_budget), fix=self.fix,
-                                       out_dir=out_dir, evidence=evidence_of(outcomes, entry["id"]),
-                                       first=by_config.get(smallest), learnt=list(dict.fromkeys(known)), memo=self.memo)
+            return shrink_in_session(self.session, smallest, budget=Budget(*self.shrink_budget), fix=self.fix,
+                                     out_dir=out_dir, evidence=evidence_of(outcomes, entry["id"]),
+                                     first=by_config.get(smallest), learnt=list(dict.fromkeys(known)), memo=self.memo)
+
+        reports = self._side_by_side([functools.partial(shrunk, entry) for entry in failures])
+        for number, (entry, report) in enumerate(zip(failures, reports, strict=True), 1):
             result = report.result
             entry["shrink"] = {"status": result.status, "minimal_argv": result.minimal.argv(),
                                "evaluations": result.evaluations, "stop_reason": result.stop_reason,

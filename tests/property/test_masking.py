@@ -98,6 +98,54 @@ def test_rows_after_the_first_never_hold_a_known_failure(domains: list[int], dat
     assert result.masked == 0  # perfect shrinker, failures of at most 2 flags: everything is covered
 
 
+@settings(max_examples=30, deadline=None)
+@given(domains=st.lists(st.integers(2, 4), min_size=3, max_size=6), data=st.data())
+def test_shrinking_a_rounds_signatures_side_by_side_learns_what_one_after_another_does(
+        domains: list[int], data: st.DataObject) -> None:
+    """A sweep with several workers shrinks a round's signatures on threads (``shrink_many``); they finish in any
+    order, and the rounds, rows and reproducers are those of shrinking them one after another."""
+    space = space_of(domains)
+    flags = [s.flag for s in space.specs]
+    rules = []
+    for number in range(data.draw(st.integers(2, 5))):
+        chosen = data.draw(st.lists(st.sampled_from(flags), min_size=1, max_size=2, unique=True))
+        rules.append((f"r{number}", {f: str(data.draw(st.integers(1, domains[flags.index(f)] - 1))) for f in chosen}))
+    key = oracle(rules)
+    first = covering_array(domains, 2, seed=0)
+
+    def run(shrink_many: Callable[[list[tuple[Config, str]]], list[Config | None]] | None) -> tuple[object, list[list[Config]]]:
+        batches: list[list[Config]] = []
+
+        def evaluate(configs: list[Config]) -> list[Key]:
+            batches.append(list(configs))
+            return [key(c) for c in configs]
+
+        result = cover_unmasked(space, first, evaluate=evaluate, shrink=shrinker(key), strength=2, core_strength=2,
+                                max_rounds=6, shrink_many=shrink_many)
+        return result.to_dict(), batches
+
+    def side_by_side(pairs: list[tuple[Config, str]]) -> list[Config | None]:
+        import threading
+
+        results: list[Config | None] = [None] * len(pairs)
+        gates = [threading.Event() for _ in pairs]
+
+        def one(index: int) -> None:  # the last pair finishes first, then each before it
+            if index + 1 < len(pairs):
+                gates[index + 1].wait()
+            results[index] = shrinker(key)(*pairs[index])
+            gates[index].set()
+
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(len(pairs))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        return results
+
+    assert run(side_by_side) == run(None)
+
+
 def test_a_failure_that_needs_a_flag_absent_masks_nothing_behind_it() -> None:
     """DFLASH without a draft fails; DFLASH with a draft reaches a later check (f3=2). Learnt as "f0=1
     fails", the first failure proved every tuple with f0=1 and the later check was never reached."""
