@@ -31,6 +31,7 @@ import ast
 import contextlib
 import functools
 import gc
+import importlib
 import io
 import linecache
 import logging
@@ -198,21 +199,33 @@ class _ProcessState:
 
     @contextlib.contextmanager
     def restored(self) -> Iterator[None]:
-        environ = dict(os.environ)
+        environ = _environment_now()
         root = logging.getLogger()
         handlers, level = list(root.handlers), root.level
         argv = list(sys.argv)
         try:
             yield
         finally:
-            self.dirty = dict(os.environ) != environ
-            if dict(os.environ) != environ:
-                os.environ.clear()
+            self.dirty = _environment_now() != environ
+            if self.dirty:
+                for name in set(_environment_now()) - set(environ):
+                    del os.environ[name]
                 os.environ.update(environ)
             root.handlers[:] = handlers
             if root.level != level:
                 root.setLevel(level)
             sys.argv[:] = argv
+
+
+def _environment_now() -> dict[str, str]:
+    """``os.environ`` as a dict, read without :class:`_EnvReadTracer` (``dict(os.environ)`` reads every variable
+    through ``__getitem__``, and the tracer walks the stack for each: 1 % of a worker's time, for the tool's own
+    reads). CPython's mapping keeps the encoded items in ``_data``."""
+    environ: Any = os.environ
+    data = getattr(environ, "_data", None)
+    if not isinstance(data, dict):
+        return dict(os.environ)
+    return {environ.decodekey(key): environ.decodevalue(value) for key, value in data.items()}
 
 
 def _gpu_without_kernels(hardware: dict[str, Any] | None) -> bool:
@@ -249,6 +262,34 @@ LAZY_MODULES = ("sglang.srt.configs.model_config", "sglang.srt.arg_groups.pipeli
 def _applied_shims() -> list[str]:
     shims = sys.modules.get("bisect_spec.inside.version_shims")
     return list(getattr(shims, "APPLIED", []))
+
+
+def _struct_fields_once_per_class() -> None:
+    """msgspec's ``structs.fields`` answered once per class. SGLang 0.5.18+ asks it for ``ServerArgs``' fields
+    several times per evaluation (``arg_utils.record_fields``, under ``functools.cache`` memos every evaluation
+    clears), and msgspec evaluates every field's annotation again each time: 7 % of a worker's time in the main
+    job. Its answer depends on the class alone (the annotations resolve once the modules are imported); a generic
+    alias or another argument is passed through."""
+    try:
+        structs = importlib.import_module("msgspec.structs")
+    except ImportError:
+        return
+    original = structs.fields
+    if getattr(original, "_bisect_spec_once", False):
+        return
+    answers: dict[type, Any] = {}
+
+    def fields(type_or_instance: Any) -> Any:
+        if not isinstance(type_or_instance, type):  # an instance, a generic alias: as msgspec answers it
+            return original(type_or_instance)
+        found = answers.get(type_or_instance)
+        if found is None:
+            found = answers[type_or_instance] = original(type_or_instance)
+        return found
+
+    fields._bisect_spec_once = True  # type: ignore[attr-defined]
+    functools.update_wrapper(fields, original)
+    setattr(structs, "fields", fields)  # noqa: B010 - a module mypy cannot see
 
 
 def _import_sglang(stubbed: list[str]) -> tuple[Any, types.ModuleType]:
@@ -342,6 +383,7 @@ class Evaluator:
             self.stubbed: list[str] = []
             sglang, server_args_module = _import_sglang(self.stubbed)
         self.import_seconds = time.perf_counter() - started
+        _struct_fields_once_per_class()
         self.sglang_version: str = getattr(sglang, "__version__", "unknown")
         self.package_root = os.path.dirname(os.path.abspath(sglang.__file__))
         self.module: types.ModuleType = server_args_module
