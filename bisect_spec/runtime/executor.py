@@ -75,8 +75,22 @@ def make_pool(spec: WorkerSpec, *, jobs: int | None, timeout: float, executor: s
     raise UsageError(f"unknown executor {executor!r}: choose {' or '.join(EXECUTORS)}")
 
 
+#: The environment variable that sets the default number of local workers (``--jobs`` overrides it).
+JOBS_ENV = "BISECT_SPEC_JOBS"
+
+
 def default_local_jobs() -> int:
-    """One worker per core, at most 8 (each holds SGLang in memory)."""
+    """One worker per core, at most 8 (each holds SGLang in memory), unless ``BISECT_SPEC_JOBS`` says how many
+    (the test suite sets 1: its test processes already keep every core busy, and each further worker imports SGLang
+    again).
+
+    :raises UsageError: ``BISECT_SPEC_JOBS`` is not a whole number of at least 1.
+    """
     import os
 
+    given = os.environ.get(JOBS_ENV, "").strip()
+    if given:
+        if not given.isdigit() or int(given) < 1:
+            raise UsageError(f"{JOBS_ENV}={given!r} is not a number of workers: set it to 1 or more, or unset it")
+        return int(given)
     return max(1, min(os.cpu_count() or 1, 8))

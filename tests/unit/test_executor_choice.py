@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 
 import pytest
@@ -62,3 +63,15 @@ def test_an_address_nothing_listens_at_fails_at_once_not_after_rays_retries() ->
         check_reachable(address)
     with pytest.raises(UsageError, match="expected HOST:PORT"):
         check_reachable("127.0.0.1:port")
+
+
+def test_bisect_spec_jobs_sets_the_default_number_of_local_workers(monkeypatch: pytest.MonkeyPatch) -> None:
+    from bisect_spec.runtime.executor import JOBS_ENV, default_local_jobs
+
+    monkeypatch.setenv(JOBS_ENV, "3")
+    assert default_local_jobs() == 3
+    monkeypatch.setenv(JOBS_ENV, "0")
+    with pytest.raises(UsageError, match="BISECT_SPEC_JOBS='0' is not a number of workers"):
+        default_local_jobs()
+    monkeypatch.delenv(JOBS_ENV)
+    assert default_local_jobs() == max(1, min(os.cpu_count() or 1, 8))
