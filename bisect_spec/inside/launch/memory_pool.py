@@ -18,7 +18,7 @@ import types
 from collections.abc import Iterator
 from typing import Any
 
-from . import build_memo
+from .build_memo import MEMO
 from .device_stops import _device_step, _meta_value, _refusing_statement, _stop_words
 from .draft_memory import DRAFT_WEIGHTS
 from .faults import sglang_verdict
@@ -218,13 +218,13 @@ def _memory_pool(args: Any, target: Any, runner: Any, progress: Progress,
 
 
 def _memoised_load(built: Any, args: Any, total: int, appended_to: list[list[Any]]) -> Any:
-    """The loader's ``load_model`` (``built``) through the worker's :data:`build_memo.MEMO`, as a method of the
+    """The loader's ``load_model`` (``built``) through the worker's :data:`.build_memo.MEMO`, as a method of the
     loader's class: keyword inputs only, as every release's loader takes them."""
 
     def load_model(loader: Any, *more: Any, **inputs: Any) -> Any:
         if more:
             return built(loader, *more, **inputs)
-        return build_memo.MEMO.load(built, loader, args, total, appended_to, **inputs)
+        return MEMO.load(built, loader, args, total, appended_to, **inputs)
 
     return load_model
 
