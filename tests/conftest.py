@@ -24,7 +24,6 @@ import pytest
 
 from bisect_spec.api import TargetSpec
 from bisect_spec.runtime import environments, warm
-from bisect_spec.runtime.executor import JOBS_ENV
 from bisect_spec.runtime.session import Session
 from tests.processes import Janitor
 
@@ -37,9 +36,6 @@ os.environ.setdefault(warm.IDLE_ENV, "60")
 #: SGLang once for the whole run, not once per test. Tests of a command's own workers (faults, logs, kills)
 #: ask for them (``warm="own"``, or this variable set to ``commands``).
 os.environ.setdefault(warm.SCOPE_ENV, "all")
-#: one worker per command unless a test asks for more (``--jobs``): pytest-xdist's processes already keep every core
-#: busy, and each further worker of a warm daemon imports SGLang again
-os.environ.setdefault(JOBS_ENV, "1")
 #: marks the warm workers this test session starts (they inherit it), wherever their BISECT_SPEC_HOME; one
 #: mark for the whole run: pytest-xdist's workers inherit the controller's (they share warm workers)
 TEST_SESSION_ENV = "BISECT_SPEC_TEST_SESSION"

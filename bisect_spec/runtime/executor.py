@@ -80,9 +80,8 @@ JOBS_ENV = "BISECT_SPEC_JOBS"
 
 
 def default_local_jobs() -> int:
-    """One worker per core, at most 8 (each holds SGLang in memory), unless ``BISECT_SPEC_JOBS`` says how many
-    (the test suite sets 1: its test processes already keep every core busy, and each further worker imports SGLang
-    again).
+    """One worker per core, at most 8 (each holds SGLang in memory), unless ``BISECT_SPEC_JOBS`` says how many (a
+    machine shared with other work).
 
     :raises UsageError: ``BISECT_SPEC_JOBS`` is not a whole number of at least 1.
     """
