@@ -182,10 +182,6 @@ def main() -> int:
             reply = evaluator.merged_argv(request["argv"])
         elif op == "find":
             reply = evaluator.find_code(request["pattern"], int(request.get("limit", 20)))
-        elif op == "build_memo":  # how often the target's build was reused (:mod:`launch.build_memo`)
-            from bisect_spec.inside.launch.build_memo import MEMO
-
-            reply = {"hits": MEMO.hits, "builds": MEMO.builds, "kept": sum(len(v) for v in MEMO.kept.values())}
         elif op == "exit":
             return 0
         else:

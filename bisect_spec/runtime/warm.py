@@ -448,6 +448,7 @@ class WarmPool:
         self._directory: Path | None = None
         self._local = threading.local()  # other threads' connections (:meth:`evaluate`)
         self._opened: list[Connection] = []
+        self._closed = False
 
     @property
     def replaced(self) -> int:
@@ -465,6 +466,7 @@ class WarmPool:
         """
         if self._conn is not None:
             return self.info
+        self._closed = False
         found = connect_or_start(self.spec, label=self.label, timeout=self.timeout, start=self.start_if_missing,
                                  notify=self.notify)
         if found is None:
@@ -511,6 +513,8 @@ class WarmPool:
         """This thread's own connection to the daemon, opened on first use, closed by :meth:`close`."""
         conn: Connection | None = getattr(self._local, "conn", None)
         if conn is None:
+            if self._closed:  # a thread still evaluating when the command closed its pool reconnects to nothing
+                raise WarmWorkerError(f"the warm worker for {self.label} was disconnected")
             self._main()
             assert self._directory is not None
             conn = self._local.conn = Connection(self._directory)
@@ -570,6 +574,7 @@ class WarmPool:
 
     def close(self) -> None:
         """Disconnect; the warm worker stays up for the next command until its idle stop."""
+        self._closed = True
         with self._lock:
             for conn in self._opened:
                 conn.close()

@@ -303,6 +303,9 @@ class WorkerPool:
             self._all.remove(worker)
         fresh = WorkerProcess(self.spec)
         fresh.start()
+        if self._closed:  # the pool closed while this worker started: it must not outlive the command
+            fresh.close()
+            raise WorkerError("the evaluation workers were stopped")
         self._all.append(fresh)
         self.replaced += 1
         return fresh

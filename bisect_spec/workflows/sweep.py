@@ -12,10 +12,12 @@ import contextlib
 import dataclasses
 import functools
 import json
+import queue
+import threading
 import time
 from collections import ChainMap
 from collections.abc import Callable, Iterator, MutableMapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -493,19 +495,41 @@ class SweepRun:
         """Each call's result, in the order of ``calls``, up to one call per worker running at once: a sweep's
         shrinks, each a chain of one evaluation after another, keep every worker busy side by side. Each shrink
         reads only its own signature's reproducers and outcomes no history changes, so the results are those of
-        one after another. Where the caller stops early (an error, an interrupt), the calls not started are
-        cancelled; a running one ends at its next evaluation once the workers are stopped."""
+        one after another (a shrink's time budget aside: it counts the waits for a worker too). Where the caller
+        stops early (an error, an interrupt), the calls not started are dropped, and the threads are daemons: a
+        running call ends at its next evaluation once the workers are stopped, and never holds the process open."""
         jobs = max(1, int(getattr(self.session.pool, "jobs", 1) or 1))
         if jobs == 1 or len(calls) <= 1:
             yield from (call() for call in calls)
             return
-        threads = ThreadPoolExecutor(max_workers=min(jobs, len(calls)), thread_name_prefix="bisect-spec-shrink")
+        futures: list[Future[_T]] = [Future() for _ in calls]
+        todo: queue.SimpleQueue[int] = queue.SimpleQueue()
+        for index in range(len(calls)):
+            todo.put(index)
+        stopped = threading.Event()
+
+        def serve() -> None:
+            while not stopped.is_set():
+                try:
+                    index = todo.get_nowait()
+                except queue.Empty:
+                    return
+                if not futures[index].set_running_or_notify_cancel():
+                    continue
+                try:
+                    futures[index].set_result(calls[index]())
+                except BaseException as exc:  # the caller meets it where it reads this result
+                    futures[index].set_exception(exc)
+
+        for _ in range(min(jobs, len(calls))):
+            threading.Thread(target=serve, name="bisect-spec-shrink", daemon=True).start()
         try:
-            futures = [threads.submit(call) for call in calls]
             for future in futures:
                 yield future.result()
         finally:
-            threads.shutdown(wait=False, cancel_futures=True)
+            stopped.set()
+            for future in futures:
+                future.cancel()
 
     def _shrink_row(self, config: Config, signature: str, *, hinted: bool = True) -> Config | None:
         """A row shrunk with the sweep's shrink budget, when it stays 1-minimal with the same signature;

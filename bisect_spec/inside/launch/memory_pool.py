@@ -18,7 +18,6 @@ import types
 from collections.abc import Iterator
 from typing import Any
 
-from .build_memo import MEMO
 from .device_stops import _device_step, _meta_value, _refusing_statement, _stop_words
 from .draft_memory import DRAFT_WEIGHTS
 from .faults import sglang_verdict
@@ -132,10 +131,6 @@ def _memory_pool(args: Any, target: Any, runner: Any, progress: Progress,
             stack.enter_context(_replaced(loader, "initialize_dummy_weights", _no_values))
             for name in ("post_load_weights", "_post_load_weights"):  # the loader's call of the model's own (0.5.12+: _)
                 stack.enter_context(_replaced(loader, name, functools.partial(_post_load_not_run, post_load)))
-            dummy = getattr(loader, "DummyModelLoader", None)
-            built = vars(dummy).get("load_model") if isinstance(dummy, type) else None
-            if built is not None:  # the target kept from an earlier evaluation whose build read the same (:mod:`.build_memo`)
-                stack.enter_context(_replaced(dummy, "load_model", _memoised_load(built, args, total, [skipped, post_load])))
             initialize = getattr(loader, "_initialize_model", None)
             if initialize is not None:
                 stack.enter_context(_replaced(loader, "_initialize_model",
@@ -215,18 +210,6 @@ def _memory_pool(args: Any, target: Any, runner: Any, progress: Progress,
                 progress.memory_pool["processing_skipped"] = sorted({name for name, _ in skipped} | set(post_load))
         vars(runner).clear()
         vars(runner).update(saved)
-
-
-def _memoised_load(built: Any, args: Any, total: int, appended_to: list[list[Any]]) -> Any:
-    """The loader's ``load_model`` (``built``) through the worker's :data:`.build_memo.MEMO`, as a method of the
-    loader's class: keyword inputs only, as every release's loader takes them."""
-
-    def load_model(loader: Any, *more: Any, **inputs: Any) -> Any:
-        if more:
-            return built(loader, *more, **inputs)
-        return MEMO.load(built, loader, args, total, appended_to, **inputs)
-
-    return load_model
 
 
 def _kv_pool_bytes(pool: Any) -> int:
