@@ -24,7 +24,8 @@ from bisect_spec.cli.options import schema_help, spec_from, target_options
 @click.option("--allow", multiple=True, metavar="ID|FIELD",
               help="Accept this change in the gate: a signature id or cross-release key, or a resolved field "
                    "(repeatable).")
-@click.option("--jobs", "-j", type=int, default=None, help="Parallel workers per side (default: CPU cores).")
+@click.option("--jobs", "-j", type=int, default=None,
+              help="Parallel workers per side (default: $BISECT_SPEC_JOBS, else CPU cores).")
 @click.option("--runs-dir", type=click.Path(file_okay=False), default="runs", show_default=True,
               help="Where the two sweeps and the diff (diff-OLD-NEW-…/diff.json, diff.md) are stored.")
 @click.option("--no-cache", is_flag=True, help="Do not reuse outcomes cached by earlier runs.")

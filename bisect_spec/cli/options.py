@@ -113,7 +113,8 @@ def sweep_options(func: F) -> F:
     options = [
         click.option("--strategy", default="default", show_default=True, metavar="NAME|FILE",
                      help="Sweep strategy: a name from strategies/ or a .toml file."),
-        click.option("--jobs", "-j", type=int, default=None, help="Parallel workers (default: CPU cores)."),
+        click.option("--jobs", "-j", type=int, default=None,
+                     help="Parallel workers (default: $BISECT_SPEC_JOBS, else CPU cores)."),
         click.option("--seed", type=int, default=None, help="Override the strategy's seed."),
         click.option("--algorithms", default="draft", show_default=True, metavar="draft|all|NAMES",
                      help="The --speculative-algorithm values swept besides none: the ones the named --draft "

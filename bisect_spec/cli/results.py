@@ -57,7 +57,8 @@ EXIT_REGRESSION = 3
 @click.option("--baseline", default="latest", show_default=True, metavar="ID|PATH|latest|none",
               help="Nightly to compare against; latest = the newest finished one of the same matrix name.")
 @click.option("--resume", metavar="ID", default=None, help="Continue an interrupted nightly.")
-@click.option("--jobs", "-j", type=int, default=None, help="Parallel workers per cell (default: CPU cores).")
+@click.option("--jobs", "-j", type=int, default=None,
+              help="Parallel workers per cell (default: $BISECT_SPEC_JOBS, else CPU cores).")
 @click.option("--no-install", is_flag=True, help="Skip cells whose release is not installed instead of building it.")
 @click.option("--json", "as_json", is_flag=True, help=f"Print nightly.json ({schema_help('nightly')}).")
 def nightly(matrix_file: str, runs_dir: str, out: str | None, baseline: str, resume: str | None, jobs: int | None,
