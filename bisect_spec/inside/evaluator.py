@@ -45,6 +45,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 from bisect_spec.inside import data_flow, launch
+from bisect_spec.inside.launch.process_state import environment_now, environment_put_back
 from bisect_spec.inside.statements import _failing_expression, block_at, describe_frame, sglang_traceback
 
 T = TypeVar("T")
@@ -199,33 +200,18 @@ class _ProcessState:
 
     @contextlib.contextmanager
     def restored(self) -> Iterator[None]:
-        environ = _environment_now()
+        environ = environment_now()
         root = logging.getLogger()
         handlers, level = list(root.handlers), root.level
         argv = list(sys.argv)
         try:
             yield
         finally:
-            self.dirty = _environment_now() != environ
-            if self.dirty:
-                for name in set(_environment_now()) - set(environ):
-                    del os.environ[name]
-                os.environ.update(environ)
+            self.dirty = environment_put_back(environ)
             root.handlers[:] = handlers
             if root.level != level:
                 root.setLevel(level)
             sys.argv[:] = argv
-
-
-def _environment_now() -> dict[str, str]:
-    """``os.environ`` as a dict, read without :class:`_EnvReadTracer` (``dict(os.environ)`` reads every variable
-    through ``__getitem__``, and the tracer walks the stack for each: 1 % of a worker's time, for the tool's own
-    reads). CPython's mapping keeps the encoded items in ``_data``."""
-    environ: Any = os.environ
-    data = getattr(environ, "_data", None)
-    if not isinstance(data, dict):
-        return dict(os.environ)
-    return {environ.decodekey(key): environ.decodevalue(value) for key, value in data.items()}
 
 
 def _gpu_without_kernels(hardware: dict[str, Any] | None) -> bool:
