@@ -31,6 +31,17 @@ def oracle(rules: Sequence[tuple[str, Mapping[str, str | None]]]) -> Callable[[C
     return key
 
 
+def random_rules(space: FlagSpace, domains: list[int], data: st.DataObject,
+                 count: st.SearchStrategy[int]) -> list[tuple[str, dict[str, str | None]]]:
+    """``count`` rules for :func:`oracle`, each one or two flags of ``space`` at a value other than the first."""
+    flags = [s.flag for s in space.specs]
+    rules: list[tuple[str, dict[str, str | None]]] = []
+    for number in range(data.draw(count)):
+        chosen = data.draw(st.lists(st.sampled_from(flags), min_size=1, max_size=2, unique=True))
+        rules.append((f"r{number}", {f: str(data.draw(st.integers(1, domains[flags.index(f)] - 1))) for f in chosen}))
+    return rules
+
+
 def shrinker(key: Callable[[Config], Key]) -> Callable[[Config, str], Config | None]:
     """A perfect shrinker: removes flags one at a time while the same signature stays (1-minimal)."""
     def shrink(config: Config, signature: str) -> Config | None:
@@ -70,12 +81,7 @@ def test_a_masked_pair_is_found_in_a_later_round() -> None:
 @given(domains=st.lists(st.integers(2, 4), min_size=3, max_size=6), data=st.data())
 def test_rows_after_the_first_never_hold_a_known_failure(domains: list[int], data: st.DataObject) -> None:
     space = space_of(domains)
-    flags = [s.flag for s in space.specs]
-    rules = []
-    for number in range(data.draw(st.integers(1, 4))):
-        chosen = data.draw(st.lists(st.sampled_from(flags), min_size=1, max_size=2, unique=True))
-        rules.append((f"r{number}", {f: str(data.draw(st.integers(1, domains[flags.index(f)] - 1))) for f in chosen}))
-    key = oracle(rules)
+    key = oracle(random_rules(space, domains, data, st.integers(1, 4)))
     rounds: list[tuple[list[Config], list[Config]]] = []  # rows, and the reproducers known when they were made
     learnt: list[Config] = []
 
@@ -105,12 +111,7 @@ def test_shrinking_a_rounds_signatures_side_by_side_learns_what_one_after_anothe
     """A sweep with several workers shrinks a round's signatures on threads (``shrink_many``); they finish in any
     order, and the rounds, rows and reproducers are those of shrinking them one after another."""
     space = space_of(domains)
-    flags = [s.flag for s in space.specs]
-    rules = []
-    for number in range(data.draw(st.integers(2, 5))):
-        chosen = data.draw(st.lists(st.sampled_from(flags), min_size=1, max_size=2, unique=True))
-        rules.append((f"r{number}", {f: str(data.draw(st.integers(1, domains[flags.index(f)] - 1))) for f in chosen}))
-    key = oracle(rules)
+    key = oracle(random_rules(space, domains, data, st.integers(2, 5)))
     first = covering_array(domains, 2, seed=0)
 
     def run(shrink_many: Callable[[list[tuple[Config, str]]], list[Config | None]] | None) -> tuple[object, list[list[Config]]]:
