@@ -80,6 +80,10 @@ class WarmWorkerError(WorkerError):
     """A warm worker cannot be used: its folder or socket is not private, or it stopped mid-way."""
 
 
+class NoWarmWorker(WarmWorkerError):
+    """A pool told to reuse a warm worker, never to start one, found none running (it may have just stopped)."""
+
+
 class StoreError(BisectSpecError):
     """A run directory is missing, not a run, locked or corrupt."""
 

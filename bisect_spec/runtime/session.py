@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bisect_spec.errors import ArchitectureUnknown, ReleaseError, UsageError, WarmWorkerError, WorkerError
+from bisect_spec.errors import ArchitectureUnknown, NoWarmWorker, ReleaseError, UsageError, WarmWorkerError, WorkerError
 from bisect_spec.model.flags import DRAFT_FLAGS, PATH_TOKEN, Config, is_env
 from bisect_spec.model.outcome import Outcome
 from bisect_spec.runtime import environments, sources
@@ -136,7 +136,14 @@ class Session:
         if self.notify and not isinstance(self.pool, WarmPool):
             self.notify(f"starting an evaluation worker for {self.label}: importing SGLang")
         try:
-            self.info = self.pool.start()
+            try:
+                self.info = self.pool.start()
+            except NoWarmWorker:  # it stopped (idle, `workers stop`) after the check above: a worker of our own
+                assert isinstance(self.pool, WarmPool)
+                self.pool = make_pool(self.pool.spec, jobs=self.pool.jobs, timeout=self.pool.timeout)
+                if self.notify:
+                    self.notify(f"starting an evaluation worker for {self.label}: importing SGLang")
+                self.info = self.pool.start()
         except WarmWorkerError:
             raise  # its own fix; nothing wrong with the release
         except WorkerError as exc:

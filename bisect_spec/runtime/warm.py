@@ -54,7 +54,7 @@ from typing import Any
 
 import psutil
 
-from bisect_spec.errors import UsageError, WarmWorkerError, WorkerError
+from bisect_spec.errors import NoWarmWorker, UsageError, WarmWorkerError, WorkerError
 from bisect_spec.runtime import environments
 from bisect_spec.runtime.files import atomic_write
 from bisect_spec.runtime.processes import start_daemon
@@ -462,7 +462,8 @@ class WarmPool:
     def start(self) -> dict[str, Any]:
         """Connect (starting the daemon if needed) and wait until its worker is up; the worker's self-description.
 
-        :raises WorkerError: see :func:`connect_or_start`; also when not starting and none runs.
+        :raises WorkerError: see :func:`connect_or_start`.
+        :raises NoWarmWorker: not starting, and none runs (the session then starts a worker of its own).
         """
         if self._conn is not None:
             return self.info
@@ -470,7 +471,7 @@ class WarmPool:
         found = connect_or_start(self.spec, label=self.label, timeout=self.timeout, start=self.start_if_missing,
                                  notify=self.notify)
         if found is None:
-            raise WarmWorkerError(f"no warm worker runs for {self.label}")
+            raise NoWarmWorker(f"no warm worker runs for {self.label}")
         self._conn, self.hello = found
         self._directory = self._conn.directory
         self.info = {**self.hello["info"], "warm_worker": {"pid": self.hello["pid"],

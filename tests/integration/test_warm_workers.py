@@ -106,6 +106,17 @@ def test_a_warm_worker_stops_by_itself_once_idle(home: Path, monkeypatch: pytest
     gone, alive = psutil.wait_procs([daemon, *workers], timeout=120)  # the event: they end
     assert alive == [] and len(gone) == 1 + len(workers)
     assert not (home / "workers" / warm.key(workers_spec()) / "sock").exists()
+    # bisect's sessions only reuse one; one that stops between their check and their connect (as it just did,
+    # by its idle limit) leaves them a worker of their own, not "no warm worker runs" (CI, 2026-12-07)
+    monkeypatch.setattr(warm.WarmPool, "available", lambda self: True)
+    bisecting = Session(SPEC.resolve(), warm="reuse")
+    try:
+        info = bisecting.start()
+        assert "warm_worker" not in info and not isinstance(bisecting.pool, warm.WarmPool)
+        assert bisecting.pool.evaluate(["--speculative-algorithm", "EAGLE3"])["status"]
+    finally:
+        bisecting.close()
+    assert not (home / "workers" / warm.key(workers_spec()) / "sock").exists()  # and it started no warm one
 
 
 def workers_spec() -> WorkerSpec:
