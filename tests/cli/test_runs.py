@@ -17,6 +17,7 @@ from bisect_spec.report.summary import users_failures
 from bisect_spec.runtime import store
 from tests.cli.helpers import error_line, run
 from tests.conftest import require_release
+from tests.once import once_per_run
 from tests.schemas import assert_valid
 
 pytestmark = pytest.mark.sglang
@@ -28,12 +29,15 @@ TARGET = ["--sglang", "0.5.23", "--model", "llama-3.1-8b", "--draft", "eagle3", 
 def swept(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
     """A finished quick sweep (small search budget, real evaluations) and its --json output."""
     require_release("0.5.23")
-    runs_dir = tmp_path_factory.mktemp("runs")
-    code, output = run("sweep", *TARGET, "--strategy", "quick", "--budget", "5", "--jobs", "2", "--no-cache",
-                       "--runs-dir", str(runs_dir), "--json")
-    assert code == 0, output
-    document: dict[str, Any] = json.loads(output[output.index("{"):])
-    return runs_dir, document
+
+    def sweep(runs_dir: Path) -> tuple[Path, dict[str, Any]]:
+        code, output = run("sweep", *TARGET, "--strategy", "quick", "--budget", "5", "--jobs", "2", "--no-cache",
+                           "--runs-dir", str(runs_dir), "--json")
+        assert code == 0, output
+        document: dict[str, Any] = json.loads(output[output.index("{"):])
+        return runs_dir, document
+
+    return once_per_run(tmp_path_factory, "runs-swept", sweep)
 
 
 def test_sweep_json(swept: tuple[Path, dict[str, Any]]) -> None:

@@ -19,6 +19,7 @@ from bisect_spec.reduce.shrink import Budget
 from bisect_spec.runtime import environments
 from tests.conftest import require_release
 from tests.integration.test_shrink_seeds import EPISODE1, EPISODE2
+from tests.once import once_per_run
 
 pytestmark = pytest.mark.sglang
 
@@ -43,9 +44,12 @@ def shrunk(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
     tokens, spec, _, _ = EPISODES[request.param]
     for release in (str(spec.release), NEWEST):
         require_release(release)
-    report = api.shrink(tokens, spec, budget=Budget(400, 300), out_dir=tmp_path_factory.mktemp(request.param),
-                        bisect=True)
-    return request.param, report, Path(report.files["bug_report.md"]).read_text()
+
+    def shrink(out: Path) -> tuple[str, api.ShrinkReport, str]:
+        report = api.shrink(tokens, spec, budget=Budget(400, 300), out_dir=out, bisect=True)
+        return request.param, report, Path(report.files["bug_report.md"]).read_text()
+
+    return once_per_run(tmp_path_factory, f"bug-report-{request.param}", shrink)
 
 
 def section(text: str, title: str) -> str:

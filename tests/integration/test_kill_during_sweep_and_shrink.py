@@ -23,6 +23,7 @@ from bisect_spec.launch import supervision
 from bisect_spec.model.flags import Config
 from bisect_spec.runtime import store, warm
 from tests.conftest import require_release
+from tests.once import once_per_run
 from tests.processes import (
     BISECT_SPEC,
     FAKE_SERVER,
@@ -70,14 +71,17 @@ def journal_lines(runs: Path) -> int:
 
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The same sweep, not interrupted."""
+    """The same sweep, not interrupted (once per test run)."""
     require_release("0.5.23")
-    runs = tmp_path_factory.mktemp("reference")
-    done = subprocess.run([str(BISECT_SPEC), *SWEEP, "--runs-dir", str(runs)], capture_output=True, text=True, timeout=600,
-                          env=WARM)
-    assert done.returncode == 0, done.stderr
-    [run] = [path for path in runs.iterdir() if path.is_dir()]
-    return run
+
+    def sweep(runs: Path) -> Path:
+        done = subprocess.run([str(BISECT_SPEC), *SWEEP, "--runs-dir", str(runs)], capture_output=True, text=True,
+                              timeout=600, env=WARM)
+        assert done.returncode == 0, done.stderr
+        [run] = [path for path in runs.iterdir() if path.is_dir()]
+        return run
+
+    return once_per_run(tmp_path_factory, "kill-reference", sweep)
 
 
 @pytest.mark.parametrize("how", WAYS)

@@ -24,6 +24,7 @@ from bisect_spec.cli.commands import main
 from bisect_spec.report.night import ID_LEGEND
 from bisect_spec.runtime import store
 from tests.conftest import require_release
+from tests.once import once_per_run
 from tests.schemas import assert_valid
 
 pytestmark = pytest.mark.sglang
@@ -39,8 +40,8 @@ SERVER_ARGS = "srt/server_args.py::_handle_speculative_decoding"
 def first(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     for release in ("0.5.9", "0.5.12", "0.5.23"):
         require_release(release)
-    out = tmp_path_factory.mktemp("nightlies")
-    return api.nightly(MATRIX, out=out, baseline="none", install=False)
+    return once_per_run(tmp_path_factory, "nightlies",
+                        lambda out: api.nightly(MATRIX, out=out, baseline="none", install=False))
 
 
 def keys(cell: dict[str, Any]) -> dict[str, str]:

@@ -31,6 +31,7 @@ from bisect_spec.runtime import environments, store
 from bisect_spec.runtime.session import Session
 from bisect_spec.search.plan import covering_plan, load_strategy
 from tests.conftest import require_release, shared_session
+from tests.once import once_per_run
 
 pytestmark = pytest.mark.sglang
 
@@ -63,7 +64,7 @@ def result_keys(run_path: Path) -> list[str]:
 def reference(tmp_path_factory: pytest.TempPathFactory) -> api.SweepResult:
     """The uninterrupted quick sweep every other run is compared with."""
     require_release(RELEASE)
-    return quick_sweep(tmp_path_factory.mktemp("reference"))
+    return once_per_run(tmp_path_factory, "sweep-reference", quick_sweep)
 
 
 def test_quick_sweep_finds_both_seed_failures(reference: api.SweepResult) -> None:
@@ -169,13 +170,16 @@ def cached_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, api.Swe
     """Two cached sweeps in a fresh BISECT_SPEC_HOME (empty outcome cache) sharing the installed environments."""
     require_release(RELEASE)
     real = environments.home()
-    home = tmp_path_factory.mktemp("home")
-    (home / "envs").symlink_to(real / "envs", target_is_directory=True)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("BISECT_SPEC_HOME", str(home))
-        first = quick_sweep(home / "runs", use_cache=True)
-        second = quick_sweep(home / "runs", use_cache=True)
-    return home, first, second
+
+    def pair(home: Path) -> tuple[Path, api.SweepResult, api.SweepResult]:
+        (home / "envs").symlink_to(real / "envs", target_is_directory=True)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("BISECT_SPEC_HOME", str(home))
+            first = quick_sweep(home / "runs", use_cache=True)
+            second = quick_sweep(home / "runs", use_cache=True)
+        return home, first, second
+
+    return once_per_run(tmp_path_factory, "cached-pair", pair)
 
 
 def test_cross_run_cache_reuses_outcomes(reference: api.SweepResult,
