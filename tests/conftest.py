@@ -32,7 +32,7 @@ RESOURCES = Path(__file__).parent / "resources"
 #: warm workers the tests start (CLI probes, shrinks) stop soon by themselves, and all are stopped
 #: at the end of the run (``pytest_sessionfinish``): the CI leftover check must find none
 os.environ.setdefault(warm.IDLE_ENV, "60")
-#: every command of the tests evaluates on warm workers (sweeps too): one worker per release and box imports
+#: every command of the tests evaluates on warm workers (sweeps too): one worker per release and box kind imports
 #: SGLang once for the whole run, not once per test. Tests of a command's own workers (faults, logs, kills)
 #: ask for them (``warm="own"``, or this variable set to ``commands``).
 os.environ.setdefault(warm.SCOPE_ENV, "all")

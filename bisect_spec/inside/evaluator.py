@@ -390,6 +390,8 @@ class Evaluator:
 
                 simulated_gpu.install(hardware, gpus)
                 self.hardware_mode = f"simulated:{hardware['name']}x{gpus}"
+        self.hardware = hardware
+        self.gpus = gpus
         from bisect_spec.inside import simulated_gpu as memo
 
         self._memo = memo
@@ -416,6 +418,16 @@ class Evaluator:
             assert spec is not None and spec.loader is not None
             self.plugin = importlib.util.module_from_spec(spec)
             spec.loader.exec_module(self.plugin)
+
+    def use_gpus(self, gpus: int) -> None:
+        """Serve a box of ``gpus`` GPUs of the same kind from now on (a warm worker serves every count of its box);
+        on the honest CPU or real GPUs the count is the machine's and nothing changes."""
+        if gpus == self.gpus or not self.hardware_mode.startswith("simulated:"):
+            return
+        assert self.hardware is not None
+        self._memo.set_count(gpus)
+        self.gpus = gpus
+        self.hardware_mode = f"simulated:{self.hardware['name']}x{gpus}"
 
     def info(self) -> dict[str, Any]:
         """What this worker is: release, python, features, hardware."""

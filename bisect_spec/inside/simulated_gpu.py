@@ -292,8 +292,9 @@ def install(profile: dict[str, Any], count: int) -> None:
     capability = tuple(profile["capability"])
     total = props.total_memory
     cuda = torch.cuda
+    _BOX["count"] = count
     cuda.is_available = lambda: True
-    cuda.device_count = lambda: count
+    cuda.device_count = lambda: _BOX["count"]
     cuda.is_initialized = lambda: True
     cuda.current_device = lambda: 0
     cuda.get_device_capability = lambda device=None: capability
@@ -316,7 +317,7 @@ def install(profile: dict[str, Any], count: int) -> None:
         _refuse_builds(cmd)
         argv = _is_nvidia_smi(cmd)
         if argv is not None:
-            text = _nvidia_smi_answer(argv, profile, count)
+            text = _nvidia_smi_answer(argv, profile, _BOX["count"])
             if text is not None:
                 out: Any = text if (kwargs.get("text") or kwargs.get("universal_newlines")) else text.encode()
                 return subprocess.CompletedProcess(argv, 0, out, "" if isinstance(out, str) else b"")
@@ -326,7 +327,7 @@ def install(profile: dict[str, Any], count: int) -> None:
         _refuse_builds(cmd)
         argv = _is_nvidia_smi(cmd)
         if argv is not None:
-            text = _nvidia_smi_answer(argv, profile, count)
+            text = _nvidia_smi_answer(argv, profile, _BOX["count"])
             if text is not None:
                 return text if (kwargs.get("text") or kwargs.get("universal_newlines")) else text.encode()
         return real_check_output(cmd, *args, **kwargs)
@@ -345,6 +346,23 @@ def install(profile: dict[str, Any], count: int) -> None:
     _SIMULATED.update(_snapshot(torch))
     reset_hardware_memo()
 
+
+def set_count(count: int) -> None:
+    """Make the installed box one of ``count`` GPUs of the same kind (a warm worker serves every count of its box).
+
+    Only what the count reaches changes: ``torch.cuda.device_count`` and ``nvidia-smi``'s lines read it when
+    called, and SGLang's memoised answers are cleared, as :func:`install` clears them. SGLang computes
+    nothing from the count at import (no module-level ``device_count()`` in any release);
+    ``tests/integration/test_warm_workers.py`` checks that a worker switched between counts answers as fresh
+    ones do, on every release family.
+    """
+    if _BOX.get("count") != count:
+        _BOX["count"] = count
+        reset_hardware_memo()
+
+
+#: the simulated box's GPU count, read by its ``device_count`` and ``nvidia-smi`` when called
+_BOX: dict[str, int] = {}
 
 _CUDA_NAMES = ("is_available", "device_count", "is_initialized", "current_device", "get_device_capability",
                "get_device_name", "get_device_properties", "mem_get_info", "get_arch_list", "set_device", "synchronize",

@@ -162,6 +162,8 @@ def main() -> int:
     for line in sys.stdin:
         request = json.loads(line)
         op = request.get("op")
+        if request.get("gpus") is not None:  # a warm worker serves every GPU count of its box: this request's
+            evaluator.use_gpus(int(request["gpus"]))
         if op == "eval":
             reply = evaluator.evaluate(request["argv"])
         elif op == "flags":

@@ -113,7 +113,7 @@ class Session:
             warm = "start"
         if warm in ("start", "reuse") and executor == LOCAL and idle_limit() > 0:
             self.pool = WarmPool(spec, jobs=self.pool.jobs, timeout=timeout, label=self.label, start=warm == "start",
-                                 notify=notify)
+                                 notify=notify, daemon_label=f"SGLang {target.release} on {target.hardware.name}")
         self.info: dict[str, Any] = {}
         self._flags: list[dict[str, Any]] | None = None
 

@@ -169,9 +169,11 @@ def _import_closure(start: Path) -> set[Path]:
 
 
 def key(spec: WorkerSpec) -> str:
-    """The warm worker a spec is served by (its folder name under :func:`workers_dir`)."""
+    """The warm worker a spec is served by (its folder name under :func:`workers_dir`): one per release, box kind
+    and environment, serving every GPU count of that kind (each request names its count)."""
     record = spec_record(spec)
     record.pop("start_timeout", None)
+    record.pop("gpus", None)
     text = json.dumps({"spec": record, "code": _code_version()}, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -434,11 +436,13 @@ class WarmPool:
     """
 
     def __init__(self, spec: WorkerSpec, *, jobs: int = 1, timeout: float = 60.0, label: str = "?",
-                 start: bool = True, notify: Notify | None = None) -> None:
+                 start: bool = True, notify: Notify | None = None, daemon_label: str | None = None) -> None:
         self.spec = spec
         self.jobs = max(1, jobs)
         self.timeout = timeout
         self.label = label
+        #: what the daemon serves, in words (``workers list``): every GPU count of the box's kind
+        self.daemon_label = daemon_label or label
         self.start_if_missing = start
         self.notify = notify
         self.info: dict[str, Any] = {}
@@ -468,18 +472,26 @@ class WarmPool:
         if self._conn is not None:
             return self.info
         self._closed = False
-        found = connect_or_start(self.spec, label=self.label, timeout=self.timeout, start=self.start_if_missing,
-                                 notify=self.notify)
+        found = connect_or_start(self.spec, label=self.daemon_label, timeout=self.timeout,
+                                 start=self.start_if_missing, notify=self.notify)
         if found is None:
             raise NoWarmWorker(f"no warm worker runs for {self.label}")
         self._conn, self.hello = found
         self._directory = self._conn.directory
-        self.info = {**self.hello["info"], "warm_worker": {"pid": self.hello["pid"],
+        box = self._call(self._conn, {"op": "request", "payload": self._for_this_box({"op": "info"}),
+                                      "timeout": self.timeout})  # the daemon's hello describes its first box
+        if not box.get("ok"):
+            raise WorkerError(f"warm worker: {box.get('error')}")
+        self.info = {**self.hello["info"], "hardware": box["reply"]["hardware"], "warm_worker": {"pid": self.hello["pid"],
                                                            "started_now": self.hello["started_here"],
                                                            "served_before": self.hello["served"]}}
         if self.jobs > 1:
             self._call(self._conn, {"op": "grow", "jobs": self.jobs})
         return self.info
+
+    def _for_this_box(self, request: dict[str, Any]) -> dict[str, Any]:
+        """``request`` naming this pool's GPU count: the daemon's workers serve every count of the box's kind."""
+        return {**request, "gpus": self.spec.gpus}
 
     def _call(self, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
         try:
@@ -498,7 +510,7 @@ class WarmPool:
     def evaluate(self, argv: Sequence[str]) -> dict[str, Any]:
         """One evaluation. Called from several threads at once (a sweep's shrinks), each thread but the main one
         has a connection of its own, so the daemon's ``jobs`` workers serve them side by side."""
-        request = {"op": "eval", "argv": list(argv), "timeout": self.timeout}
+        request = self._for_this_box({"op": "eval", "argv": list(argv), "timeout": self.timeout})
         if self.jobs > 1 and threading.current_thread() is not threading.main_thread():
             conn = self._thread_conn()
             reply = self._call(conn, request)
@@ -525,7 +537,8 @@ class WarmPool:
 
     def request(self, payload: dict[str, Any], timeout: float = 60.0) -> dict[str, Any]:
         with self._lock:
-            reply = self._call(self._main(), {"op": "request", "payload": payload, "timeout": timeout})
+            reply = self._call(self._main(), {"op": "request", "payload": self._for_this_box(payload),
+                                              "timeout": timeout})
         if not reply.get("ok"):
             raise WorkerError(f"warm worker: {reply.get('error')}")
         answer: dict[str, Any] = reply["reply"]
@@ -550,7 +563,7 @@ class WarmPool:
             if conn is None:
                 conn = local.conn = Connection(directory)
                 opened.append(conn)
-            reply = self._call(conn, {"op": "eval", "argv": list(argv), "timeout": self.timeout})
+            reply = self._call(conn, self._for_this_box({"op": "eval", "argv": list(argv), "timeout": self.timeout}))
             if not reply.get("ok"):
                 raise WorkerError(f"warm worker: {reply.get('error')}")
             record: dict[str, Any] = reply["reply"]

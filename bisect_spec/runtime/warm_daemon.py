@@ -187,7 +187,7 @@ class Daemon:
         if op == "hello":
             return {"ok": True, "info": self.pool.info, **self.status()}
         if op == "eval":
-            record = self.pool.evaluate(request["argv"], request.get("timeout"))
+            record = self.pool.evaluate(request["argv"], request.get("timeout"), request.get("gpus"))
             with self._lock:
                 self.served += 1
             return {"ok": True, "reply": record}

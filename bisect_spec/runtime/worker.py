@@ -202,11 +202,15 @@ class WorkerProcess:
             self.close()
             raise WorkerDied(f"protocol error (garbage on the worker pipe: {line[:60]!r})") from None
 
-    def evaluate(self, argv: Sequence[str], timeout: float) -> dict[str, Any]:
-        """Resolve one configuration; worker faults become records, never exceptions."""
+    def evaluate(self, argv: Sequence[str], timeout: float, gpus: int | None = None) -> dict[str, Any]:
+        """Resolve one configuration (on a box of ``gpus`` GPUs of its kind, when given); worker faults become
+        records, never exceptions."""
         started = time.perf_counter()
+        request: dict[str, Any] = {"op": "eval", "argv": list(argv)}
+        if gpus is not None:
+            request["gpus"] = gpus
         try:
-            return self.request({"op": "eval", "argv": list(argv)}, timeout)
+            return self.request(request, timeout)
         except WorkerTimedOut:
             return {"argv": list(argv), "status": "timeout", "crash": f"no answer within {timeout:g} s",
                     "seconds": round(time.perf_counter() - started, 6)}
@@ -310,12 +314,13 @@ class WorkerPool:
         self.replaced += 1
         return fresh
 
-    def evaluate(self, argv: Sequence[str], timeout: float | None = None) -> dict[str, Any]:
-        """Evaluate one configuration on any idle worker (``timeout`` overrides the pool's)."""
+    def evaluate(self, argv: Sequence[str], timeout: float | None = None, gpus: int | None = None) -> dict[str, Any]:
+        """Evaluate one configuration on any idle worker (``timeout`` overrides the pool's; ``gpus``, the box's
+        count: a warm daemon's pool serves every count of its box)."""
         worker = self._idle.get()
         try:  # taken from the idle queue, always put back: a failed replacement keeps its slot for a retry
             worker = self._healthy(worker)
-            record = worker.evaluate(argv, self.timeout if timeout is None else timeout)
+            record = worker.evaluate(argv, self.timeout if timeout is None else timeout, gpus)
             if record.get("status") in ("crashed", "timeout"):
                 worker.close()
             return record

@@ -16,11 +16,13 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
 
 from bisect_spec import api
+from bisect_spec.model.flags import Config
 from bisect_spec.runtime import environments, warm
 from bisect_spec.runtime.session import Session
 from bisect_spec.runtime.worker import WorkerSpec
@@ -83,7 +85,7 @@ def test_a_second_probe_reuses_the_warm_worker_and_workers_stop_ends_it(home: Pa
         bisecting.close()
     [entry] = listed()
     assert (entry["pid"], entry["served"], entry["state"]) == (pid, 3, "ready")
-    assert entry["label"] == "SGLang 0.5.23 on rtx-pro-6000x8" and int(str(entry["memory"])) > 0
+    assert entry["label"] == "SGLang 0.5.23 on rtx-pro-6000" and int(str(entry["memory"])) > 0
     daemon = psutil.Process(int(str(pid)))
     workers = evaluation_workers(daemon.children(recursive=True))
     assert workers
@@ -214,3 +216,48 @@ def test_a_bad_idle_time_is_refused_in_one_line(home: Path) -> None:
     assert done.stderr.strip() == ("Error: BISECT_SPEC_WORKER_IDLE=soon is not a number of seconds: "
                                    "set e.g. BISECT_SPEC_WORKER_IDLE=300, or 0 for no warm workers")
     assert not (home / "workers").exists() or listed() == []
+
+
+#: one release per family (``docs/internals.md``): where SGLang keeps its state moved between them
+FAMILIES = ["0.4.6", "0.5.3", "0.5.9", "0.5.12", "0.5.18", "0.5.23"]
+#: DeepSeek-V3 with its NextN head on H200s (SGLang's documented MTP box): what one GPU cannot hold, eight can
+COUNTS_CONFIGS = [
+    [],
+    ["--tp", "8"],
+    ["--tp", "8", "--speculative-algorithm", "EAGLE", "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
+     "--speculative-num-draft-tokens", "4"],
+    ["--tp", "2", "--dp", "2", "--enable-dp-attention"],
+]
+
+
+@pytest.mark.parametrize("release", FAMILIES)
+def test_one_warm_worker_serves_every_gpu_count_of_its_box_as_fresh_workers_do(
+        release: str, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A warm worker serves every GPU count of its box kind (one SGLang import, not one per count): switched from
+    one count to another it answers as a worker started for that count does, so no module state of SGLang's or
+    ours carries the count of an earlier evaluation."""
+    require_release(release)
+    shared = environments.home()
+    fresh = tmp_path_factory.mktemp("h")  # a home of its own: its warm workers are this test's
+    (fresh / "envs").symlink_to(shared / "envs")
+    monkeypatch.setenv("BISECT_SPEC_HOME", str(fresh))
+    answers: dict[tuple[int, int], list[dict[str, Any]]] = {}
+    for first, then in ((1, 8), (8, 1)):  # each order on a fresh warm worker, started for `first` GPUs
+        pids = set()
+        try:
+            for gpus in (first, then):
+                target = api.TargetSpec(release=release, model="deepseek-v3", draft="nextn", hardware="h200",
+                                        gpus=gpus).resolve()
+                with Session(target, warm="start") as session:
+                    assert session.info["hardware"] == f"simulated:h200x{gpus}"
+                    pids.add(session.info["warm_worker"]["pid"])
+                    answers[(first, gpus)] = [
+                        {k: v for k, v in session.evaluate(Config.from_argv(argv)).record.items() if k not in ("seconds", "id")}
+                        for argv in COUNTS_CONFIGS]
+        finally:
+            warm.stop_all()
+        assert len(pids) == 1, "both counts served by one warm worker"
+    assert answers[(1, 8)] == answers[(8, 8)]  # switched from one GPU to eight = started on eight
+    assert answers[(8, 1)] == answers[(1, 1)]  # and back
+    statuses = [(a["status"], b["status"]) for a, b in zip(answers[(8, 8)], answers[(1, 1)], strict=True)]
+    assert statuses[1][0] == "passed" and statuses[1][1] != "passed", statuses  # the count reaches SGLang

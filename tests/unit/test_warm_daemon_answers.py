@@ -21,7 +21,7 @@ class FailingPool:
         self.info: dict[str, Any] = {}
         self.asked: list[list[str]] = []
 
-    def evaluate(self, argv: list[str], timeout: float | None = None) -> dict[str, Any]:
+    def evaluate(self, argv: list[str], timeout: float | None = None, gpus: int | None = None) -> dict[str, Any]:
         self.asked.append(argv)
         raise WorkerError("worker did not start: ImportError: no module named sglang")
 
