@@ -18,7 +18,7 @@ from bisect_spec.cli.options import schema_help
 def workers() -> None:
     """Warm evaluation workers: kept up between commands, stopped when idle.
 
-    probe and shrink start one per target (release, hardware box, GPUs) and leave it up
+    probe and shrink start one per target (release, hardware box: any GPU count) and leave it up
     for the next command, which then answers at once; it stops by itself after
     BISECT_SPEC_WORKER_IDLE seconds unused (default 300; 0 = never keep one).
 

@@ -7,12 +7,12 @@ it; ``bisect`` reuses one that is up (it would otherwise leave one per release b
 Sweeps keep their own per-run workers (:mod:`bisect_spec.runtime.executor`), unless
 ``BISECT_SPEC_WARM=all``: then every command's evaluations run on warm workers (sweeps,
 bisections, nightlies, the release smoke), so many commands on one target import SGLang once
-(the test suite runs so: one warm worker per release and box for the whole run).
+(the test suite runs so: one warm worker per release and box kind for the whole run).
 
-* **Key.** One warm worker per :class:`~bisect_spec.runtime.worker.WorkerSpec` (interpreter, import
-  path, hardware profile, GPUs, extra environment: what a worker process is started with)
-  and per version of the code that runs in it. Model, draft and ``--env`` travel with each
-  configuration's argv, so one worker serves them all.
+* **Key.** One warm worker per :class:`~bisect_spec.runtime.worker.WorkerSpec` but its GPU count
+  (interpreter, import path, hardware profile, extra environment: what a worker process is started
+  with) and per version of the code that runs in it. Model, draft and ``--env`` travel with each
+  configuration's argv, and the count with each request, so one worker serves them all.
 * **Idle stop.** ``BISECT_SPEC_WORKER_IDLE`` seconds (default :data:`DEFAULT_IDLE`) with no
   client connected, then it stops by itself; ``0`` turns warm workers off (every command
   starts and stops its own, as sweeps do).
@@ -472,22 +472,44 @@ class WarmPool:
         if self._conn is not None:
             return self.info
         self._closed = False
-        found = connect_or_start(self.spec, label=self.daemon_label, timeout=self.timeout,
-                                 start=self.start_if_missing, notify=self.notify)
-        if found is None:
-            raise NoWarmWorker(f"no warm worker runs for {self.label}")
-        self._conn, self.hello = found
-        self._directory = self._conn.directory
-        box = self._call(self._conn, {"op": "request", "payload": self._for_this_box({"op": "info"}),
-                                      "timeout": self.timeout})  # the daemon's hello describes its first box
-        if not box.get("ok"):
-            raise WorkerError(f"warm worker: {box.get('error')}")
-        self.info = {**self.hello["info"], "hardware": box["reply"]["hardware"], "warm_worker": {"pid": self.hello["pid"],
-                                                           "started_now": self.hello["started_here"],
-                                                           "served_before": self.hello["served"]}}
+        started = False  # whether this command started the daemon it reached
+        for _attempt in range(3):
+            found = connect_or_start(self.spec, label=self.daemon_label, timeout=self.timeout,
+                                     start=self.start_if_missing, notify=self.notify)
+            if found is None:
+                raise NoWarmWorker(f"no warm worker runs for {self.label}")
+            conn, hello = found
+            started = started or bool(hello["started_here"])
+            box = self._describe_box(conn)
+            if box.get("ok"):
+                break
+            conn.close()
+            if not box.get("stopping"):
+                if started:  # ours, and it cannot serve: leave nothing half-started
+                    stop(conn.directory)
+                raise WarmWorkerError(f"the warm worker for {self.daemon_label} cannot describe its box "
+                                      f"({box.get('error')}); run again, or set {IDLE_ENV}=0")
+            # it stops (its idle limit, `workers stop`) just after our hello: as connect_or_start, start afresh
+        else:
+            raise WarmWorkerError("the warm worker kept stopping as it was reached; run again, or set "
+                                  f"{IDLE_ENV}=0 to start a worker of its own")
+        self._conn, self.hello = conn, hello
+        self._directory = conn.directory
+        self.info = {**hello["info"], "hardware": box["reply"]["hardware"],
+                     "warm_worker": {"pid": hello["pid"], "started_now": hello["started_here"],
+                                     "served_before": hello["served"]}}
         if self.jobs > 1:
-            self._call(self._conn, {"op": "grow", "jobs": self.jobs})
+            self._call(conn, {"op": "grow", "jobs": self.jobs})
         return self.info
+
+    def _describe_box(self, conn: Connection) -> dict[str, Any]:
+        """The worker's own description of this pool's box (the daemon's hello describes the count it started
+        with); a daemon that went away reads as one that is stopping."""
+        request = {"op": "request", "payload": self._for_this_box({"op": "info"}), "timeout": self.timeout}
+        try:
+            return conn.call(request)
+        except (ConnectionError, OSError):
+            return {"ok": False, "stopping": True}
 
     def _for_this_box(self, request: dict[str, Any]) -> dict[str, Any]:
         """``request`` naming this pool's GPU count: the daemon's workers serve every count of the box's kind."""

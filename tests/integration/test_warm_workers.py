@@ -22,6 +22,7 @@ import psutil
 import pytest
 
 from bisect_spec import api
+from bisect_spec.errors import WarmWorkerError
 from bisect_spec.model.flags import Config
 from bisect_spec.runtime import environments, warm
 from bisect_spec.runtime.session import Session
@@ -119,6 +120,23 @@ def test_a_warm_worker_stops_by_itself_once_idle(home: Path, monkeypatch: pytest
     finally:
         bisecting.close()
     assert not (home / "workers" / warm.key(workers_spec()) / "sock").exists()  # and it started no warm one
+
+
+def test_a_warm_worker_that_cannot_describe_the_box_is_stopped_and_said_so(home: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """After its hello the pool asks the worker for this box's description. A daemon that stops just then (its
+    idle limit, ``workers stop``) is reached afresh; one whose worker cannot answer is refused in one line naming
+    the way out (never "reinstall the release"), and a daemon this command started is not left behind."""
+    answers = iter([{"ok": False, "error": "the warm worker is stopping", "stopping": True},
+                    {"ok": False, "error": "WorkerError: worker failed answering info"}])
+    real = warm.WarmPool._describe_box
+    monkeypatch.setattr(warm.WarmPool, "_describe_box", lambda self, conn: next(answers, None) or real(self, conn))
+    session = Session(SPEC.resolve(), warm="start")
+    with pytest.raises(WarmWorkerError, match=f"cannot describe its box .*{warm.IDLE_ENV}=0"):
+        session.start()  # the first answer: reached again (the daemon it started, still up); the second: refused
+    assert listed() == []  # the daemon it started is stopped
+    with Session(SPEC.resolve(), warm="start") as again:  # the third: answered
+        assert again.info["hardware"] == "simulated:rtx-pro-6000x8" and again.info["warm_worker"]["started_now"]
 
 
 def workers_spec() -> WorkerSpec:
