@@ -136,6 +136,7 @@ def test_7_a_second_probe_is_answered_by_the_warm_worker() -> None:
 
 def test_8_ctrl_c_while_a_worker_starts_exits_130_with_one_line() -> None:
     require_release("0.5.23")
+    # a100: a box kind no other test uses (a warm worker serves every count of its kind), so this probe starts one
     probe = subprocess.Popen([sys.executable, "-m", "bisect_spec", "probe", "--sglang", "0.5.23", "--hardware", "a100",
                               "--gpus", "3", "--", "--tp", "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
