@@ -425,7 +425,8 @@ class Evaluator:
         if gpus == self.gpus or not self.hardware_mode.startswith("simulated:"):
             return
         assert self.hardware is not None
-        self._memo.set_count(gpus)
+        self._refresh_caches()  # the memos it clears: the list this evaluator keeps, not a scan of every module
+        self._memo.set_count(gpus, self._caches)
         self.gpus = gpus
         self.hardware_mode = f"simulated:{self.hardware['name']}x{gpus}"
 

@@ -347,18 +347,19 @@ def install(profile: dict[str, Any], count: int) -> None:
     reset_hardware_memo()
 
 
-def set_count(count: int) -> None:
+def set_count(count: int, caches: list[Any] | None = None) -> None:
     """Make the installed box one of ``count`` GPUs of the same kind (a warm worker serves every count of its box).
 
     Only what the count reaches changes: ``torch.cuda.device_count`` and ``nvidia-smi``'s lines read it when
-    called, and SGLang's memoised answers are cleared, as :func:`install` clears them. SGLang computes
-    nothing from the count at import (no module-level ``device_count()`` in any release);
+    called, and SGLang's memoised answers are cleared, as :func:`install` clears them (``caches``: the list
+    :func:`sglang_caches` gives, where the caller keeps one; a scan of every module costs more than the switch).
+    SGLang computes nothing from the count at import (no module-level ``device_count()`` in any release);
     ``tests/integration/test_warm_workers.py`` checks that a worker switched between counts answers as fresh
     ones do, on every release family.
     """
     if _BOX.get("count") != count:
         _BOX["count"] = count
-        reset_hardware_memo()
+        reset_hardware_memo(caches)
 
 
 #: the simulated box's GPU count, read by its ``device_count`` and ``nvidia-smi`` when called
