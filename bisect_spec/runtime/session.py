@@ -131,14 +131,12 @@ class Session:
         """
         if self.info:
             return self.info
-        if isinstance(self.pool, WarmPool) and not self.pool.start_if_missing and not self.pool.available():
-            self.pool = make_pool(self.pool.spec, jobs=self.pool.jobs, timeout=self.pool.timeout)  # none to reuse
         if self.notify and not isinstance(self.pool, WarmPool):
             self.notify(f"starting an evaluation worker for {self.label}: importing SGLang")
         try:
             try:
                 self.info = self.pool.start()
-            except NoWarmWorker:  # it stopped (idle, `workers stop`) after the check above: a worker of our own
+            except NoWarmWorker:  # told to reuse one, and none runs (or it just stopped): a worker of our own
                 assert isinstance(self.pool, WarmPool)
                 self.pool = make_pool(self.pool.spec, jobs=self.pool.jobs, timeout=self.pool.timeout)
                 if self.notify:

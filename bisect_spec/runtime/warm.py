@@ -458,11 +458,6 @@ class WarmPool:
     def replaced(self) -> int:
         return 0  # the daemon replaces crashed workers itself
 
-    def available(self) -> bool:
-        """Whether a warm worker already runs for this spec (a non-starting pool then has one)."""
-        directory = workers_dir() / key(self.spec)
-        return directory.is_dir() and running(directory)
-
     def start(self) -> dict[str, Any]:
         """Connect (starting the daemon if needed) and wait until its worker is up; the worker's self-description.
 
