@@ -44,6 +44,8 @@ import string
 from dataclasses import dataclass
 from typing import Any
 
+from bisect_spec.model.syntax import parse_expression, parse_module
+
 #: Receivers that name "the server args object" in different releases.
 _RECEIVERS = re.compile(r"\b(self|cfg|view|server_args|args|sa|resolved|raw)\.")
 _HEX = re.compile(r"0x[0-9a-fA-F]+")
@@ -137,7 +139,7 @@ def message_templates(statement: str) -> tuple[tuple[str, re.Pattern[str], tuple
     that is not Python (a compound header, a line from a log) or builds no message.
     """
     try:
-        tree = ast.parse(statement)
+        tree = parse_module(statement)
     except SyntaxError:
         return ()
     found: list[tuple[int, tuple[str, re.Pattern[str], tuple[str, ...]]]] = []
@@ -241,7 +243,7 @@ def header_skeleton(statement: str) -> str:
             header = header[len(keyword):]
     header = header.rstrip(":")
     try:
-        tree = ast.parse(header, mode="eval").body
+        tree = parse_expression(header).body
     except SyntaxError:
         return normalise_statement(statement)
     if isinstance(tree, ast.BoolOp):

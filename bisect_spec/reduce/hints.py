@@ -29,6 +29,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from bisect_spec.model.flags import Config
+from bisect_spec.model.syntax import parse_module
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _FLAG = re.compile(r"--[a-z0-9][a-z0-9-]*")
@@ -48,7 +49,7 @@ def _parse(text: str) -> ast.AST | None:
         if candidate is None:
             continue
         try:
-            return ast.parse(candidate)
+            return parse_module(candidate)
         except SyntaxError:
             continue
     return None

@@ -35,6 +35,7 @@ from typing import Any
 
 from bisect_spec.model.flags import PATH_TOKEN, Config, path_variable, placeholder_paths
 from bisect_spec.model.outcome import Outcome
+from bisect_spec.model.syntax import parse_module
 
 TEMPLATE = "https://github.com/sgl-project/sglang/blob/main/.github/ISSUE_TEMPLATE/1-bug-report.yml"
 ISSUES = "https://github.com/sgl-project/sglang/issues"
@@ -392,7 +393,7 @@ def _check_env_packages(pythonpath: Sequence[str]) -> list[str]:
         if not source.is_file():
             continue
         try:
-            tree = ast.parse(source.read_text())
+            tree = parse_module(source.read_text())
         except (OSError, SyntaxError):
             break
         for node in tree.body:

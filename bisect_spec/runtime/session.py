@@ -12,7 +12,7 @@ from __future__ import annotations
 import difflib
 import json
 import logging
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -346,8 +346,9 @@ class Session:
         """Resolve one configuration."""
         return self.outcome(config, self.pool.evaluate(self.argv(config)))
 
-    def evaluate_many(self, configs: Iterable[Config]) -> Iterator[Outcome]:
-        """Resolve many configurations in parallel; outcomes arrive in completion order."""
+    def evaluate_many(self, configs: Iterable[Config]) -> Generator[Outcome, None, None]:
+        """Resolve many configurations in parallel; outcomes arrive in completion order. Close the generator
+        to stop early: the connections it opened close with it."""
         pairs = ((config, self.argv(config)) for config in configs)
         for config, record in self.pool.imap_unordered(pairs):
             yield self.outcome(config, record)

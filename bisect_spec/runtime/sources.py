@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from bisect_spec.errors import ReleaseError, SourceError
+from bisect_spec.model.syntax import parse_module
 from bisect_spec.runtime import environments, processes
 
 #: Where SGLang's Python package lives in a clone.
@@ -497,7 +498,7 @@ def function_source(text: str | None, function: str) -> tuple[int, str] | None:
     if not text:
         return None
     try:
-        module = ast.parse(text)
+        module = parse_module(text)
     except SyntaxError:
         return None
     lines = text.splitlines()

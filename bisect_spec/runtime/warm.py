@@ -55,6 +55,7 @@ from typing import Any
 import psutil
 
 from bisect_spec.errors import NoWarmWorker, UsageError, WarmWorkerError, WorkerError
+from bisect_spec.model.syntax import parse_module
 from bisect_spec.runtime import environments
 from bisect_spec.runtime.files import atomic_write
 from bisect_spec.runtime.processes import start_daemon
@@ -155,7 +156,7 @@ def _import_closure(start: Path) -> set[Path]:
         if path in seen or not path.is_file():
             continue
         seen.add(path)
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(parse_module(path.read_text())):
             names = ([alias.name for alias in node.names] if isinstance(node, ast.Import) else
                      [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
                      if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 else [])
@@ -246,6 +247,7 @@ class Connection:
     def close(self) -> None:
         with contextlib.suppress(OSError):
             self.reader.close()
+        with contextlib.suppress(OSError):
             self.sock.close()
 
 
@@ -543,14 +545,22 @@ class WarmPool:
         """This thread's own connection to the daemon, opened on first use, closed by :meth:`close`."""
         conn: Connection | None = getattr(self._local, "conn", None)
         if conn is None:
-            if self._closed:  # a thread still evaluating when the command closed its pool reconnects to nothing
-                raise WarmWorkerError(f"the warm worker for {self.label} was disconnected")
-            self._main()
-            assert self._directory is not None
-            conn = self._local.conn = Connection(self._directory)
             with self._lock:
+                self._refuse_if_closed()
+                directory = self._main().directory
+            conn = Connection(directory)
+            with self._lock:
+                if self._closed:  # closed while this thread connected: this connection is not kept either
+                    conn.close()
+                    self._refuse_if_closed()
                 self._opened.append(conn)
+            self._local.conn = conn
         return conn
+
+    def _refuse_if_closed(self) -> None:
+        """A thread still evaluating when the command closed its pool reconnects to nothing."""
+        if self._closed:
+            raise WarmWorkerError(f"the warm worker for {self.label} was disconnected")
 
     def request(self, payload: dict[str, Any], timeout: float = 60.0) -> dict[str, Any]:
         with self._lock:
@@ -586,16 +596,18 @@ class WarmPool:
             record: dict[str, Any] = reply["reply"]
             return record
 
-        with ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="warm-client") as threads:
-            futures = {threads.submit(one, argv): item_key for item_key, argv in pending}
-            try:
-                for future in as_completed(futures):
-                    yield futures[future], future.result()
-            finally:
-                for future in futures:
-                    future.cancel()
-        for conn in opened:
-            conn.close()
+        try:
+            with ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="warm-client") as threads:
+                futures = {threads.submit(one, argv): item_key for item_key, argv in pending}
+                try:
+                    for future in as_completed(futures):
+                        yield futures[future], future.result()
+                finally:
+                    for future in futures:
+                        future.cancel()
+        finally:  # also when the caller stops early (a budget, an interrupt) or a worker fails: no socket left open
+            for conn in opened:
+                conn.close()
 
     def worker_pids(self) -> list[int]:
         """The warm worker's evaluation worker processes (not the daemon)."""

@@ -36,6 +36,7 @@ from typing import Any
 from bisect_spec.errors import ArchitectureUnknown, BisectSpecError, Interrupted, ReleaseError, StoreError
 from bisect_spec.model.flags import Config
 from bisect_spec.model.outcome import Outcome
+from bisect_spec.model.syntax import parse_module
 from bisect_spec.model.verdict_kinds import GATED
 from bisect_spec.reduce.verdict_changes import Changes, Group, compare, report_order
 from bisect_spec.runtime import environments
@@ -235,7 +236,7 @@ def code_elsewhere(session: Session, failing: Outcome) -> dict[str, Any]:
     lines = str(found["source"]).splitlines()
     wanted = " ".join(statement.split())
     try:
-        tree = ast.parse(textwrap.dedent(str(found["source"])))
+        tree = parse_module(textwrap.dedent(str(found["source"])))
     except SyntaxError:
         tree = None
     for node in ast.walk(tree) if tree is not None and wanted else ():

@@ -138,6 +138,31 @@ def test_a_warm_worker_that_cannot_describe_the_box_is_stopped_and_said_so(home:
         assert again.info["hardware"] == "simulated:rtx-pro-6000x8" and again.info["warm_worker"]["started_now"]
 
 
+def test_a_caller_that_stops_reading_early_leaves_no_connection_open(home: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """``evaluate_many`` on a warm worker keeps ``jobs`` connections busy. A caller that stops after the first
+    outcome (a budget, an interrupt) closes the generator; its connections close with it, not when the garbage
+    collector finds them (CI, 2026-12-07: "unclosed <socket ... workers/KEY/sock>" failed a nightly test)."""
+    opened: list[warm.Connection] = []
+    connect = warm.Connection.__init__
+
+    def recorded(self: warm.Connection, *args: Any, **kwargs: Any) -> None:
+        connect(self, *args, **kwargs)
+        opened.append(self)
+
+    monkeypatch.setattr(warm.Connection, "__init__", recorded)
+    with Session(SPEC.resolve(), warm="start", jobs=2) as session:
+        configs = [Config.from_argv(["--speculative-algorithm", "EAGLE3", "--speculative-num-draft-tokens", str(n)])
+                   for n in range(2, 8)]
+        outcomes = session.evaluate_many(configs)
+        assert next(outcomes).status
+        clients = [c for c in opened if c is not session.pool._conn]  # type: ignore[attr-defined]
+        assert len(clients) == 2 and all(c.sock.fileno() >= 0 for c in clients)  # one per job, open
+        outcomes.close()
+        assert [c.sock.fileno() for c in clients] == [-1, -1]
+    assert all(c.sock.fileno() == -1 for c in opened)
+
+
 def workers_spec() -> WorkerSpec:
     target = SPEC.resolve()
     return environments.get(RELEASE).worker_spec(hardware=target.hardware.record, gpus=target.hardware.gpus)

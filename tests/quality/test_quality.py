@@ -175,6 +175,20 @@ def all_imports(path: Path) -> set[str]:
     return found
 
 
+def test_the_orchestrator_parses_python_only_behind_the_parser_lock() -> None:
+    """A sweep's shrinks run in threads; two ``ast.parse`` at once can fail on CPython 3.11 (model/syntax.py
+    says why), so every parse outside ``inside/`` goes through ``model.syntax``."""
+    direct = []
+    for path in sorted((ROOT / "bisect_spec").rglob("*.py")):
+        if "inside" in path.parts or path.name == "syntax.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "parse"
+                    and isinstance(node.func.value, ast.Name) and node.func.value.id == "ast"):
+                direct.append(f"{path.relative_to(ROOT).as_posix()}:{node.lineno}")
+    assert direct == []
+
+
 def test_the_inside_imports_nothing_from_the_orchestrator() -> None:
     """Code that runs in a release environment (bisect_spec/inside) talks to the orchestrator through
     the wire protocol only: it imports nothing of bisect_spec outside its own package."""
