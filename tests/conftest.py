@@ -29,9 +29,11 @@ from tests.processes import Janitor
 
 RESOURCES = Path(__file__).parent / "resources"
 
-#: warm workers the tests start (CLI probes, shrinks) stop soon by themselves, and all are stopped
-#: at the end of the run (``pytest_sessionfinish``): the CI leftover check must find none
-os.environ.setdefault(warm.IDLE_ENV, "60")
+#: warm workers the tests start stay up for the tests after (a restart imports SGLang again: with 60 s, a run
+#: restarted 38 of its 101 warm workers), unless the machine runs short of memory (then they stop after
+#: ``warm_daemon.IDLE_WHEN_SHORT`` seconds idle); all are stopped at the end of the run
+#: (``pytest_sessionfinish``): the CI leftover check must find none
+os.environ.setdefault(warm.IDLE_ENV, "600")
 #: every command of the tests evaluates on warm workers (sweeps too): one worker per release and box kind imports
 #: SGLang once for the whole run, not once per test. Tests of a command's own workers (faults, logs, kills)
 #: ask for them (``warm="own"``, or this variable set to ``commands``).

@@ -11,7 +11,8 @@ Invariants, the reasons it may outlive the command that started it:
 * It is deliberate and managed, never an orphan: it forks away at once (nobody's child,
   a session of its own), stops by itself once no client has been connected for ``idle``
   seconds (counted from its start, so a client killed while it starts leaves a daemon
-  that still stops), stops on SIGTERM/SIGINT/SIGHUP and on the ``stop`` request
+  that still stops), or for :data:`IDLE_WHEN_SHORT` seconds once the machine is short of memory,
+  stops on SIGTERM/SIGINT/SIGHUP and on the ``stop`` request
   (``bisect-spec workers stop``), and is listed by ``bisect-spec workers list``.
 * Its evaluation workers die with it: they are ordinary :class:`~bisect_spec.runtime.worker.WorkerPool`
   workers, which ask the kernel for SIGKILL when their parent (this daemon) dies.
@@ -40,9 +41,22 @@ import psutil
 from bisect_spec.errors import WorkerError
 from bisect_spec.runtime.worker import WorkerPool, WorkerSpec
 
+#: once less than this share of the machine's memory is available, an idle daemon stops after
+#: :data:`IDLE_WHEN_SHORT` seconds instead of its own (longer) limit: a warm worker holds SGLang in memory
+#: (0.6 GB at rest, more after building a large model), and a long idle limit must not cost another process
+#: its memory
+SHORT_OF_MEMORY = 0.25
+IDLE_WHEN_SHORT = 30.0
+
 #: requests whose answer depends only on the release (asked by every session: the architecture
 #: check, the flag table), answered from memory after the first time
 CACHED = frozenset({"architecture", "flags", "env_vars"})
+
+
+def short_of_memory() -> bool:
+    """Whether less than :data:`SHORT_OF_MEMORY` of the machine's memory is available."""
+    memory = psutil.virtual_memory()
+    return memory.available < SHORT_OF_MEMORY * memory.total
 
 
 def spec_from_record(record: dict[str, Any], log_path: Path) -> WorkerSpec:
@@ -129,7 +143,10 @@ class Daemon:
         the daemon is closing (``write to closed file``, seen once in CI before this).
         """
         with self._lock:
-            if self.connections or time.monotonic() - self.last_activity < self.idle:
+            if self.connections:
+                return False
+            idle = time.monotonic() - self.last_activity
+            if idle < self.idle and (idle < IDLE_WHEN_SHORT or not short_of_memory()):
                 return False
             self.stopping.set()
             return True

@@ -6,9 +6,13 @@ import json
 import socket
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
 from bisect_spec.errors import WorkerError
+from bisect_spec.runtime import warm_daemon
 from bisect_spec.runtime.warm_daemon import Daemon
 
 CONFIG = {"spec": {"python": "/nonexistent/python"}, "idle": 60, "label": "test", "timeout": 5}
@@ -98,3 +102,23 @@ def test_a_stopping_daemon_says_so_and_hands_nothing_to_its_closed_pool(tmp_path
             assert json.loads(reader.readline()) == {"ok": False, "error": "the warm worker is stopping", "stopping": True}
     client.join()
     assert pool.asked == []
+
+
+def test_an_idle_daemon_keeps_its_long_limit_while_memory_lasts_and_yields_once_short(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A long idle limit keeps a warm worker for the next command; a machine short of memory takes it back after
+    :data:`IDLE_WHEN_SHORT` seconds (the test run keeps 47 warm workers' worth of releases and boxes)."""
+    daemon = Daemon(tmp_path, {**CONFIG, "idle": 600})
+    daemon.pool = FailingPool()  # type: ignore[assignment]
+    daemon.ready.set()
+    total = 24 << 30
+    available = {"bytes": total // 2}
+    monkeypatch.setattr(warm_daemon.psutil, "virtual_memory",
+                        lambda: SimpleNamespace(total=total, available=available["bytes"]))
+    daemon.last_activity = time.monotonic() - (warm_daemon.IDLE_WHEN_SHORT + 5)
+    assert not daemon.stop_if_idle()  # half the memory free: its own limit holds
+    available["bytes"] = int(total * warm_daemon.SHORT_OF_MEMORY) - 1
+    daemon.last_activity = time.monotonic() - (warm_daemon.IDLE_WHEN_SHORT - 5)
+    assert not daemon.stop_if_idle()  # short of memory, but used moments ago
+    daemon.last_activity = time.monotonic() - (warm_daemon.IDLE_WHEN_SHORT + 5)
+    assert daemon.stop_if_idle() and daemon.stopping.is_set()  # short of memory and idle: it yields
