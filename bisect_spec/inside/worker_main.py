@@ -18,12 +18,14 @@ no such call; there, a worker mid-evaluation ends only when that evaluation does
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import os
 import signal
 import sys
 import types
+from typing import IO, Any
 
 PR_SET_PDEATHSIG = 1
 
@@ -158,7 +160,14 @@ def main() -> int:
         protocol.write(json.dumps({"ok": False, "error": f"{type(exc).__name__}: {exc}",
                                    "traceback": traceback.format_exc()[-3000:]}) + "\n")
         return 3
+    if config.get("zygote"):
+        return _zygote(evaluator, protocol, protocol_fd)
     protocol.write(json.dumps({"ok": True, "info": evaluator.info()}) + "\n")
+    return _serve(evaluator, protocol)
+
+
+def _serve(evaluator: Any, protocol: IO[str]) -> int:
+    """Answer requests from stdin until end-of-file (the pool closed this worker) or ``exit``."""
     for line in sys.stdin:
         request = json.loads(line)
         op = request.get("op")
@@ -191,6 +200,99 @@ def main() -> int:
         reply["id"] = request.get("id")
         protocol.write(json.dumps(reply, default=repr) + "\n")
     return 0
+
+
+#: the name a zygote shows in ``ps`` and ``/proc/PID/comm`` (its workers keep their interpreter's)
+ZYGOTE_NAME = b"bisect-zygote"
+PR_SET_NAME = 15
+
+
+def _zygote(evaluator: Any, protocol: IO[str], protocol_fd: int) -> int:
+    """Fork the pool's workers from this process, which has imported SGLang and evaluates nothing.
+
+    stdin is the pool's end of a ``SOCK_SEQPACKET`` Unix socket. Each ``{"op": "fork"}`` message carries
+    three file descriptors, the new worker's stdin, protocol (stdout) and stderr; the child puts them where a
+    started worker has its own, says hello and serves as one (:func:`_serve`). The zygote answers
+    ``{"forked": PID}``, and ``{"exited": PID, "returncode": N}`` (``subprocess``'s convention) when it has
+    reaped a worker. A worker is a copy of this process as it is now, right after the import: the same state a
+    worker that imported SGLang itself starts from, so no verdict depends on which way it started.
+    End-of-file on stdin (the pool closed) ends the zygote, and its workers with it (their parent-death signal).
+    """
+    import select
+    import socket
+
+    name = _process_name()
+    _set_process_name(ZYGOTE_NAME)
+    control = socket.socket(fileno=os.dup(0))
+    wake_read, wake_write = os.pipe()
+    os.set_blocking(wake_write, False)
+    signal.set_wakeup_fd(wake_write)
+    signal.signal(signal.SIGCHLD, lambda _signum, _frame: None)  # the wake-up byte is what matters
+    zygote = os.getpid()
+    protocol.write(json.dumps({"ok": True, "info": evaluator.info(), "zygote": zygote}) + "\n")
+    while True:
+        ready, _, _ = select.select([control.fileno(), wake_read], [], [])
+        if wake_read in ready:
+            os.read(wake_read, 4096)
+            _reap(control)
+        if control.fileno() not in ready:
+            continue
+        message, fds, _flags, _address = socket.recv_fds(control, 65536, 3)
+        if not message:
+            return 0
+        if json.loads(message).get("op") != "fork" or len(fds) != 3:
+            for fd in fds:
+                os.close(fd)
+            control.send(json.dumps({"error": "a fork request carries three file descriptors"}).encode())
+            continue
+        sys.stderr.flush()
+        protocol.flush()
+        pid = os.fork()
+        if pid == 0:  # the worker
+            signal.set_wakeup_fd(-1)
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            os.close(wake_read)
+            os.close(wake_write)
+            control.close()
+            _set_process_name(name)  # a worker is named as one that started itself is (fork copies the name)
+            os.setsid()
+            os.dup2(fds[0], 0)
+            os.dup2(fds[1], protocol_fd)
+            os.dup2(fds[2], 2)
+            os.dup2(2, 1)
+            for fd in fds:
+                os.close(fd)
+            _die_with_parent(zygote)
+            protocol.write(json.dumps({"ok": True, "info": evaluator.info()}) + "\n")
+            return _serve(evaluator, protocol)
+        for fd in fds:
+            os.close(fd)
+        control.send(json.dumps({"forked": pid}).encode())
+
+
+def _process_name() -> bytes:
+    try:
+        with open("/proc/self/comm", "rb") as comm:
+            return comm.read().strip()
+    except OSError:
+        return b"python"
+
+
+def _set_process_name(name: bytes) -> None:
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None).prctl(PR_SET_NAME, ctypes.c_char_p(name), 0, 0, 0)
+
+
+def _reap(control: Any) -> None:
+    """Tell the pool how each worker that ended did (the zygote is their parent: only it can wait for them)."""
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        control.send(json.dumps({"exited": pid, "returncode": os.waitstatus_to_exitcode(status)}).encode())
 
 
 if __name__ == "__main__":

@@ -19,7 +19,10 @@ import logging
 import os
 import queue
 import select
+import signal
+import socket
 import subprocess
+import sys
 import threading
 import time
 from collections import deque
@@ -27,6 +30,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
+
+import psutil
 
 from bisect_spec.errors import WorkerError
 from bisect_spec.model.flags import CONFIG_ENV
@@ -98,28 +103,47 @@ class WorkerProcess:
 
     def __init__(self, spec: WorkerSpec) -> None:
         self.spec = spec
-        self.process: subprocess.Popen[bytes] | None = None
+        self.process: subprocess.Popen[bytes] | ForkedProcess | None = None
         self.info: dict[str, Any] = {}
         self._buffer = b""
         self._next_id = 0
         self._log: IO[bytes] | None = None
+        self.hello: dict[str, Any] = {}
 
     @property
     def pid(self) -> int | None:
         return self.process.pid if self.process else None
 
-    def start(self) -> dict[str, Any]:
-        """Start the process and wait until SGLang is imported; return its self-description."""
+    def start(self, zygote: Zygote | None = None) -> dict[str, Any]:
+        """Start the process and wait until SGLang is imported; return its self-description.
+
+        With ``zygote`` (of the same spec) the worker is forked from it, SGLang already imported.
+        """
+        self._open_log()
+        if zygote is not None:
+            try:
+                self.process = zygote.fork_worker(self._log)
+            except BaseException:
+                self.close()
+                raise
+            return self._hello()
+        return self._start_process(self._config(), stdin=subprocess.PIPE)
+
+    def _config(self) -> dict[str, Any]:
         # parent: the worker dies with this process (it checks it was not orphaned already)
-        config = {"hardware": self.spec.hardware, "gpus": self.spec.gpus, "torchvision_shim": self.spec.torchvision_shim,
-                  "parent": os.getpid()}
-        if self.spec.log_path:
+        return {"hardware": self.spec.hardware, "gpus": self.spec.gpus, "torchvision_shim": self.spec.torchvision_shim,
+                "parent": os.getpid()}
+
+    def _open_log(self) -> None:
+        if self.spec.log_path and self._log is None:
             Path(self.spec.log_path).parent.mkdir(parents=True, exist_ok=True)
             self._log = open(self.spec.log_path, "ab")  # noqa: SIM115 - lives as long as the worker
+
+    def _start_process(self, config: dict[str, Any], *, stdin: Any) -> dict[str, Any]:
         try:
             self.process = spawn(lambda: subprocess.Popen(
                 [self.spec.python, "-u", str(WORKER_SCRIPT), json.dumps(config)],
-                stdin=subprocess.PIPE,
+                stdin=stdin,
                 stdout=subprocess.PIPE,
                 stderr=self._log if self._log else subprocess.DEVNULL,
                 env=self.spec.environment(),
@@ -128,6 +152,9 @@ class WorkerProcess:
             ))
         except OSError as exc:
             raise WorkerError(f"cannot start evaluation worker {self.spec.python}: {exc.strerror}") from exc
+        return self._hello()
+
+    def _hello(self) -> dict[str, Any]:
         try:
             hello = self._read_reply(self.spec.start_timeout)
         except (WorkerDied, WorkerTimedOut) as exc:
@@ -137,6 +164,7 @@ class WorkerProcess:
             self.close()
             raise WorkerError(f"SGLang does not import in this environment ({hello.get('error')})")
         self.info = hello["info"]
+        self.hello = hello
         return self.info
 
     def request(self, payload: dict[str, Any], timeout: float) -> dict[str, Any]:
@@ -247,6 +275,162 @@ class WorkerProcess:
             self._log = None
 
 
+#: ``0``: every worker of a pool imports SGLang itself, instead of being forked from the pool's zygote
+FORK_ENV = "BISECT_SPEC_FORK"
+
+
+def forking() -> bool:
+    """Whether pools fork their workers from a zygote (``BISECT_SPEC_FORK``, on unless ``0``; Linux only)."""
+    return os.environ.get(FORK_ENV, "1").strip() != "0" and hasattr(socket, "send_fds") and sys.platform == "linux"
+
+
+class ForkedProcess:
+    """What a :class:`WorkerProcess` uses of ``subprocess.Popen``, for a worker its pool's zygote forked.
+
+    The zygote is the worker's parent, so only it can wait for the worker: it says how each one ended.
+    """
+
+    def __init__(self, pid: int, stdin: IO[bytes], stdout: IO[bytes], zygote: Zygote) -> None:
+        self.pid = pid
+        self.stdin: IO[bytes] | None = stdin
+        self.stdout: IO[bytes] | None = stdout
+        self.returncode: int | None = None
+        self._zygote = zygote
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self.returncode = self._zygote.returncode(self.pid, 0.0)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None:
+            self.returncode = self._zygote.returncode(self.pid, 86400.0 if timeout is None else timeout)
+        if self.returncode is None:
+            raise subprocess.TimeoutExpired(f"evaluation worker {self.pid}", timeout or 0.0)
+        return self.returncode
+
+
+class Zygote(WorkerProcess):
+    """A process of one spec that imports SGLang once and evaluates nothing: it forks the pool's workers.
+
+    A pool of ``jobs`` workers, and every replacement of a crashed one, then costs one import of SGLang
+    (5-10 s of CPU each) instead of one per worker. A forked worker starts from this process as it stands right
+    after the import, the state a worker that imported SGLang itself starts from (``worker_main._zygote``).
+    Hand-written because ``multiprocessing``'s forkserver runs the orchestrator's Python and its own pickled
+    protocol, where workers run the release's Python and answer on pipes the pool owns.
+    """
+
+    def __init__(self, spec: WorkerSpec) -> None:
+        super().__init__(spec)
+        self._control: socket.socket | None = None
+        self._exits: dict[int, int] = {}
+        self._lock = threading.Lock()
+
+    def start(self, zygote: Zygote | None = None) -> dict[str, Any]:
+        """Start the zygote and wait until it has imported SGLang (a failure reads as a worker's would)."""
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            self._open_log()
+            info = self._start_process({**self._config(), "zygote": True}, stdin=theirs)
+        except BaseException:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
+        self._control = ours
+        return info
+
+    def fork_worker(self, log: IO[bytes] | None) -> ForkedProcess:
+        """A new worker, its stdin, protocol and stderr (``log``, else nothing) its own.
+
+        :raises WorkerDied: the zygote is gone.
+        """
+        stdin_read, stdin_write = os.pipe()
+        stdout_read, stdout_write = os.pipe()
+        stderr = log.fileno() if log is not None else os.open(os.devnull, os.O_WRONLY)
+        try:
+            pid = self._fork([stdin_read, stdout_write, stderr])
+        except BaseException:
+            os.close(stdin_write)
+            os.close(stdout_read)
+            raise
+        finally:
+            os.close(stdin_read)
+            os.close(stdout_write)
+            if log is None:
+                os.close(stderr)
+        return ForkedProcess(pid, os.fdopen(stdin_write, "wb"), os.fdopen(stdout_read, "rb"), self)
+
+    def _fork(self, fds: list[int]) -> int:
+        with self._lock:
+            if self._control is None or not self.alive:
+                raise WorkerDied("the zygote is gone")
+            try:
+                socket.send_fds(self._control, [json.dumps({"op": "fork"}).encode()], fds)
+            except OSError as exc:
+                raise WorkerDied(f"the zygote is gone ({exc})") from exc
+            while True:
+                message = self._receive(self.spec.start_timeout)
+                if message is None:
+                    raise WorkerDied(f"the zygote did not fork within {self.spec.start_timeout:g} s")
+                if "forked" in message:
+                    return int(message["forked"])
+                if "error" in message:
+                    raise WorkerError(f"the zygote refused to fork: {message['error']}")
+
+    def _receive(self, timeout: float) -> dict[str, Any] | None:
+        """The zygote's next message within ``timeout`` (an exit is recorded as it passes); None: none came.
+
+        :raises WorkerDied: the zygote is gone.
+        """
+        assert self._control is not None
+        ready, _, _ = select.select([self._control], [], [], max(0.0, timeout))
+        if not ready:
+            return None
+        data = self._control.recv(65536)
+        if not data:
+            raise WorkerDied("the zygote is gone")
+        message: dict[str, Any] = json.loads(data)
+        if "exited" in message:
+            self._exits[int(message["exited"])] = int(message["returncode"])
+        return message
+
+    def returncode(self, pid: int, timeout: float) -> int | None:
+        """How worker ``pid`` ended, once the zygote has reaped it (waiting up to ``timeout``); None: it runs.
+
+        A worker of a zygote that is gone was killed with it (its parent-death signal): ``-SIGKILL`` once gone.
+        """
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            while pid not in self._exits:
+                try:
+                    if self._control is None or self._receive(deadline - time.monotonic()) is None:
+                        break
+                except WorkerDied:
+                    self._control_closed()
+                    break
+            if pid in self._exits:
+                return self._exits[pid]
+        if self._control is not None:
+            return None
+        try:
+            gone = psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            gone = True
+        return -signal.SIGKILL if gone else None
+
+    def _control_closed(self) -> None:
+        if self._control is not None:
+            self._control.close()
+            self._control = None
+
+    def close(self) -> None:
+        """End the zygote: end-of-file on its control socket (its workers, if any are left, die with it)."""
+        with self._lock:
+            self._control_closed()
+        super().close()
+
+
 @dataclass
 class WorkerPool:
     """``jobs`` workers of one spec, evaluating configurations in parallel.
@@ -262,6 +446,9 @@ class WorkerPool:
     info: dict[str, Any] = field(default_factory=dict, init=False)
     replaced: int = field(default=0, init=False)
     _closed: bool = field(default=False, init=False)
+    #: the process every worker of this pool is forked from (:class:`Zygote`), started with the first worker
+    _zygote: Zygote | None = field(default=None, init=False)
+    _zygote_lock: threading.Lock = field(default_factory=threading.Lock, init=False)
 
     def start(self) -> dict[str, Any]:
         """Start every worker (in parallel); return the first one's self-description."""
@@ -278,7 +465,7 @@ class WorkerPool:
 
         def boot(worker: WorkerProcess) -> None:
             try:
-                worker.start()
+                self._boot(worker)
             except BaseException as exc:
                 errors.append(exc)
 
@@ -306,7 +493,7 @@ class WorkerPool:
         if worker in self._all:  # a dead worker whose replacement failed to start comes back here: try again
             self._all.remove(worker)
         fresh = WorkerProcess(self.spec)
-        fresh.start()
+        self._boot(fresh)
         if self._closed:  # the pool closed while this worker started: it must not outlive the command
             fresh.close()
             raise WorkerError("the evaluation workers were stopped")
@@ -431,7 +618,7 @@ class WorkerPool:
         """Start workers until there are ``jobs`` (a warm worker asked for more by a shrink); blocking."""
         while len(self._all) < jobs:
             fresh = WorkerProcess(self.spec)
-            fresh.start()
+            self._boot(fresh)
             self._all.append(fresh)
             self._idle.put(fresh)
         self.jobs = max(self.jobs, jobs)
@@ -449,6 +636,48 @@ class WorkerPool:
         for worker in list(self._all):
             worker.close()
         self._all.clear()
+        with self._zygote_lock:
+            if self._zygote is not None:
+                self._zygote.close()
+                self._zygote = None
+
+    def _boot(self, worker: WorkerProcess) -> None:
+        """Start ``worker``: forked from the pool's zygote (:func:`forking`), else importing SGLang itself."""
+        if not forking():
+            worker.start()
+            return
+        for attempt in range(2):
+            zygote = self._zygote_for_start()
+            try:
+                worker.start(zygote)
+                return
+            except WorkerDied:  # the zygote ended (killed from outside) since it was checked: a fresh one
+                with self._zygote_lock:
+                    if self._zygote is zygote:
+                        zygote.close()
+                        self._zygote = None
+                if attempt:
+                    raise
+
+    def _zygote_for_start(self) -> Zygote:
+        with self._zygote_lock:
+            if self._zygote is not None and not self._zygote.alive:
+                self._zygote.close()
+                self._zygote = None
+            if self._zygote is None:
+                fresh = Zygote(self.spec)
+                fresh.start()
+                if self._closed:  # the pool closed while its zygote started
+                    fresh.close()
+                    raise WorkerError("the evaluation workers were stopped")
+                self._zygote = fresh
+            return self._zygote
+
+    @property
+    def zygote_pid(self) -> int | None:
+        """The process this pool's workers are forked from, while it runs."""
+        zygote = self._zygote
+        return zygote.pid if zygote is not None and zygote.alive else None
 
     def __enter__(self) -> WorkerPool:
         self.start()

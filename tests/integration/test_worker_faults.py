@@ -61,7 +61,7 @@ def test_a_replacement_that_cannot_start_keeps_its_slot_and_the_next_evaluation_
         dead.wait(timeout=30)
         started = worker.WorkerProcess.start
 
-        def cannot_start(self: worker.WorkerProcess) -> None:
+        def cannot_start(self: worker.WorkerProcess, zygote: worker.Zygote | None = None) -> None:
             raise RuntimeError("no room for a worker just now")
 
         monkeypatch.setattr(worker.WorkerProcess, "start", cannot_start)
