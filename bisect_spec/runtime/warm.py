@@ -39,6 +39,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import signal
 import socket
 import stat
@@ -418,11 +419,19 @@ def listing() -> list[dict[str, Any]]:
     return found
 
 
+def names_worker(name: str, state: dict[str, Any]) -> bool:
+    """Whether ``name`` names the warm worker of ``state``: its key, or part of its target. A target with a GPU
+    count (``SGLang 0.5.23 on h100x8``, as a session names it) names the worker of its box, which serves every
+    count (``SGLang 0.5.23 on h100``)."""
+    label = str(state.get("label", ""))
+    return name == state["key"] or name in label or re.sub(r"(?<=\w)x\d+$", "", name.strip()) in label
+
+
 def stop_all(names: Sequence[str] = ()) -> list[dict[str, Any]]:
     """Stop the warm workers whose key or label contains one of ``names`` (all when empty); who was stopped."""
     stopped = []
     for state in listing():
-        if names and not any(n == state["key"] or n in str(state.get("label", "")) for n in names):
+        if names and not any(names_worker(n, state) for n in names):
             continue
         stop(workers_dir() / state["key"])
         stopped.append(state)

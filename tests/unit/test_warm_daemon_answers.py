@@ -9,6 +9,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import psutil
 import pytest
 
 from bisect_spec.errors import WorkerError
@@ -113,7 +114,7 @@ def test_an_idle_daemon_keeps_its_long_limit_while_memory_lasts_and_yields_once_
     daemon.ready.set()
     total = 24 << 30
     available = {"bytes": total // 2}
-    monkeypatch.setattr(warm_daemon.psutil, "virtual_memory",
+    monkeypatch.setattr(psutil, "virtual_memory",
                         lambda: SimpleNamespace(total=total, available=available["bytes"]))
     daemon.last_activity = time.monotonic() - (warm_daemon.IDLE_WHEN_SHORT + 5)
     assert not daemon.stop_if_idle()  # half the memory free: its own limit holds

@@ -37,3 +37,14 @@ def test_the_warm_workers_code_version_covers_the_daemons_import_closure() -> No
     for module in ("runtime/processes.py", "runtime/worker.py", "runtime/warm_daemon.py", "model/flags.py",
                    "inside/evaluator.py", "inside/launch/memory_pool.py"):
         assert f"{module}:" in version, module
+
+
+@pytest.mark.parametrize(("name", "expected"), [
+    ("SGLang 0.5.23 on h100", True), ("SGLang 0.5.23 on h100x8", True), ("0.5.23", True), ("0123abcd", True),
+    ("SGLang 0.5.23 on h100x1", True), ("SGLang 0.5.23 on h200x8", False), ("SGLang 0.5.12", False),
+])
+def test_workers_stop_takes_a_target_with_or_without_its_gpu_count(name: str, expected: bool) -> None:
+    """One warm worker serves every GPU count of its box; a session names its target with the count."""
+    state = {"key": "0123abcd", "label": "SGLang 0.5.23 on h100"}
+    assert warm.names_worker(name, state) is expected
+    assert warm.names_worker("SGLang 0.5.23 on rtx-pro-6000x8", {"key": "k", "label": "SGLang 0.5.23 on rtx-pro-6000"})
