@@ -50,7 +50,8 @@ def test_pure_modules_start_no_processes_and_know_no_cli(module: str) -> None:
 #: The modules that may start processes, and what each starts: everything else asks one of them.
 PROCESS_STARTERS = {
     "runtime/processes.py": "pip, venv, git, a warm worker's daemon; the one thread evaluation workers start on",
-    "runtime/worker.py": "evaluation workers (on processes.spawn's thread)",
+    "runtime/worker.py": "a pool's zygote, or its evaluation workers where forking is off (on processes.spawn's thread)",
+    "inside/worker_main.py": "as a pool's zygote, forks its evaluation workers (SGLang imported once for all)",
     "runtime/warm_daemon.py": "forks itself into the background",
     "launch/supervision.py": "the supervisor of a real server",
     "launch/supervisor_main.py": "the server under supervision",
