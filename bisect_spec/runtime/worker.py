@@ -300,6 +300,12 @@ class ForkedProcess:
     def poll(self) -> int | None:
         if self.returncode is None:
             self.returncode = self._zygote.returncode(self.pid, 0.0)
+        if self.returncode is None and not _running(self.pid):
+            # it has ended (reaped, or a zombie the zygote is reaping): its exit, which the zygote sends as it
+            # reaps, is on its way (the tests saw a killed worker's poll come between the two)
+            self.returncode = self._zygote.returncode(self.pid, 10.0)
+            if self.returncode is None:
+                self.returncode = -signal.SIGKILL
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
@@ -308,6 +314,13 @@ class ForkedProcess:
         if self.returncode is None:
             raise subprocess.TimeoutExpired(f"evaluation worker {self.pid}", timeout or 0.0)
         return self.returncode
+
+
+def _running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 class Zygote(WorkerProcess):
@@ -411,13 +424,7 @@ class Zygote(WorkerProcess):
                     break
             if pid in self._exits:
                 return self._exits[pid]
-        if self._control is not None:
-            return None
-        try:
-            gone = psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-        except psutil.NoSuchProcess:
-            gone = True
-        return -signal.SIGKILL if gone else None
+        return -signal.SIGKILL if self._control is None and not _running(pid) else None
 
     def _control_closed(self) -> None:
         if self._control is not None:
