@@ -41,9 +41,10 @@ def kill_tree(pid: int, *, grace: float = 2.0) -> None:
     """Terminate a process and all its descendants; SIGKILL whatever ignores SIGTERM."""
     try:
         root = psutil.Process(pid)
-    except psutil.NoSuchProcess:
+        tree = [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:  # gone already, or between the two lookups (a forked worker its zygote reaped)
         return
-    terminate_then_kill([root, *root.children(recursive=True)], grace=grace)
+    terminate_then_kill(tree, grace=grace)
 
 
 def terminate_then_kill(procs: list[psutil.Process], *, grace: float) -> None:

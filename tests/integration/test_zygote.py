@@ -1,8 +1,8 @@
 """A pool's workers forked from its zygote (SGLang imported once) answer as workers that imported it themselves.
 
 On real SGLang releases of two launch-path families: the same mixed configurations, evaluated by a pool whose
-workers are forked from a zygote and by one whose workers each import SGLang (``BISECT_SPEC_FORK=0``), give the
-same verdicts. The zygote is the workers' parent; killed from outside, it takes them along, and the pool's next
+workers are forked from a zygote (``BISECT_SPEC_FORK=1``) and by one whose workers each import SGLang (the
+default), give the same verdicts. The zygote is the workers' parent; killed from outside, it takes them along, and the pool's next
 evaluation forks from a fresh one.
 """
 
@@ -35,6 +35,7 @@ def test_forked_workers_give_the_verdicts_of_workers_that_imported_sglang_themse
         release: str, monkeypatch: pytest.MonkeyPatch) -> None:
     require_release(release)
     configs = mixed_configs(40, seed=3)
+    monkeypatch.setenv(worker.FORK_ENV, "1")
     with _session(release) as forked:
         zygote = forked.pool.zygote_pid  # type: ignore[attr-defined]
         assert zygote is not None
@@ -51,8 +52,10 @@ def test_forked_workers_give_the_verdicts_of_workers_that_imported_sglang_themse
     assert len({v[0] for v in without.values()}) > 1  # the sample has passes and failures
 
 
-def test_a_zygote_killed_from_outside_takes_its_workers_and_the_next_evaluation_forks_from_a_fresh_one() -> None:
+def test_a_zygote_killed_from_outside_takes_its_workers_and_the_next_evaluation_forks_from_a_fresh_one(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     require_release("0.5.23")
+    monkeypatch.setenv(worker.FORK_ENV, "1")
     with _session("0.5.23") as session:
         pool = session.pool
         assert session.evaluate(Config()).passed

@@ -55,3 +55,22 @@ def test_a_running_forked_worker_polls_as_running() -> None:
         process = ForkedProcess(os.getpid(), stdin, stdout, zygote)  # type: ignore[arg-type]
         assert process.poll() is None
     assert zygote.asked == [0.0]
+
+
+def test_kill_tree_of_a_process_that_ends_between_its_lookups_returns(monkeypatch: pytest.MonkeyPatch) -> None:
+    """CI (2026-12-07): a forked worker's zygote reaped it between ``psutil.Process(pid)`` and ``children()``, and
+    the NoSuchProcess ended the pool's close half-way (its zygote left running)."""
+    import psutil
+
+    from bisect_spec.runtime import processes
+
+    def vanished(self: psutil.Process, recursive: bool = False) -> list[psutil.Process]:
+        raise psutil.NoSuchProcess(self.pid)
+
+    target = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        monkeypatch.setattr(psutil.Process, "children", vanished)
+        processes.kill_tree(target.pid)  # returns, as for a process that is gone
+    finally:
+        target.kill()
+        target.wait()
