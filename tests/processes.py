@@ -185,19 +185,10 @@ class Tool:
 
 def evaluation_workers(procs: list[psutil.Process]) -> list[psutil.Process]:
     """The evaluation workers (``worker_main.py``) among ``procs``: not the zygotes they are forked from."""
-    return [proc for proc in worker_processes(procs) if not _is_zygote(proc)]
-
-
-def zygotes(procs: list[psutil.Process]) -> list[psutil.Process]:
-    """The zygotes (``worker_main.py`` processes that fork a pool's workers) among ``procs``."""
-    return [proc for proc in worker_processes(procs) if _is_zygote(proc)]
-
-
-def worker_processes(procs: list[psutil.Process]) -> list[psutil.Process]:
     found = []
     for proc in procs:
         with contextlib.suppress(psutil.Error):
-            if str(worker.WORKER_SCRIPT) in proc.cmdline():
+            if str(worker.WORKER_SCRIPT) in proc.cmdline() and not _is_zygote(proc):
                 found.append(proc)
     return found
 

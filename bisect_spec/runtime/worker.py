@@ -108,7 +108,6 @@ class WorkerProcess:
         self._buffer = b""
         self._next_id = 0
         self._log: IO[bytes] | None = None
-        self.hello: dict[str, Any] = {}
 
     @property
     def pid(self) -> int | None:
@@ -164,7 +163,6 @@ class WorkerProcess:
             self.close()
             raise WorkerError(f"SGLang does not import in this environment ({hello.get('error')})")
         self.info = hello["info"]
-        self.hello = hello
         return self.info
 
     def request(self, payload: dict[str, Any], timeout: float) -> dict[str, Any]:
