@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Benchmark: what a pool pays to start its workers and replace crashed ones, forked from a zygote or not.
 
-With ``BISECT_SPEC_FORK=1`` a pool forks its workers from a zygote that imported SGLang once; by default every
+By default a pool forks its workers from a zygote that imported SGLang once; with ``BISECT_SPEC_FORK=0`` every
 worker, and every replacement of a crashed one, imports SGLang itself. Side by
 side in one run, each variant in a process of its own (its CPU seconds are its own and its workers', read with
 ``getrusage(RUSAGE_CHILDREN)``): a pool of ``--jobs`` workers (its own, not a warm one) on Llama-3.1-8B and one

@@ -92,7 +92,8 @@ class Session:
     :param executor: ``local`` (worker processes here) or ``ray`` (Ray actors; ``address`` says which cluster).
     :param warm: ``start`` or ``reuse`` a warm worker (:mod:`bisect_spec.runtime.warm`) that outlives this
         session, instead of workers of its own: ``reuse`` only takes one that already runs; ``own``
-        workers of its own whatever the settings; ``None``: own, or ``start`` with ``BISECT_SPEC_WARM=all``.
+        workers of its own whatever the settings; ``None``: own. With ``BISECT_SPEC_WARM=all``, ``None`` and ``reuse``
+        are ``start``.
         Off when ``BISECT_SPEC_WORKER_IDLE=0``; local executor only.
     :param notify: told at once, in a line, when a worker has to be started (SGLang loading).
     """
@@ -109,8 +110,8 @@ class Session:
         spec = self.environment.worker_spec(hardware=target.hardware.record, gpus=target.hardware.gpus,
                                             log_path=log_path, extra_env=extra_env)
         self.pool: EvaluationPool = make_pool(spec, jobs=jobs, timeout=timeout, executor=executor, address=address)
-        if warm is None and executor == LOCAL and warm_everywhere():
-            warm = "start"
+        if warm in (None, "reuse") and executor == LOCAL and warm_everywhere():
+            warm = "start"  # every command on warm workers: a bisection's too (its releases' workers stay for the next)
         if warm in ("start", "reuse") and executor == LOCAL and idle_limit() > 0:
             self.pool = WarmPool(spec, jobs=self.pool.jobs, timeout=timeout, label=self.label, start=warm == "start",
                                  notify=notify, daemon_label=f"SGLang {target.release} on {target.hardware.name}")

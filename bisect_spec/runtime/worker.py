@@ -273,15 +273,14 @@ class WorkerProcess:
             self._log = None
 
 
-#: ``1``: a pool's workers are forked from its zygote (SGLang imported once), instead of each importing SGLang.
-#: Off by default until a clean CI run holds with it: two CI runs each found a race of a forked worker's end
-#: (fixed, with tests), and turning it on is one setting
+#: ``0``: every worker of a pool imports SGLang itself, instead of being forked from the pool's zygote (the default,
+#: ``1``, where the platform can pass file descriptors: Linux)
 FORK_ENV = "BISECT_SPEC_FORK"
 
 
 def forking() -> bool:
-    """Whether pools fork their workers from a zygote (``BISECT_SPEC_FORK=1``; Linux only)."""
-    return os.environ.get(FORK_ENV, "0").strip() == "1" and hasattr(socket, "send_fds") and sys.platform == "linux"
+    """Whether pools fork their workers from a zygote (the default; ``BISECT_SPEC_FORK=0`` turns it off; Linux only)."""
+    return os.environ.get(FORK_ENV, "1").strip() != "0" and hasattr(socket, "send_fds") and sys.platform == "linux"
 
 
 class ForkedProcess:

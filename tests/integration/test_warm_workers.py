@@ -111,6 +111,7 @@ def test_a_warm_worker_stops_by_itself_once_idle(home: Path, monkeypatch: pytest
     assert not (home / "workers" / warm.key(workers_spec()) / "sock").exists()
     # bisect's sessions only reuse one; one that has stopped (as it just did, by its idle limit, possibly after
     # they looked) leaves them a worker of their own, not "no warm worker runs" (CI, 2026-12-07)
+    monkeypatch.setenv(warm.SCOPE_ENV, "commands")  # the default scope (the suite's "all" makes reuse start one)
     bisecting = Session(SPEC.resolve(), warm="reuse")
     try:
         info = bisecting.start()

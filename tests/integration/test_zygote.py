@@ -1,9 +1,9 @@
 """A pool's workers forked from its zygote (SGLang imported once) answer as workers that imported it themselves.
 
 On real SGLang releases of two launch-path families: the same mixed configurations, evaluated by a pool whose
-workers are forked from a zygote (``BISECT_SPEC_FORK=1``) and by one whose workers each import SGLang (the
-default), give the same verdicts. The zygote is the workers' parent; killed from outside, it takes them along, and the pool's next
-evaluation forks from a fresh one.
+workers are forked from a zygote (the default) and by one whose workers each import SGLang
+(``BISECT_SPEC_FORK=0``), give the same verdicts. The zygote is the workers' parent; killed from outside, it takes
+them along, and the pool's next evaluation forks from a fresh one.
 """
 
 from __future__ import annotations

@@ -48,3 +48,18 @@ def test_workers_stop_takes_a_target_with_or_without_its_gpu_count(name: str, ex
     state = {"key": "0123abcd", "label": "SGLang 0.5.23 on h100"}
     assert warm.names_worker(name, state) is expected
     assert warm.names_worker("SGLang 0.5.23 on rtx-pro-6000x8", {"key": "k", "label": "SGLang 0.5.23 on rtx-pro-6000"})
+
+
+@pytest.mark.parametrize(("scope", "starts"), [("all", True), ("commands", False)])
+def test_a_bisections_reuse_starts_a_warm_worker_only_when_every_command_is_warm(
+        monkeypatch: pytest.MonkeyPatch, scope: str, starts: bool) -> None:
+    """``bisect`` reuses a warm worker that runs; with ``BISECT_SPEC_WARM=all`` it starts one as every command does."""
+    from bisect_spec.api import TargetSpec
+    from bisect_spec.runtime.environments import Environment
+    from bisect_spec.runtime.session import Session
+
+    monkeypatch.setenv(warm.SCOPE_ENV, scope)
+    monkeypatch.setenv(warm.IDLE_ENV, "300")
+    target = TargetSpec(release="0.5.23", model="llama-3.1-8b", draft=None, hardware="h100").resolve()
+    session = Session(target, warm="reuse", environment=Environment("0.5.23", "python3", (), False, None))
+    assert isinstance(session.pool, warm.WarmPool) and session.pool.start_if_missing is starts
