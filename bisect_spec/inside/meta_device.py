@@ -89,6 +89,17 @@ def cuda_on_meta() -> Iterator[None]:
         yield
 
 
+def tensors_as_they_are() -> contextlib.AbstractContextManager[Any]:
+    """Within the block, torch answers without any ``TorchFunctionMode`` (this module's, the loader's ``torch.device``):
+    for the tool's own reads of tensors' shapes, dtypes and sizes while SGLang builds a model on ``meta``. Each read
+    through the two modes runs two Python calls (a walk over Kimi-K2.6's tensors took 35x as long). Nothing read here
+    depends on a mode: they rewrite placement of tensors being made, never what a made tensor says of itself."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return contextlib.nullcontext()
+    return torch._C.DisableTorchFunction()  # type: ignore[no-any-return]
+
+
 def reads_a_value(exc: BaseException) -> bool:
     """True when torch refused to read or combine a meta tensor's values (what only a GPU would hold)."""
     return isinstance(exc, (RuntimeError, NotImplementedError, TypeError, ValueError)) and bool(

@@ -155,3 +155,25 @@ def test_a_sweep_summary_counts_passes_stopped_early_apart_from_passes() -> None
                 passed_at("draft_model")]
     stages = summary.summarise(outcomes, None, {}, "random", 0)["stages"]
     assert stages == {"passed": {"draft_model": 2}, "stopped": {"memory_pool": 1}, "failed": {}}
+
+
+def test_the_modules_with_a_cuda_flag_are_looked_for_again_once_an_import_or_a_drop_changed_sys_modules(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The build flips ``_is_cuda`` of SGLang's modules imported on the CPU; the list of modules holding the flag is
+    kept between builds, and must not miss one imported since, nor keep one dropped since."""
+    from bisect_spec.inside.launch import model_build
+
+    monkeypatch.setattr(model_build, "_CUDA_FLAGS", ((-1, None), []))
+    first = types.ModuleType("sglang.bisect_spec_test_first")
+    first._is_cuda = False  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, first.__name__, first)
+    assert first in model_build._modules_with_a_cuda_flag()
+    second = types.ModuleType("sglang.bisect_spec_test_second")
+    second._is_cuda = False  # type: ignore[attr-defined]
+    monkeypatch.delitem(sys.modules, first.__name__)
+    monkeypatch.setitem(sys.modules, second.__name__, second)  # as many modules as before: one dropped, one new
+    found = model_build._modules_with_a_cuda_flag()
+    assert second in found and first not in found
+    replaced = types.ModuleType(second.__name__)  # the same name, imported afresh (no flag now)
+    monkeypatch.setitem(sys.modules, second.__name__, replaced)
+    assert second not in model_build._modules_with_a_cuda_flag()

@@ -16,6 +16,7 @@ from .device_stops import _device_step, _meta_value, _refusing_statement, _stop_
 from .faults import _refused_by_the_model, sglang_verdict
 from .post_load import effect_of, jit_kernels_on_meta, layer_tensors, objects_of, processing_key, replay
 from .sglang_lookup import _attribute, _attribute_set
+from .siblings import meta_device
 from .stage import WillNotStart, _NotLoaded
 from .standins import _OverTheGpu
 
@@ -44,8 +45,7 @@ def _platform_flags_of_the_box_now(torch: Any) -> Iterator[None]:
     stops there, named. Put back afterwards."""
     flipped = []
     if torch.cuda.is_available() and torch.version.cuda is not None:
-        flipped = [module for name, module in list(sys.modules.items())
-                   if module is not None and name.startswith("sglang.") and vars(module).get("_is_cuda") is False]
+        flipped = [module for module in _modules_with_a_cuda_flag() if vars(module).get("_is_cuda") is False]
     for module in flipped:
         vars(module)["_is_cuda"] = True
     try:
@@ -53,6 +53,23 @@ def _platform_flags_of_the_box_now(torch: Any) -> Iterator[None]:
     finally:
         for module in flipped:
             vars(module)["_is_cuda"] = False
+
+
+_CUDA_FLAGS: tuple[tuple[int, str | None], list[Any]] = ((-1, None), [])
+
+
+def _modules_with_a_cuda_flag() -> list[Any]:
+    """SGLang's modules that hold an ``_is_cuda`` flag (set at their import), looked for again once ``sys.modules``
+    changed: its size or its newest entry (a module imported since, even where another was dropped), or one found is
+    no longer the module of its name. Every build asked all of ``sys.modules`` before: 1-2 % of a worker's time."""
+    global _CUDA_FLAGS
+    seen, found = _CUDA_FLAGS
+    now = (len(sys.modules), next(reversed(sys.modules), None))
+    if seen != now or any(sys.modules.get(module.__name__) is not module for module in found):
+        found = [module for name, module in list(sys.modules.items())
+                 if module is not None and name.startswith("sglang.") and "_is_cuda" in vars(module)]
+        _CUDA_FLAGS = (now, found)
+    return found
 
 
 def _platform_flags_of_the_box(torch: Any) -> Callable[[], Any]:
@@ -74,7 +91,8 @@ def _construction_within(total: int) -> Iterator[None]:
 
     def registered(module: Any, name: str, tensor: Any) -> None:
         nonlocal built
-        size = tensor.numel() * tensor.element_size() if tensor is not None and tensor.device.type == "meta" else 0
+        with meta_device.tensors_as_they_are():
+            size = tensor.numel() * tensor.element_size() if tensor is not None and tensor.is_meta else 0
         built += size - held.get((id(module), name), 0)
         held[(id(module), name)] = size
         if built > total:
@@ -162,13 +180,14 @@ def _with_tolerant_processing(initialize: Callable[..., Any], skipped: list[tupl
 
         def tolerant(layer: Any, *more: Any, _process: Any = process, _method: Any = method,
                      _skip: tuple[str, bool] = (type(method).__name__, _size_neutral(method)), **options: Any) -> Any:
-            key = processing_key(_method, layer) if not more and not options else None
-            effect = done.get(key) if key is not None else None
-            if effect is not None:  # a layer like one processed already: the same shapes, set without the arithmetic
-                replay(effect, layer)
-                return None
-            before = layer_tensors(layer) if key is not None else None
-            objects = objects_of(layer, _method)
+            with meta_device.tensors_as_they_are():  # the tool's own reads and writes of the layer's tensors
+                key = processing_key(_method, layer) if not more and not options else None
+                effect = done.get(key) if key is not None else None
+                if effect is not None:  # a layer like one processed already: the same shapes, set without the arithmetic
+                    replay(effect, layer)
+                    return None
+                before = layer_tensors(layer) if key is not None else None
+                objects = objects_of(layer, _method)
             try:
                 result = _process(layer, *more, **options)
             except Exception as exc:
@@ -176,9 +195,10 @@ def _with_tolerant_processing(initialize: Callable[..., Any], skipped: list[tupl
                     raise
                 skipped.append(_skip)
                 return None
-            if key is not None and before is not None and result is None \
-                    and objects_of(layer, _method) == objects:
-                done[key] = effect_of(before, layer)
+            with meta_device.tensors_as_they_are():
+                if key is not None and before is not None and result is None \
+                        and objects_of(layer, _method) == objects:
+                    done[key] = effect_of(before, layer)
             return result
 
         tolerant._bisect_spec_tolerant = True  # type: ignore[attr-defined]
@@ -211,11 +231,12 @@ def _device_bytes(model: Any, leave_out: tuple[str, ...] = ()) -> int:
     if leave_out:
         modules = (module for name, module in model.named_modules()
                    if not any(part in leave_out for part in name.split(".")))
-    for module in modules:  # each module's own tensors (what ``parameters()`` and ``buffers()`` walk, at a third the cost)
-        for tensor in [*vars(module).get("_parameters", {}).values(), *vars(module).get("_buffers", {}).values()]:
-            if tensor is not None and id(tensor) not in seen and tensor.device.type == "meta":  # a CPU tensor is not on the GPU
-                seen.add(id(tensor))
-                total += tensor.numel() * tensor.element_size()
+    with meta_device.tensors_as_they_are():
+        for module in modules:  # each module's own tensors (what ``parameters()`` and ``buffers()`` walk, at a third the cost)
+            for tensor in [*vars(module).get("_parameters", {}).values(), *vars(module).get("_buffers", {}).values()]:
+                if tensor is not None and id(tensor) not in seen and tensor.is_meta:  # a CPU tensor is not on the GPU
+                    seen.add(id(tensor))
+                    total += tensor.numel() * tensor.element_size()
     return total
 
 

@@ -146,8 +146,11 @@ def jit_kernels_on_meta() -> Iterator[None]:
     modules = [m for name, m in list(sys.modules.items())
                if (name == "sglang.kernels" or name.startswith("sglang.kernels.")) and callable(vars(m).get("load_jit"))]
 
+    made: list[_MetaKernels] = []
+
     def load_on_meta(*args: Any, **_kwargs: Any) -> _MetaKernels:
-        return _MetaKernels(str(args[0]) if args else "?")
+        made.append(_MetaKernels(str(args[0]) if args else "?"))
+        return made[-1]
 
     with contextlib.ExitStack() as stack:
         for module in modules:
@@ -155,7 +158,7 @@ def jit_kernels_on_meta() -> Iterator[None]:
         try:
             yield
         finally:
-            if modules:
+            if made:  # none handed out: no cache can hold one (each window drops its own)
                 _forget_meta_kernels()
 
 
