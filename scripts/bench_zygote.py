@@ -6,8 +6,9 @@ worker, and every replacement of a crashed one, imports SGLang itself. Side by
 side in one run, each variant in a process of its own (its CPU seconds are its own and its workers', read with
 ``getrusage(RUSAGE_CHILDREN)``): a pool of ``--jobs`` workers (its own, not a warm one) on Llama-3.1-8B and one
 H100 evaluates ``--crashes`` configurations that crash its worker (the test fault plugin's ``os._exit``), each
-followed by a passing one, then ``--jobs`` passing ones at once. Printed: wall and CPU seconds of each, twice
-in turn (the machine's drift shows between the pairs), and the ratio forked / own.
+followed by a passing one, then ``--jobs`` passing ones at once. Printed: wall and CPU seconds of each, the memory
+its pool holds at the end (PSS of its workers and zygote: pages shared between them counted once), twice in turn
+(the machine's drift shows between the pairs), and the ratio forked / own.
 
 Usage: python scripts/bench_zygote.py [--release 0.5.23] [--jobs 2] [--crashes 3]
 """
@@ -38,7 +39,10 @@ with Session(target, jobs=jobs, timeout=120, warm="own", extra_env=(("BISECT_SPE
         statuses.append(s.evaluate(Config()).status.value)
     statuses += [o.status.value for o in s.evaluate_many([Config.of({"--tp-size": "1", "--page-size": str(2 ** n)})
                                                            for n in range(jobs)])]
-    print(json.dumps({"statuses": statuses, "replaced": s.pool.replaced}))
+    import psutil
+    pool = [*s.pool.worker_pids(), *([s.pool.zygote_pid] if s.pool.zygote_pid else [])]
+    pss = sum(psutil.Process(pid).memory_full_info().pss for pid in pool) / 2**20
+    print(json.dumps({"statuses": statuses, "replaced": s.pool.replaced, "pss": pss}))
 """
 
 
@@ -55,7 +59,7 @@ def run(fork: bool, options: argparse.Namespace) -> dict[str, float]:
     expected = ["crashed", "passed"] * options.crashes + ["passed"] * options.jobs
     assert result["statuses"] == expected, result
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return {"wall": wall, "cpu": cpu, "replaced": result["replaced"]}
+    return {"wall": wall, "cpu": cpu, "replaced": result["replaced"], "pss": result["pss"]}
 
 
 def main() -> None:
@@ -65,14 +69,14 @@ def main() -> None:
     parser.add_argument("--crashes", type=int, default=3)
     options = parser.parse_args()
     print(f"SGLang {options.release}, {options.jobs} workers, {options.crashes} crashes, each variant twice in turn")
-    print(f"{'variant':<10} {'wall s':>8} {'CPU s':>8} {'replaced':>9}")
+    print(f"{'variant':<10} {'wall s':>8} {'CPU s':>8} {'replaced':>9} {'pool PSS MiB':>13}")
     figures: dict[str, list[dict[str, float]]] = {"forked": [], "own": []}
     for _ in range(2):
         for name in ("forked", "own"):
             figure = run(name == "forked", options)
             figures[name].append(figure)
-            print(f"{name:<10} {figure['wall']:8.1f} {figure['cpu']:8.1f} {figure['replaced']:9.0f}")
-    for what in ("wall", "cpu"):
+            print(f"{name:<10} {figure['wall']:8.1f} {figure['cpu']:8.1f} {figure['replaced']:9.0f} {figure['pss']:13.0f}")
+    for what in ("wall", "cpu", "pss"):
         ratio = sum(f[what] for f in figures["forked"]) / sum(f[what] for f in figures["own"])
         print(f"forked / own, {what}: {ratio:.2f}")
 
