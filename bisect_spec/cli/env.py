@@ -7,8 +7,10 @@ The release smoke they run and read goes through :mod:`bisect_spec.api`.
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -39,7 +41,10 @@ def env() -> None:
               help="Also every release the package index has that is newer than the pinned table (for nightlies).")
 @click.option("--smoke/--no-smoke", default=True, show_default=True,
               help="Run the release smoke after installing (see `env verify`).")
-def env_install(releases: tuple[str, ...], all_releases: bool, retry: bool, newer: bool, smoke: bool) -> None:
+@click.option("--jobs", "-j", type=click.IntRange(1), default=2, show_default=True,
+              help="Releases installed at once (one's download overlaps another's byte-compiling and import check).")
+def env_install(releases: tuple[str, ...], all_releases: bool, retry: bool, newer: bool, smoke: bool,
+                jobs: int) -> None:
     """Install SGLang releases (pins recorded in the package; torch stays the CPU build).
 
     RELEASES are versions or inclusive ranges over the releases with recorded pins
@@ -47,6 +52,7 @@ def env_install(releases: tuple[str, ...], all_releases: bool, retry: bool, newe
     imported here is recorded as unavailable with its reason and skipped next time.
     Each release installed then runs its smoke (`env verify`); one whose smoke fails is
     kept but marked unverified. Exit status 1 if any release ended unavailable or failed.
+    Two releases install at once (--jobs); their smokes run one at a time afterwards.
 
     Example:
 
@@ -74,27 +80,44 @@ def env_install(releases: tuple[str, ...], all_releases: bool, retry: bool, newe
     chosen = environments.select_releases(named, all_releases=all_releases)
     if newer:
         chosen += [r for r in environments.newer_than_pinned() if r not in chosen]
-    rows: list[list[Any]] = []
+    by_release: dict[str, list[Any]] = {}
     with terminal.Bar(unit="releases") as bar:
-        for index, release in enumerate(chosen, 1):
-            bar.note(f"[{index}/{len(chosen)}] {release}")
-            if bar.live:  # the step lines above say the same in a log
-                bar(index - 1, len(chosen), "env install", release)
-            _install_one(release, retry, rows, lambda line: bar.note(f"  {line}"))
+        if len(chosen) > 1 and jobs > 1 and not all(environments.is_installed(r) for r in chosen):
+            environments.ensure_base(lambda line: bar.note(f"  {line}"))  # once, before the releases sharing it
+        lock = threading.Lock()
+        started = 0
+
+        def one(release: str) -> None:
+            nonlocal started
+            with lock:
+                started += 1
+                bar.note(f"[{started}/{len(chosen)}] {release}")
+                if bar.live:  # the step lines above say the same in a log
+                    bar(len(by_release), len(chosen), "env install", release)
+            prefix = f"  {release}: " if jobs > 1 and len(chosen) > 1 else "  "
+            row = _install_one(release, retry, lambda line: bar.note(f"{prefix}{line}"))
+            with lock:
+                by_release[release] = row
+
+        with concurrent.futures.ThreadPoolExecutor(max_workers=min(jobs, len(chosen)) or 1) as pool:
+            for done in [pool.submit(one, release) for release in chosen]:
+                done.result()
+        for release in chosen:  # one at a time, once every install ended: each starts SGLang's workers
             if smoke and environments.is_installed(release) and api.smoke_is_stale(release):
                 bar.note(f"  release smoke of {release}")
                 checked = api.verify_release(release)
-                rows[-1][1] += "; smoke passed" if checked.verified else "; SMOKE FAILED: unverified"
+                by_release[release][1] += "; smoke passed" if checked.verified else "; SMOKE FAILED: unverified"
         if bar.live:
             bar(len(chosen), len(chosen), "env install")
+    rows = [by_release[release] for release in chosen]  # the order asked for, whichever finished first
     failed = sum(1 for row in rows if row[1].startswith(("unavailable", "failed")))
     click.echo(render.table(["release", "status", "MB", "seconds"], rows))
     if failed:
         sys.exit(1)
 
 
-def _install_one(release: str, retry: bool, rows: list[list[Any]], say: Callable[[str], None]) -> None:
-    """Install one release for ``env install``; its row of the closing table goes to ``rows``."""
+def _install_one(release: str, retry: bool, say: Callable[[str], None]) -> list[Any]:
+    """Install one release for ``env install``; return its row of the closing table."""
     from bisect_spec.runtime import environments
 
     started = time.perf_counter()
@@ -103,17 +126,15 @@ def _install_one(release: str, retry: bool, rows: list[list[Any]], say: Callable
     try:
         environments.install(release, progress=say, retry=retry)
     except ReleaseUnavailable as exc:
-        rows.append([release, f"unavailable: {exc.reason}"[:100], "-", f"{time.perf_counter() - started:.1f}"])
-        return
+        return [release, f"unavailable: {exc.reason}"[:100], "-", f"{time.perf_counter() - started:.1f}"]
     except ReleaseError as exc:
-        rows.append([release, f"failed: {exc}"[:100], "-", f"{time.perf_counter() - started:.1f}"])
-        return
+        return [release, f"failed: {exc}"[:100], "-", f"{time.perf_counter() - started:.1f}"]
     info = environments.describe(release)
     seconds = "-" if was_installed else info.get("install_seconds", "-")
     added = [layer for layer in info.get("layers", []) if layer not in layers_before]
     status = ("installed" if not was_installed else
               f"already installed; layers added: {', '.join(added)}" if added else "already installed")
-    rows.append([release, status, f"{environments.size_of(release) / 1e6:.0f}", seconds])
+    return [release, status, f"{environments.size_of(release) / 1e6:.0f}", seconds]
 
 
 @env.command("verify")

@@ -32,6 +32,7 @@ import contextlib
 import functools
 import gc
 import importlib
+import inspect
 import io
 import linecache
 import logging
@@ -151,15 +152,23 @@ class _ParserFactory:
 class _EnvReadTracer:
     """Learns which of SGLang's memoised functions read ``os.environ``.
 
-    Every environment read walks the Python stack; each frame belonging to an
-    ``lru_cache``d function marks that cache as environment-dependent. Reads happen a
-    few hundred times per evaluation; the walk costs microseconds.
+    Every environment read asks which ``lru_cache``d functions are on the Python stack; each marks that cache as
+    environment-dependent. A build on ``meta`` reads the environment thousands of times from deep stacks (Kimi-K2.6:
+    one read per layer's flags), so what the frames above a frame hold is kept by frame (:meth:`_owners_above`): a
+    read walks only the frames entered since the last read. Hand-written: no library traces environment reads.
     """
+
+    #: Code flags of frames that may be suspended and resumed under another caller: never kept (their callers change)
+    _RESUMABLE = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
+    #: Frames kept at most (each holds its locals alive until forgotten)
+    _KEPT_FRAMES = 20_000
 
     def __init__(self, caches: Callable[[], list[Any]]) -> None:
         self._caches = caches
         self._codes: dict[Any, int] = {}
         self._modules_seen = -1
+        #: id(frame) -> (frame, the caches of this frame and every frame above it)
+        self._frames: dict[int, tuple[types.FrameType, frozenset[int]]] = {}
         self.readers: set[int] = set()
         tracer = self
         original = os._Environ.__getitem__
@@ -170,20 +179,44 @@ class _EnvReadTracer:
 
         os._Environ.__getitem__ = traced_getitem  # type: ignore[method-assign]
 
+    def forget_frames(self) -> None:
+        """Drop the frames kept (an evaluation ended: they are gone from every stack)."""
+        self._frames.clear()
+
     def saw_read(self) -> None:
         if len(sys.modules) != self._modules_seen:
             self._modules_seen = len(sys.modules)
             self._codes = {}
+            self._frames.clear()
             for cached in self._caches():
                 code = getattr(getattr(cached, "__wrapped__", None), "__code__", None)
                 if code is not None:
                     self._codes[code] = id(cached)
-        frame: types.FrameType | None = sys._getframe(2)
+        self.readers.update(self._owners_above(sys._getframe(2)))
+
+    def _owners_above(self, frame: types.FrameType | None) -> frozenset[int]:
+        """The caches whose functions run in ``frame`` or any frame above it. A frame that is not resumable has one
+        caller chain while it runs, and runs only once: what was found above it holds whenever it is on the stack
+        again (kept with the frame itself, so its id is not reused). Generator and coroutine frames are walked
+        through, never kept."""
+        entered: list[types.FrameType] = []
+        owners: frozenset[int] = frozenset()
         while frame is not None:
-            owner = self._codes.get(frame.f_code)
-            if owner is not None:
-                self.readers.add(owner)
+            kept = self._frames.get(id(frame))
+            if kept is not None and kept[0] is frame:
+                owners = kept[1]
+                break
+            entered.append(frame)
             frame = frame.f_back
+        if len(self._frames) > self._KEPT_FRAMES:
+            self._frames.clear()
+        for walked in reversed(entered):
+            owner = self._codes.get(walked.f_code)
+            if owner is not None and owner not in owners:
+                owners = owners | {owner}
+            if not walked.f_code.co_flags & self._RESUMABLE:
+                self._frames[id(walked)] = (walked, owners)
+        return owners
 
 
 class _ProcessState:
@@ -672,6 +705,7 @@ class Evaluator:
                 record["gpu_code_refused"] = needed
                 record["status"] = "crashed"
                 record["crash"] = f"needs the GPU code of {', '.join(needed)}: only a real GPU install can answer"
+        self._tracer.forget_frames()  # before the heap is frozen: they hold this evaluation's objects
         if state.dirty:
             self._forget_answers_since(misses)
         self._settle_heap()

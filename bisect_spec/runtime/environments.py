@@ -24,13 +24,14 @@ every later install runs with a constraint pinning it, so no CUDA build is pulle
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import re
 import shutil
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -207,6 +208,21 @@ def _release_dir(release: str) -> Path:
 
 def _layer_dir(layer: str) -> Path:
     return home() / "envs" / "layers" / layer
+
+
+@contextlib.contextmanager
+def _held(name: str) -> Iterator[None]:
+    """An exclusive ``flock`` on ``envs/.locks/NAME.lock`` while it lasts: installs of several releases at once (in
+    threads of one ``env install --jobs``, or in separate processes) install and byte-compile a shared layer, or
+    the base, once, one at a time."""
+    locks = home() / "envs" / ".locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    with open(locks / f"{name}.lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 UNAVAILABLE = "unavailable.json"
@@ -410,13 +426,24 @@ def _byte_compile_release(python: Path, directory: Path, layers: list[str],
                           progress: Callable[[str], None] | None) -> None:
     """Byte-compile a release's own site and its layers' (each once: :func:`_byte_compile`); an install
     from before sites were compiled is compiled here too, on its next ``env install``."""
-    for site in (directory / "site", *(_layer_dir(layer) / "site" for layer in layers)):
-        _byte_compile(python, site, progress)
+    _byte_compile(python, directory / "site", progress)
+    for layer in layers:
+        with _held(f"layer-{layer}"):
+            _byte_compile(python, _layer_dir(layer) / "site", progress)
 
 
 def ensure_base(progress: Callable[[str], None] | None = None) -> Path:
     """Create the shared base venv if it is missing; return its Python."""
     data = pins()
+    marker = _base_dir() / "base.json"
+    wanted = {"torch": data["torch"], "torchvision": data["torchvision"], "base": data["base"]}
+    if marker.is_file() and json.loads(marker.read_text()).get("pins") == wanted:
+        return _base_python()
+    with _held("base"):
+        return _ensure_base(data, progress)
+
+
+def _ensure_base(data: dict[str, Any], progress: Callable[[str], None] | None) -> Path:
     base = _base_dir()
     marker = base / "base.json"
     wanted = {"torch": data["torch"], "torchvision": data["torchvision"], "base": data["base"]}
@@ -460,6 +487,12 @@ def _ensure_layer(layer: str, python: Path, progress: Callable[[str], None] | No
     directory = _layer_dir(layer)
     if (directory / "layer.json").is_file():
         return
+    with _held(f"layer-{layer}"):
+        if not (directory / "layer.json").is_file():  # not installed meanwhile by another install
+            _install_layer(layer, directory, python, progress)
+
+
+def _install_layer(layer: str, directory: Path, python: Path, progress: Callable[[str], None] | None) -> None:
     packages: list[str] = list(pins()["layers"][layer])
     staging = directory.with_name(directory.name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
@@ -499,6 +532,15 @@ def install(release: str, progress: Callable[[str], None] | None = None, *, veri
         if _base_python().exists():
             _byte_compile_release(_base_python(), directory, list(describe(release).get("layers", [])), progress)
         return get(release)
+    with _held(f"release-{release}"):  # another install of it (a thread of ``--jobs``, another process) goes first
+        if (directory / "env.json").is_file():
+            return get(release)
+        return _install_new(release, directory, progress, verify=verify, retry=retry)
+
+
+def _install_new(release: str, directory: Path, progress: Callable[[str], None] | None, *, verify: bool,
+                 retry: bool) -> Environment:
+    """:func:`install` of a release not installed yet, under its lock."""
     reason = unavailable_reason(release)
     recorded_in_pins = bool(pins()["releases"].get(release, {}).get("unavailable"))
     if reason is not None and (not retry or recorded_in_pins):

@@ -74,3 +74,37 @@ def test_a_flag_table_being_recorded_is_never_read_half_written(tmp_path: Path) 
     writer.join()
     assert reads > 0
     assert [p.name for p in tmp_path.iterdir()] == [path.name]  # no staging file left
+
+
+def test_two_installs_at_once_install_a_shared_layer_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``env install --jobs``: a second install needing the layer the first is installing waits for it, then finds
+    it installed (pip replaced; the lock is the real ``flock``)."""
+    monkeypatch.setenv("BISECT_SPEC_HOME", str(tmp_path))
+    first_inside, second_waits, go_on = threading.Event(), threading.Event(), threading.Event()
+    installs: list[str] = []
+    real_flock = environments.fcntl.flock
+
+    def install_layer(layer: str, directory: Path, python: Path, progress: object) -> None:
+        installs.append(threading.current_thread().name)
+        first_inside.set()
+        assert go_on.wait(60)
+        directory.mkdir(parents=True)
+        (directory / "layer.json").write_text("{}")
+
+    def flock(handle: object, operation: int) -> None:
+        if operation == environments.fcntl.LOCK_EX and threading.current_thread().name == "second":
+            second_waits.set()
+        real_flock(handle, operation)
+
+    monkeypatch.setattr(environments, "_install_layer", install_layer)
+    monkeypatch.setattr(environments.fcntl, "flock", flock)
+    threads = [threading.Thread(target=environments._ensure_layer, args=("transformers-4.57.1", tmp_path, None),
+                                name=name) for name in ("first", "second")]
+    threads[0].start()
+    assert first_inside.wait(60)
+    threads[1].start()
+    assert second_waits.wait(60)  # the second install asks for the layer's lock while the first holds it
+    go_on.set()
+    for thread in threads:
+        thread.join(60)
+    assert installs == ["first"]
