@@ -44,6 +44,7 @@ import signal
 import socket
 import stat
 import struct
+import subprocess
 import sys
 import threading
 import time
@@ -337,9 +338,13 @@ def connect_or_start(spec: WorkerSpec, *, label: str, timeout: float, start: boo
                            f"(it stays up {idle_limit():g} s after its last use)")
                 process = start_daemon([sys.executable, "-m", DAEMON_MODULE, str(directory)],
                                        env=dict(os.environ), log_path=directory / "daemon.log")
-                process.wait()
+                try:
+                    process.wait()
+                    conn = _wait_for_socket(directory)
+                except BaseException:  # interrupted before it listens: it starts anyway, detached; stop it
+                    _stop_once_started(directory, process)
+                    raise
                 started_here = True
-                conn = _wait_for_socket(directory)
             else:
                 try:
                     conn = Connection(directory)
@@ -374,6 +379,27 @@ def connect_or_start(spec: WorkerSpec, *, label: str, timeout: float, start: boo
         return conn, hello
     raise WarmWorkerError("the warm worker kept stopping as it was reached; run again, or set "
                       f"{IDLE_ENV}=0 to start a worker of its own")
+
+
+def _stop_once_started(directory: Path, launcher: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
+    """Stop the daemon ``launcher`` is starting for ``directory`` once it has written its pid (an event): a command
+    interrupted (Ctrl-C) before its daemon listens must not leave it serving until its idle stop. A daemon that
+    ends before (it holds its lock from its first step) has nothing to stop."""
+    began = time.monotonic()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        launcher.wait(timeout=timeout)  # the first process exits as soon as it has forked the daemon
+    unlocked_since: float | None = None
+    while time.monotonic() - began < timeout:
+        if daemon_pid(directory) is not None:
+            stop(directory)
+            return
+        if running(directory):
+            unlocked_since = None
+        elif unlocked_since is None:
+            unlocked_since = time.monotonic()
+        elif time.monotonic() - unlocked_since > 2.0:
+            return
+        time.sleep(0.02)
 
 
 def stop(directory: Path, *, wait: float = 10.0) -> int | None:

@@ -169,6 +169,23 @@ def workers_spec() -> WorkerSpec:
     return environments.get(RELEASE).worker_spec(hardware=target.hardware.record, gpus=target.hardware.gpus)
 
 
+def test_a_command_interrupted_before_its_daemon_listens_stops_it(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C after the daemon was started but before the command connected (a busy machine delays the command, CI
+    2026-12-07): the daemon starts anyway, detached; the command stops it rather than leave it serving until idle."""
+    real = warm._wait_for_socket
+
+    def interrupted(directory: Path) -> Any:
+        real(directory).close()  # the event: the daemon listens; the command's Ctrl-C comes now
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(warm, "_wait_for_socket", interrupted)
+    spec = workers_spec()
+    with pytest.raises(KeyboardInterrupt):
+        warm.connect_or_start(spec, label="the interrupted start", timeout=60)
+    directory = home / "workers" / warm.key(spec)
+    assert (directory / "daemon.lock").exists() and not warm.running(directory)
+
+
 def test_the_socket_is_private_and_a_loose_folder_is_refused(home: Path) -> None:
     api.probe(FLAGS, SPEC)
     base = home / "workers"
