@@ -44,7 +44,6 @@ import signal
 import socket
 import stat
 import struct
-import subprocess
 import sys
 import threading
 import time
@@ -381,19 +380,18 @@ def connect_or_start(spec: WorkerSpec, *, label: str, timeout: float, start: boo
                       f"{IDLE_ENV}=0 to start a worker of its own")
 
 
-def _stop_once_started(directory: Path, launcher: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
-    """Stop the daemon ``launcher`` is starting for ``directory`` once it has written its pid (an event): a command
-    interrupted (Ctrl-C) before its daemon listens must not leave it serving until its idle stop. A daemon that
-    ends before (it holds its lock from its first step) has nothing to stop."""
+def _stop_once_started(directory: Path, launcher: Any, timeout: float = 30.0) -> None:
+    """Stop the daemon ``launcher`` (the ``Popen`` of :func:`processes.start_daemon`) is starting for ``directory``,
+    once it has written its pid (an event): a command interrupted (Ctrl-C) before its daemon listens must not leave
+    it serving until its idle stop. A daemon that ends before (it holds its lock from its first step) has nothing to
+    stop."""
     began = time.monotonic()
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        launcher.wait(timeout=timeout)  # the first process exits as soon as it has forked the daemon
     unlocked_since: float | None = None
     while time.monotonic() - began < timeout:
         if daemon_pid(directory) is not None:
             stop(directory)
             return
-        if running(directory):
+        if launcher.poll() is None or running(directory):  # still forking the daemon, or the daemon holds its lock
             unlocked_since = None
         elif unlocked_since is None:
             unlocked_since = time.monotonic()

@@ -87,6 +87,8 @@ class Daemon:
         self._lock = threading.Lock()
         self._grow_lock = threading.Lock()
         self._answers: dict[str, dict[str, Any]] = {}
+        #: why it stopped, in words: the last line of its ``daemon.log``
+        self.stop_reason = "stopped"
 
     # -- life --------------------------------------------------------------------
 
@@ -108,8 +110,13 @@ class Daemon:
             return 0.0 if self.connections else time.monotonic() - self.last_activity
 
     def serve(self, listener: socket.socket) -> int:
+        def on_signal(number: int, _frame: Any) -> None:
+            self.stop_reason = f"{signal.Signals(number).name} received"
+            self.stopping.set()
+
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-            signal.signal(sig, lambda _s, _f: self.stopping.set())
+            signal.signal(sig, on_signal)
+        _log(f"serving {self.label} (pid {os.getpid()})")
         threading.Thread(target=self._boot, name="warm-boot", daemon=True).start()
         listener.settimeout(0.5)
         try:
@@ -117,6 +124,7 @@ class Daemon:
                 if self.stop_if_idle():
                     break
                 if self.ready.is_set() and self.error is not None and self.idle_for() > 0:
+                    self.stop_reason = f"it cannot serve: {self.error}"
                     break  # it cannot serve: stop once the clients were told
                 try:
                     conn, _ = listener.accept()
@@ -131,6 +139,7 @@ class Daemon:
             self.stopping.set()  # a client still connected is told so, instead of writing to a closed worker
             listener.close()
             self.pool.close()
+            _log(f"stopped: {self.stop_reason}; {self.served} evaluations in {time.time() - self.started:.0f} s")
         return 0
 
     # -- clients -----------------------------------------------------------------
@@ -148,6 +157,12 @@ class Daemon:
             idle = time.monotonic() - self.last_activity
             if idle < self.idle and (idle < IDLE_WHEN_SHORT or not short_of_memory()):
                 return False
+            if idle >= self.idle:
+                self.stop_reason = f"idle for {idle:.0f} s (its limit: {self.idle:g} s)"
+            else:
+                memory = psutil.virtual_memory()
+                self.stop_reason = (f"idle for {idle:.0f} s while the machine was short of memory "
+                                    f"({memory.available / 2**30:.1f} of {memory.total / 2**30:.1f} GiB available)")
             self.stopping.set()
             return True
 
@@ -174,6 +189,7 @@ class Daemon:
                         reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
                     conn.sendall(json.dumps(reply, default=repr).encode() + b"\n")
                     if request.get("op") == "stop":
+                        self.stop_reason = "asked to stop (bisect-spec workers stop, or the command that started it)"
                         self.stopping.set()
                         return
         except (OSError, ValueError):
@@ -244,6 +260,12 @@ class Daemon:
         if not self.ready.is_set():
             return "starting"
         return "ready" if self.error is None else f"failed: {self.error}"
+
+
+def _log(line: str) -> None:
+    """A line of the daemon's life in its ``daemon.log`` (its standard error): when it started serving, when and
+    why it stopped."""
+    print(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {line}", file=sys.stderr, flush=True)
 
 
 def main(argv: list[str]) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import stat
 import subprocess
@@ -109,6 +110,10 @@ def test_a_warm_worker_stops_by_itself_once_idle(home: Path, monkeypatch: pytest
     gone, alive = psutil.wait_procs([daemon, *workers], timeout=120)  # the event: they end
     assert alive == [] and len(gone) == 1 + len(workers)
     assert not (home / "workers" / warm.key(workers_spec()) / "sock").exists()
+    # its log says when it served and why it stopped
+    log = (home / "workers" / warm.key(workers_spec()) / "daemon.log").read_text().splitlines()
+    assert f"serving SGLang {RELEASE} on rtx-pro-6000 (pid {daemon.pid})" in log[0], log
+    assert re.search(r" stopped: idle for \d+ s \(its limit: 1 s\); [1-9]\d* evaluations in \d+ s$", log[-1]), log
     # bisect's sessions only reuse one; one that has stopped (as it just did, by its idle limit, possibly after
     # they looked) leaves them a worker of their own, not "no warm worker runs" (CI, 2026-12-07)
     monkeypatch.setenv(warm.SCOPE_ENV, "commands")  # the default scope (the suite's "all" makes reuse start one)

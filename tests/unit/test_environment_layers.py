@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -82,7 +84,7 @@ def test_two_installs_at_once_install_a_shared_layer_once(tmp_path: Path, monkey
     monkeypatch.setenv("BISECT_SPEC_HOME", str(tmp_path))
     first_inside, second_waits, go_on = threading.Event(), threading.Event(), threading.Event()
     installs: list[str] = []
-    real_flock = environments.fcntl.flock
+    real_flock = fcntl.flock
 
     def install_layer(layer: str, directory: Path, python: Path, progress: object) -> None:
         installs.append(threading.current_thread().name)
@@ -91,13 +93,13 @@ def test_two_installs_at_once_install_a_shared_layer_once(tmp_path: Path, monkey
         directory.mkdir(parents=True)
         (directory / "layer.json").write_text("{}")
 
-    def flock(handle: object, operation: int) -> None:
-        if operation == environments.fcntl.LOCK_EX and threading.current_thread().name == "second":
+    def flock(handle: Any, operation: int) -> None:
+        if operation == fcntl.LOCK_EX and threading.current_thread().name == "second":
             second_waits.set()
         real_flock(handle, operation)
 
     monkeypatch.setattr(environments, "_install_layer", install_layer)
-    monkeypatch.setattr(environments.fcntl, "flock", flock)
+    monkeypatch.setattr(fcntl, "flock", flock)
     threads = [threading.Thread(target=environments._ensure_layer, args=("transformers-4.57.1", tmp_path, None),
                                 name=name) for name in ("first", "second")]
     threads[0].start()
