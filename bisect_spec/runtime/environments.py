@@ -464,9 +464,15 @@ def _ensure_base(data: dict[str, Any], progress: Callable[[str], None] | None) -
     constraint.write_text(data["torch"] + "\n")
     if progress:
         progress(f"installing {data['torch']} (CPU build), then {len(data['base'])} pinned packages")
-    _pip(_base_python(), ["install", "-q", data["torch"]], log_path, progress)
-    _pip(_base_python(), ["install", "-q", "-c", str(constraint), *data["base"]], log_path, progress)
-    _pip(_base_python(), ["install", "-q", "--no-deps", data["torchvision"]], log_path, progress)
+    # byte-compiled once at the end, on every core: pip compiles file by file on one (torch alone: 26 s against 7 s
+    # without, and 2 s for compileall -j 0 on two cores)
+    _pip(_base_python(), ["install", "-q", "--no-compile", data["torch"]], log_path, progress)
+    _pip(_base_python(), ["install", "-q", "--no-compile", "-c", str(constraint), *data["base"]], log_path, progress)
+    _pip(_base_python(), ["install", "-q", "--no-compile", "--no-deps", data["torchvision"]], log_path, progress)
+    if progress:
+        progress("byte-compiling the shared base environment")
+    for site in sorted(base.glob("lib/python*/site-packages")):
+        processes.run_command([str(_base_python()), "-m", "compileall", "-q", "-j", "0", str(site)], log_path=log_path)
     marker.write_text(json.dumps({"pins": wanted, "installed_at": time.time()}, indent=2))
     return _base_python()
 
