@@ -335,13 +335,16 @@ def connect_or_start(spec: WorkerSpec, *, label: str, timeout: float, start: boo
                 if notify:
                     notify(f"starting a warm evaluation worker for {label}: importing SGLang "
                            f"(it stays up {idle_limit():g} s after its last use)")
-                process = start_daemon([sys.executable, "-m", DAEMON_MODULE, str(directory)],
-                                       env=dict(os.environ), log_path=directory / "daemon.log")
+                process = None
                 try:
+                    with _interrupts_deferred():  # a Ctrl-C inside Popen would lose the handle of what it started
+                        process = start_daemon([sys.executable, "-m", DAEMON_MODULE, str(directory)],
+                                               env=dict(os.environ), log_path=directory / "daemon.log")
                     process.wait()
                     conn = _wait_for_socket(directory)
                 except BaseException:  # interrupted before it listens: it starts anyway, detached; stop it
-                    _stop_once_started(directory, process)
+                    if process is not None:
+                        _stop_once_started(directory, process)
                     raise
                 started_here = True
             else:
@@ -378,6 +381,25 @@ def connect_or_start(spec: WorkerSpec, *, label: str, timeout: float, start: boo
         return conn, hello
     raise WarmWorkerError("the warm worker kept stopping as it was reached; run again, or set "
                       f"{IDLE_ENV}=0 to start a worker of its own")
+
+
+@contextlib.contextmanager
+def _interrupts_deferred() -> Iterator[None]:
+    """A Ctrl-C (SIGINT) that comes while it lasts is acted on when it ends, by the handler there was (on the main
+    thread; elsewhere nothing changes)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda number, _frame: caught.append(number))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if caught and callable(previous):
+        previous(signal.SIGINT, None)
+    elif caught and previous == signal.SIG_DFL:
+        raise KeyboardInterrupt
 
 
 def _stop_once_started(directory: Path, launcher: Any, timeout: float = 30.0) -> None:

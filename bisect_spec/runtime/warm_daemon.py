@@ -39,6 +39,7 @@ from typing import Any
 import psutil
 
 from bisect_spec.errors import WorkerError
+from bisect_spec.runtime.warm import running
 from bisect_spec.runtime.worker import WorkerPool, WorkerSpec
 
 #: once less than this share of the machine's memory is available, an idle daemon stops after
@@ -47,6 +48,9 @@ from bisect_spec.runtime.worker import WorkerPool, WorkerSpec
 #: its memory
 SHORT_OF_MEMORY = 0.25
 IDLE_WHEN_SHORT = 30.0
+
+#: in a daemon's folder: ``idle SECONDS`` (since when, epoch) or ``engaged``, read by the daemons beside it
+IDLE_FILE = "idle"
 
 #: requests whose answer depends only on the release (asked by every session: the architecture
 #: check, the flag table), answered from memory after the first time
@@ -104,6 +108,31 @@ class Daemon:
 
     def _touch(self) -> None:
         self.last_activity = time.monotonic()
+        if not self.connections:
+            self._mark("idle", time.time())
+
+    def _mark(self, state: str, since: float | None = None) -> None:
+        """Say in ``IDLE_FILE`` whether it is idle and since when (seconds since the epoch), for the daemons beside
+        it: short of memory, the one idle the longest stops first (:meth:`_first_to_yield`)."""
+        with contextlib.suppress(OSError):
+            (self.directory / IDLE_FILE).write_text(state if since is None else f"{state} {since}")
+
+    def _first_to_yield(self) -> bool:
+        """Whether no other running daemon of this home has been idle longer (ties: the smaller key): short of
+        memory, daemons stop one at a time, the longest idle first, so that memory freed by one can keep the
+        others (all that had been idle 30 s used to stop at once; a CI run restarted 26 of its 77)."""
+        mine = (time.time() - (time.monotonic() - self.last_activity), self.directory.name)
+        for other in self.directory.parent.iterdir():
+            if other == self.directory or not other.is_dir():
+                continue
+            try:
+                state, since = (other / IDLE_FILE).read_text().split()
+                theirs = (float(since), other.name)
+            except (OSError, ValueError):
+                continue  # starting, engaged, or never served
+            if state == "idle" and theirs < mine and running(other):
+                return False
+        return True
 
     def idle_for(self) -> float:
         with self._lock:
@@ -117,6 +146,7 @@ class Daemon:
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(sig, on_signal)
         _log(f"serving {self.label} (pid {os.getpid()})")
+        self._mark("idle", time.time())
         threading.Thread(target=self._boot, name="warm-boot", daemon=True).start()
         listener.settimeout(0.5)
         try:
@@ -155,7 +185,7 @@ class Daemon:
             if self.connections:
                 return False
             idle = time.monotonic() - self.last_activity
-            if idle < self.idle and (idle < IDLE_WHEN_SHORT or not short_of_memory()):
+            if idle < self.idle and (idle < IDLE_WHEN_SHORT or not short_of_memory() or not self._first_to_yield()):
                 return False
             if idle >= self.idle:
                 self.stop_reason = f"idle for {idle:.0f} s (its limit: {self.idle:g} s)"
@@ -183,6 +213,7 @@ class Daemon:
                             if not self.stopping.is_set():
                                 engaged = True
                                 self.connections += 1
+                                self._mark("engaged")
                     try:
                         reply = self.answer(request)
                     except Exception as exc:  # the client is told why, instead of reading a closed connection
